@@ -1,0 +1,1 @@
+"""The Streamlit workbench. UI only: every decision lives in the domain packages."""

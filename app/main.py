@@ -1,0 +1,33 @@
+"""Entry point: frames every page and routes with st.navigation."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run app/main.py` puts app/ on sys.path, not the repository root.
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app.state import get_settings, workspace  # noqa: E402
+
+st.set_page_config(page_title="EHR Failure Lab", layout="wide")
+
+PAGES = {
+    "Trajectories": [
+        st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
+        st.Page("pages/browse.py", title="Browse", url_path="browse"),
+        st.Page("pages/trajectory.py", title="Trajectory", url_path="trajectory"),
+    ],
+}
+
+nav = st.navigation(PAGES)
+with st.sidebar:
+    ws = workspace()
+    st.caption(f"Workspace: {ws.root}")
+    if get_settings().database_url:
+        st.caption("Annotations: external database")
+nav.run()

@@ -1,0 +1,52 @@
+"""Browse: filter trajectories; selecting a row opens it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.state import open_trajectory_link, workspace
+from trajectories.views import BrowseFilter, browse, facets
+
+st.title("Browse")
+ws = workspace()
+options = facets(ws)
+
+with st.container(border=True):
+    c1, c2, c3, c4 = st.columns(4)
+    runs = c1.multiselect("Run", options["run"], key="browse_runs")
+    models = c2.multiselect("Model", options["model"], key="browse_models")
+    intents = c3.multiselect("Intent", options["intent"], key="browse_intents")
+    scopes = c4.multiselect("Scope", options["scope"], key="browse_scopes")
+    c5, c6, c7, c8 = st.columns([1, 1, 1, 2])
+    outcome = c5.segmented_control("Outcome", ["all", "failed", "succeeded"], default="all",
+                                   key="browse_outcome")
+    templates = c6.multiselect("Template", options["template_id"], key="browse_templates")
+    disagreement = c7.toggle("Recorded ≠ exact match", key="browse_disagree")
+    text = c8.text_input("Search question, task id or trajectory id", key="browse_text")
+
+flt = BrowseFilter(
+    runs=runs, models=models, intents=intents, scopes=scopes, templates=templates,
+    success={"failed": False, "succeeded": True}.get(outcome or "all"),
+    disagreement_only=disagreement, text=text,
+)
+st.session_state["browse_filter"] = flt
+df, total = browse(ws, flt)
+st.caption(f"{total:,} trajectories match" + (f"; showing the first {len(df):,}"
+                                               if total > len(df) else ""))
+event = st.dataframe(
+    df,
+    hide_index=True,
+    on_select="rerun",
+    selection_mode="single-row",
+    key="browse_table",
+    column_config={
+        "id": st.column_config.TextColumn("id", width="small"),
+        "question": st.column_config.TextColumn("question", width="large"),
+        "success": st.column_config.CheckboxColumn("success"),
+        "exact_match": st.column_config.CheckboxColumn("exact match"),
+        "recorded_success": st.column_config.CheckboxColumn("recorded"),
+    },
+)
+selected = event.selection.rows if event is not None else []
+if selected:
+    open_trajectory_link(str(df.iloc[selected[0]]["id"]))

@@ -1,0 +1,83 @@
+"""One trajectory: question and metadata on top, steps on the left, the answer on the right.
+
+Deep link: /trajectory?id=<trajectory id>."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.state import open_trajectory_link, workspace
+from app.widgets.answer import render_answer_panel
+from app.widgets.safe import escape_markdown, plain
+from app.widgets.sandbox_run import rerun_button
+from app.widgets.steps import render_steps
+from trajectories.model import Trajectory
+from trajectories.views import BrowseFilter, failure_neighbours, first_failure
+
+ws = workspace()
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def load(trajectory_id: str, parts_signature: tuple[str, ...]) -> Trajectory | None:
+    # Trajectories are immutable: the id (plus the set of parts) fully determines the result.
+    return ws.get(trajectory_id)
+
+
+trajectory_id = st.query_params.get("id") or first_failure(ws)
+if not trajectory_id:
+    st.title("Trajectory")
+    st.info("No trajectory to show: the workspace is empty.")
+    st.stop()
+
+traj = load(trajectory_id, tuple(p.name for p in ws.part_files()))
+if traj is None:
+    st.title("Trajectory")
+    st.error(f"No trajectory with id {escape_markdown(trajectory_id)} in this workspace.")
+    st.stop()
+if st.query_params.get("id") != trajectory_id:
+    st.query_params["id"] = trajectory_id
+
+task, run = traj.task, traj.run
+flt = st.session_state.get("browse_filter")
+prev_id, next_id = failure_neighbours(ws, trajectory_id,
+                                      flt if isinstance(flt, BrowseFilter) else None)
+
+top = st.columns([6, 1, 1])
+with top[0]:
+    st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
+               f"{escape_markdown(run.model)} · rollout {run.rollout}")
+if top[1].button("◀ Prev failure", key="prev_failure", shortcut="K", disabled=prev_id is None,
+                 help="Previous failed trajectory (K)"):
+    open_trajectory_link(str(prev_id))
+if top[2].button("Next failure ▶", key="next_failure", shortcut="J", disabled=next_id is None,
+                 help="Next failed trajectory (J)"):
+    open_trajectory_link(str(next_id))
+
+st.subheader("Question")
+plain(task.question)
+meta = {
+    "intent": task.intent, "scope": task.scope, "template": task.template_id,
+    "split": task.split, "task": task.id,
+    "noise pair": (f"{task.pair_id} ({task.variant}, {task.noise_type})"
+                   if task.pair_id else None),
+}
+st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
+
+left, right = st.columns([3, 2], gap="medium")
+with left:
+    head = st.columns([3, 1])
+    head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
+    expand_all = head[1].toggle("Expand all", key="expand_all")
+
+    def rerun(index: int, sql: str) -> None:
+        rerun_button(f"{traj.id}_{index}", sql)
+
+    render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
+with right:
+    render_answer_panel(traj)
+    st.markdown("**Reference SQL**")
+    if task.reference_sql:
+        st.code(task.reference_sql, language="sql", wrap_lines=True)
+        rerun_button(f"{traj.id}_reference", task.reference_sql, label="Re-run reference SQL")
+    else:
+        st.caption("The task carries no reference SQL.")

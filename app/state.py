@@ -1,0 +1,30 @@
+"""Process-wide resources (cached once per server) and per-session helpers shared by pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from faillab.settings import Settings
+from trajectories.workspace import Workspace
+
+
+@st.cache_resource
+def get_settings() -> Settings:
+    return Settings.from_env()
+
+
+@st.cache_resource
+def get_workspace(root: str | None = None) -> Workspace:
+    # One Workspace per process; it keeps a DuckDB connection per thread internally.
+    return Workspace(Path(root) if root else get_settings().workspace)
+
+
+def workspace() -> Workspace:
+    return get_workspace(str(get_settings().workspace))
+
+
+def open_trajectory_link(trajectory_id: str) -> None:
+    """Go to the trajectory page with a shareable deep link (?id=...)."""
+    st.switch_page("pages/trajectory.py", query_params={"id": trajectory_id})

@@ -1,0 +1,82 @@
+"""The steps of a trajectory: numbered, highlighted, observations as tables when tabular."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import streamlit as st
+
+from app.widgets.safe import escape_markdown, plain
+from trajectories.model import Step, StepKind
+from trajectories.render import parse_tabular, pretty_arguments, preview, should_collapse
+
+KIND_LABEL = {StepKind.SQL: "SQL", StepKind.PYTHON: "Python", StepKind.TOOL_CALL: "Tool call",
+              StepKind.MESSAGE: "Message"}
+ROLE_AVATAR = {"user": "user", "assistant": "assistant"}
+
+
+def _observation(step: Step, expand_all: bool) -> None:
+    text = step.observation
+    if text is None:
+        st.caption("no observation recorded")
+        return
+    table = parse_tabular(text)
+    label = "Error" if step.error else "Observation"
+    collapsed = should_collapse(text) and not expand_all
+    container = st.expander(f"{label} ({len(text):,} characters)", expanded=not collapsed) \
+        if should_collapse(text) else st.container()
+    with container:
+        if step.error:
+            st.error(escape_markdown(preview(text, 300)))
+        if table is not None and not step.error:
+            st.dataframe(pd.DataFrame(table.rows, columns=table.columns), hide_index=True,
+                         height=min(38 + 35 * len(table.rows), 320))
+        else:
+            st.code(text, language=None, wrap_lines=True, height=min(400, 30 + 18 *
+                                                                     text.count("\n")))
+
+
+def render_message(index: int, step: Step, expand_all: bool) -> None:
+    role = step.role or "assistant"
+    if role == "system":
+        with st.expander(f"{index}. System prompt ({len(step.content or ''):,} characters)",
+                         expanded=expand_all):
+            st.code(step.content or "", language=None, wrap_lines=True)
+        return
+    with st.chat_message(ROLE_AVATAR.get(role, "assistant")):
+        st.caption(f"{index}. {role} message")
+        plain(step.content)
+
+
+def render_action(index: int, step: Step, expand_all: bool,
+                  rerun: Callable[[int, str], None] | None) -> None:
+    title = f"**{index}. {KIND_LABEL[step.kind]}**"
+    if step.name:
+        title += f" · {escape_markdown(step.name)}"
+    if step.error:
+        title += " · :red[error]"
+    with st.container(border=True):
+        st.markdown(title)
+        if step.kind == StepKind.SQL:
+            st.code(step.code or "", language="sql", wrap_lines=True)
+        elif step.kind == StepKind.PYTHON:
+            st.code(step.code or "", language="python", wrap_lines=True)
+            st.caption("Python steps are shown, never executed.")
+        else:
+            pretty, valid = pretty_arguments(step.arguments)
+            st.code(pretty, language="json" if valid else None, wrap_lines=True)
+            if not valid:
+                st.warning("The agent emitted arguments that are not valid JSON; shown raw.")
+        if step.kind == StepKind.SQL and rerun is not None:
+            rerun(index, step.code or "")
+        _observation(step, expand_all)
+
+
+def render_steps(steps: list[Step], *, expand_all: bool,
+                 rerun: Callable[[int, str], None] | None = None) -> None:
+    for index, step in enumerate(steps):
+        if step.kind == StepKind.MESSAGE:
+            render_message(index, step, expand_all)
+        else:
+            render_action(index, step, expand_all, rerun)

@@ -1,0 +1,94 @@
+"""The one settings object. Every knob has a name, a default, an environment variable and a
+line of help; docs/settings.md is generated from this table and a test keeps them in step."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    env: str
+    default: Any
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("workspace", "FAILLAB_WORKSPACE", "workspace",
+            "Workspace directory (trajectories, EHR database, default annotation store)."),
+    Setting("database_url", "FAILLAB_DATABASE_URL", "",
+            "Annotation store URL; empty means a SQLite file inside the workspace. "
+            "Teams use postgresql+psycopg://user@host/db."),
+    Setting("auth", "FAILLAB_AUTH", "none",
+            "How people sign in: none (pick a display name), password, or oidc (st.login)."),
+    Setting("blind", "FAILLAB_BLIND", True,
+            "Annotators never see another annotator's label on an item."),
+    Setting("hide_prelabel", "FAILLAB_HIDE_PRELABEL", False,
+            "Hide the LLM pre-label until the annotator has committed (against anchoring)."),
+    Setting("prelabel_threshold", "FAILLAB_PRELABEL_THRESHOLD", 0.7,
+            "Pre-labels below this confidence go to people first."),
+    Setting("spot_check_share", "FAILLAB_SPOT_CHECK_SHARE", 0.1,
+            "Share of confident pre-labels also sent to people as spot checks."),
+    Setting("sql_timeout_s", "FAILLAB_SQL_TIMEOUT", 5.0,
+            "Time limit for re-running SQL in the sandbox, in seconds."),
+    Setting("sql_row_cap", "FAILLAB_SQL_ROW_CAP", 1000,
+            "Most rows a sandboxed query returns."),
+    Setting("gemini_model", "FAILLAB_GEMINI_MODEL", "gemini-2.5-pro",
+            "Model used by the Gemini pre-labeller."),
+    Setting("gemini_base_url", "GOOGLE_GEMINI_BASE_URL", "",
+            "Override of the Gemini API address (tests point it at a local fake server)."),
+    Setting("vertex_project", "GOOGLE_CLOUD_PROJECT", "",
+            "Vertex AI project; with it the Gemini labeller uses Vertex AI."),
+    Setting("vertex_location", "GOOGLE_CLOUD_LOCATION", "us-central1",
+            "Vertex AI location."),
+)
+
+
+def _coerce(raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    return raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    workspace: Path
+    database_url: str
+    auth: str
+    blind: bool
+    hide_prelabel: bool
+    prelabel_threshold: float
+    spot_check_share: float
+    sql_timeout_s: float
+    sql_row_cap: int
+    gemini_model: str
+    gemini_base_url: str
+    vertex_project: str
+    vertex_location: str
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        env = dict(os.environ) if env is None else env
+        values: dict[str, Any] = {}
+        for s in SETTINGS:
+            raw = env.get(s.env)
+            values[s.name] = _coerce(raw, s.default) if raw not in (None, "") else s.default
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        values["workspace"] = Path(values["workspace"])
+        return cls(**values)
+
+    def annotations_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.workspace / 'annotations.sqlite').resolve()}"
+
+
+assert {f.name for f in fields(Settings)} == {s.name for s in SETTINGS}

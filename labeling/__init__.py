@@ -1,0 +1,1 @@
+"""Labels: annotation store, queues, agreement, the validity audit and pre-labellers."""

@@ -1,0 +1,63 @@
+"""Fixtures shared by every test package."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("FAILLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
+REAL_TRAJECTORIES = SHARED_DATA / "trajectories" / "ai612-student"
+EHRSQL_SQLITE = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
+MIMIC_DEMO = SHARED_DATA / "mimic-iv-demo-2.2"
+
+
+def require_shared(path: Path) -> Path:
+    """The shared real data is present on these machines and in CI: its absence is an error
+    there, and a clear skip only on a developer machine without it."""
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"shared data missing in CI: {path}")
+        pytest.skip(f"shared data not present: {path}")
+    return path
+
+
+@pytest.fixture
+def real_trajectory_files() -> list[Path]:
+    return sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))
+
+
+def make_trajectory(**overrides: Any) -> Trajectory:
+    """A small, valid native trajectory; keyword arguments replace top-level parts."""
+    base: dict[str, Any] = {
+        "task": Task(id="t1", question="How many patients are female?", intent="Demographics",
+                     scope="population", template_id="tpl-1",
+                     reference_sql="SELECT count(*) FROM patients WHERE gender = 'F'",
+                     ground_truth=[[52]], answer_format="a single number", split="test"),
+        "run": Run(name="run-a", model="model-a", temperature=0.0, rollout=0),
+        "steps": [
+            Step(kind=StepKind.MESSAGE, role="user", content="How many patients are female?"),
+            Step(kind=StepKind.SQL, code="SELECT count(*) FROM patients WHERE gender = 'F'",
+                 observation="[(52,)]"),
+            Step(kind=StepKind.MESSAGE, role="assistant", content="52"),
+        ],
+        "final_answer": 52,
+        "outcome": None,
+    }
+    base.update(overrides)
+    return Trajectory(**base)
+
+
+@pytest.fixture
+def trajectory_factory() -> Callable[..., Trajectory]:
+    return make_trajectory
+
+
+__all__ = ["EHRSQL_SQLITE", "MIMIC_DEMO", "REAL_TRAJECTORIES", "REPO", "SHARED_DATA",
+           "Outcome", "make_trajectory", "require_shared"]

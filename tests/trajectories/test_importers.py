@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.conftest import make_trajectory
+from trajectories.importers import ImportProblem, read_file
+from trajectories.importers.openai_chat import identity_from_filename
+from trajectories.model import StepKind
+
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "trajectories/schema/trajectory.schema.json").read_text()
+)
+
+
+def write_jsonl(path: Path, records: list[object]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def native_record(**task_overrides: object) -> dict[str, object]:
+    record = make_trajectory().model_dump(mode="json", exclude={"id"})
+    record["task"].update(task_overrides)  # type: ignore[union-attr]
+    return record
+
+
+def test_native_round_trip_validates_against_schema(tmp_path: Path) -> None:
+    record = native_record()
+    record["producer_note"] = {"kept": True}  # unknown fields survive
+    jsonschema.validate(record, SCHEMA)
+    parsed = read_file(write_jsonl(tmp_path / "a.jsonl", [record]))
+    assert parsed.format == "native" and not parsed.problems
+    traj = parsed.trajectories[0][1]
+    assert traj.model_extra is not None and traj.model_extra["producer_note"] == {"kept": True}
+    dumped = traj.model_dump(mode="json")
+    jsonschema.validate(dumped, SCHEMA)
+    assert dumped["task"]["question"] == record["task"]["question"]  # type: ignore[index]
+
+
+def test_ids_are_content_hashes(tmp_path: Path) -> None:
+    a = read_file(write_jsonl(tmp_path / "a.jsonl", [native_record()])).trajectories[0][1]
+    b = read_file(write_jsonl(tmp_path / "b.jsonl", [native_record()])).trajectories[0][1]
+    c = read_file(write_jsonl(tmp_path / "c.jsonl", [native_record(question="Other?")]))
+    assert a.id == b.id
+    assert c.trajectories[0][1].id != a.id
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "file is empty"),
+        (b"   \n\n", "file is empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00", "binary file"),
+        (b"hello world", "not JSON or JSONL"),
+        (b'[{"task": {"id": "1", "question": "q"}, "run"', "truncated"),
+        (b"\xff\xfe{\x00", "binary file"),
+    ],
+)
+def test_whole_file_problems_are_one_line(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ImportProblem) as info:
+        read_file(path)
+    text = str(info.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+def test_record_problem_names_line_and_field(tmp_path: Path) -> None:
+    bad = native_record()
+    del bad["run"]["model"]  # type: ignore[attr-defined]
+    path = write_jsonl(tmp_path / "x.jsonl", [native_record(), bad])
+    parsed = read_file(path)
+    assert len(parsed.trajectories) == 1
+    problem = parsed.problems[0]
+    assert problem.location == "line 2" and problem.field == "run.model"
+    assert "line 2" in str(problem) and "run.model" in str(problem)
+
+
+def test_json_list_problem_names_index(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps([native_record(), {"task": {"id": "", "question": "q"},
+                                                  "run": {"name": "r", "model": "m"}}]))
+    problem = read_file(path).problems[0]
+    assert problem.location == "record 1" and problem.field == "task.id"
+
+
+def test_bad_json_line_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps(native_record()) + "\n{not json\n")
+    parsed = read_file(path)
+    assert parsed.problems[0].location == "line 2"
+    assert "not valid JSON" in parsed.problems[0].message
+
+
+def chat_record(arguments: str) -> dict[str, object]:
+    return {
+        "task_idx": 3, "trial": 2, "reward": 0.0,
+        "info": {"task": {"instruction": "Find the gender of patient 10027602.",
+                          "gold_sql": "SELECT gender FROM patients WHERE subject_id = 10027602",
+                          "gold_answer": [["f"]]},
+                 "reward_info": {"reward": 0.0, "info": {"pred_answer": [["m"]]}}},
+        "messages": [
+            {"role": "system", "content": "You are a SQL agent."},
+            {"role": "user", "content": "What's the gender of patient 10027602?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "sql_db_query", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "sql_db_query",
+             "content": "Error: (sqlite3.OperationalError) no such column: patient_id"},
+            {"role": "assistant", "content": "It is m."},
+        ],
+        "cost": {"total_cost": 0.01},
+    }
+
+
+def test_openai_chat_keeps_invalid_arguments_raw(tmp_path: Path) -> None:
+    raw = '{"query": "SELECT gender FROM patients WHERE patient_id = 10027602"'  # no brace
+    path = tmp_path / "mimic_iv-tool-calling-gpt-4o-mini-0.6_range_0--1_user-x_0101_valid.json"
+    path.write_text(json.dumps([chat_record(raw)]))
+    parsed = read_file(path)
+    assert parsed.format == "openai-chat" and not parsed.problems
+    traj = parsed.trajectories[0][1]
+    tool_steps = [s for s in traj.steps if s.kind != StepKind.MESSAGE]
+    assert tool_steps[0].arguments == raw and tool_steps[0].kind == StepKind.TOOL_CALL
+    assert tool_steps[0].error and "no such column" in (tool_steps[0].observation or "")
+    assert traj.run.model == "gpt-4o-mini" and traj.run.temperature == 0.6
+    assert traj.run.rollout == 2 and traj.task.id == "3" and traj.task.split == "valid"
+    assert traj.outcome is not None and traj.outcome.success is False
+    assert traj.final_answer == [["m"]]
+    assert traj.model_extra is not None and traj.model_extra["source_record"]["cost"]
+
+
+def test_openai_chat_sql_calls_become_sql_steps(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([chat_record('{"query": "SELECT 1"}')]))
+    traj = read_file(path, run="my-run", model="my-model").trajectories[0][1]
+    sql = [s for s in traj.steps if s.kind == StepKind.SQL]
+    assert sql and sql[0].code == "SELECT 1"
+    assert traj.run.name == "my-run" and traj.run.model == "my-model"
+    assert [s.role for s in traj.steps if s.kind == StepKind.MESSAGE] == [
+        "system", "user", "assistant"]
+
+
+def test_identity_from_filename_parses_tau_names() -> None:
+    ident = identity_from_filename(
+        Path("mimic_iv-tool-calling-v2-gemini-2.5-flash-preview-04-17-0.0_range_0--1_"
+             "user-gemini-2.0-flash-llm_0603224931_valid.json"), None, None)
+    assert ident.model == "gemini-2.5-flash-preview-04-17"
+    assert ident.temperature == 0.0 and ident.split == "valid"
+    assert identity_from_filename(Path("whatever.jsonl"), None, None).model == "whatever"
+
+
+def test_real_tau_bench_files_import_as_they_are(real_trajectory_files: list[Path]) -> None:
+    total = 0
+    for path in real_trajectory_files:
+        parsed = read_file(path)
+        assert parsed.problems == [], parsed.problems[:1]
+        assert parsed.format == "openai-chat"
+        raw = json.loads(path.read_text())
+        for (_, traj), rec in zip(parsed.trajectories, raw, strict=True):
+            assert traj.outcome is not None and traj.outcome.reward == rec["reward"]
+            assert traj.run.rollout == rec["trial"]
+            calls = sum(len(m.get("tool_calls") or []) for m in rec["messages"])
+            assert traj.n_turns == calls
+        total += len(parsed.trajectories)
+    assert total == 165

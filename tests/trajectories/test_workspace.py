@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, make_trajectory
+from trajectories.importers import ImportProblem
+from trajectories.model import Outcome
+from trajectories.workspace import Workspace
+
+
+def write_native(path: Path, n: int, *, bad_line: int | None = None) -> Path:
+    lines = []
+    for i in range(n):
+        rec = make_trajectory().model_dump(mode="json", exclude={"id"})
+        rec["task"]["id"] = f"task-{i}"
+        if bad_line is not None and i + 1 == bad_line:
+            rec["steps"][0]["kind"] = "telepathy"
+        lines.append(json.dumps(rec))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_import_is_idempotent(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    src = write_native(tmp_path / "a.jsonl", 5)
+    first = ws.import_files([src])
+    second = ws.import_files([src])
+    assert (first.imported, first.duplicates) == (5, 0)
+    assert (second.imported, second.duplicates) == (0, 5)
+    assert ws.summary()["trajectories"] == 5
+    assert len(ws.part_files()) == 1
+
+
+def test_invalid_record_rejects_whole_import(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.import_files([write_native(tmp_path / "good.jsonl", 2)])
+    before = sorted(p.name for p in ws.root.rglob("*"))
+    bad = write_native(tmp_path / "bad.jsonl", 4, bad_line=3)
+    with pytest.raises(ImportProblem) as info:
+        ws.import_files([write_native(tmp_path / "more.jsonl", 3), bad])
+    assert "line 3" in str(info.value) and "steps.0.kind" in str(info.value)
+    assert sorted(p.name for p in ws.root.rglob("*")) == before
+    assert ws.summary()["trajectories"] == 2
+
+
+def test_skip_invalid_keeps_good_records_and_writes_rejects(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    report = ws.import_files([write_native(tmp_path / "bad.jsonl", 4, bad_line=2)],
+                             skip_invalid=True)
+    assert (report.imported, report.rejected) == (3, 1)
+    assert report.rejects_file is not None
+    reject = json.loads(report.rejects_file.read_text().splitlines()[0])
+    assert reject["location"] == "line 2" and "telepathy" in reject["record"]
+
+
+def test_success_prefers_recorded_outcome_and_counts_disagreements(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    lenient = make_trajectory(final_answer=51, outcome=Outcome(success=True, reward=1.0))
+    exact = make_trajectory(final_answer=52)
+    wrong = make_trajectory(final_answer=7, outcome=Outcome(success=False, reward=0.0))
+    ws.add([(t.with_id(), None) for t in (lenient, exact, wrong)])
+    df = ws.frame().set_index("final_answer")
+    assert bool(df.loc["51", "success"]) and not bool(df.loc["51", "exact_match"])
+    assert bool(df.loc["52", "success"]) and bool(df.loc["52", "exact_match"])
+    assert ws.summary() == {"trajectories": 3, "tasks": 1, "runs": 1, "failed": 1,
+                            "outcome_disagreements": 1}
+
+
+def test_get_returns_the_stored_trajectory(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    traj = make_trajectory().with_id()
+    ws.add([(traj, None)])
+    assert traj.id is not None
+    loaded = ws.get(traj.id)
+    assert loaded is not None and loaded.model_dump() == traj.model_dump()
+    assert ws.get("nope") is None
+
+
+def test_empty_workspace_reads_as_empty(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "nothing")
+    assert ws.summary()["trajectories"] == 0
+    assert ws.list() == []
+
+
+def test_rescore_overlay(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.add([(make_trajectory().with_id(), None)])
+    assert ws.write_scores() == {"scored": 1, "changed": 0}
+    assert bool(ws.frame()["exact_match"].iloc[0])
+
+
+def test_real_trajectories_import_with_recorded_outcomes(
+    tmp_path: Path, real_trajectory_files: list[Path]
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    report = ws.import_files(real_trajectory_files)
+    assert report.as_json() == {"imported": 165, "duplicates": 0, "rejected": 0}
+    rewards = [r["reward"] for f in real_trajectory_files for r in json.loads(f.read_text())]
+    summary = ws.summary()
+    assert summary["trajectories"] == 165
+    assert summary["failed"] == sum(1 for r in rewards if r < 1.0)
+    # That harness scores leniently, so exact match disagrees with it on some trajectories.
+    assert summary["outcome_disagreements"] > 0
+    assert summary["runs"] == len(real_trajectory_files)
+
+
+def test_reader_sees_consistent_data_while_another_process_imports(tmp_path: Path) -> None:
+    ws_dir = tmp_path / "ws"
+    sources = [write_native(tmp_path / f"s{i}.jsonl", 200) for i in range(1)]
+    # Different task ids per file so every file adds rows.
+    for i in range(1, 6):
+        path = tmp_path / f"s{i}.jsonl"
+        path.write_text(sources[0].read_text().replace('"task-', f'"f{i}-task-'))
+        sources.append(path)
+    script = (
+        "import sys; from pathlib import Path; from trajectories.workspace import Workspace\n"
+        "ws = Workspace(Path(sys.argv[1]))\n"
+        "for p in sys.argv[2:]: ws.import_files([Path(p)])\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(ws_dir), *map(str, sources)],
+                            cwd=REPO)
+    reader = Workspace(ws_dir)
+    seen: list[int] = []
+    deadline = time.time() + 60
+    while proc.poll() is None and time.time() < deadline:
+        count = reader.summary()["trajectories"]
+        assert count % 200 == 0  # never half a part
+        seen.append(count)
+    assert proc.wait(timeout=60) == 0
+    assert reader.summary()["trajectories"] == 1200
+    assert seen == sorted(seen)

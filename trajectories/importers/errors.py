@@ -1,0 +1,32 @@
+"""What goes wrong in an import, said precisely enough to fix the file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+
+@dataclass(frozen=True)
+class ImportProblem(Exception):
+    """A problem in one file: which record (line or index) and which field, in one line."""
+
+    path: str
+    message: str
+    location: str | None = None  # "line 12" for JSONL, "record 3" for a JSON list
+    field: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.path]
+        if self.location:
+            parts.append(self.location)
+        if self.field:
+            parts.append(f"field '{self.field}'")
+        return ": ".join(parts) + f": {self.message}"
+
+
+def describe_validation_error(err: ValidationError) -> tuple[str, str]:
+    """The first failing field's dotted path and its message."""
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first.get("loc", ())) or "(record)"
+    return field, first.get("msg", "invalid")

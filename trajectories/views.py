@@ -1,0 +1,130 @@
+"""Read-side queries the workbench pages need, pushed down into DuckDB.
+
+Every filter is a bound parameter; nothing from a user is formatted into SQL text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from trajectories.workspace import Workspace
+
+BROWSE_COLUMNS = ("id", "run", "model", "task_id", "intent", "scope", "template_id", "rollout",
+                  "success", "exact_match", "recorded_success", "n_turns", "n_errors", "question")
+
+
+@dataclass
+class BrowseFilter:
+    runs: Sequence[str] = ()
+    models: Sequence[str] = ()
+    intents: Sequence[str] = ()
+    scopes: Sequence[str] = ()
+    templates: Sequence[str] = ()
+    success: bool | None = None
+    disagreement_only: bool = False
+    text: str = ""
+    ids: Sequence[str] | None = None  # e.g. trajectories with a given failure label
+    limit: int = 1000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, values in (("run", self.runs), ("model", self.models),
+                               ("intent", self.intents), ("scope", self.scopes),
+                               ("template_id", self.templates)):
+            if values:
+                clauses.append(f"{column} IN ({', '.join('?' for _ in values)})")
+                params.extend(values)
+        if self.success is not None:
+            clauses.append("success = ?")
+            params.append(self.success)
+        if self.disagreement_only:
+            clauses.append("recorded_success IS NOT NULL AND recorded_success <> exact_match")
+        if self.text.strip():
+            clauses.append("(question ILIKE ? OR task_id = ? OR id = ?)")
+            params.extend([f"%{self.text.strip()}%", self.text.strip(), self.text.strip()])
+        if self.ids is not None:
+            if not self.ids:
+                clauses.append("false")
+            else:
+                clauses.append("id IN (SELECT unnest(?::VARCHAR[]))")
+                params.append(list(self.ids))
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def browse(ws: Workspace, flt: BrowseFilter) -> tuple[pd.DataFrame, int]:
+    """The matching rows (up to ``flt.limit``) and the total match count."""
+    where, params = flt.where()
+    con = ws.connect()
+    total_row = con.execute(f"SELECT count(*) FROM trajectories{where}", params).fetchone()
+    total = int(total_row[0]) if total_row else 0
+    df = con.execute(
+        f"SELECT {', '.join(BROWSE_COLUMNS)} FROM trajectories{where} "
+        f"ORDER BY run, task_id, rollout, id LIMIT {int(flt.limit)}",
+        params,
+    ).df()
+    return df, total
+
+
+def facets(ws: Workspace) -> dict[str, list[str]]:
+    """Distinct values for the filter widgets."""
+    con = ws.connect()
+    out: dict[str, list[str]] = {}
+    for column in ("run", "model", "intent", "scope", "template_id"):
+        rows = con.execute(
+            f"SELECT DISTINCT {column} FROM trajectories WHERE {column} IS NOT NULL ORDER BY 1"
+        ).fetchall()
+        out[column] = [str(r[0]) for r in rows]
+    return out
+
+
+def overview_by_run(ws: Workspace) -> pd.DataFrame:
+    return ws.query_df(
+        """SELECT run, model, any_value(temperature) AS temperature,
+                  count(*) AS trajectories, count(DISTINCT task_id) AS tasks,
+                  avg(success::INT) AS success_rate,
+                  count(*) FILTER (WHERE NOT success) AS failures,
+                  count(*) FILTER (WHERE recorded_success IS NOT NULL
+                                   AND recorded_success <> exact_match) AS outcome_disagreements,
+                  avg(n_turns) AS mean_turns
+           FROM trajectories GROUP BY run, model ORDER BY run, model"""
+    )
+
+
+def intent_scope_counts(ws: Workspace) -> pd.DataFrame:
+    return ws.query_df(
+        """SELECT intent, coalesce(scope, 'unknown') AS scope, count(*) AS trajectories,
+                  count(DISTINCT task_id) AS tasks, avg(success::INT) AS success_rate
+           FROM trajectories GROUP BY ALL ORDER BY intent, scope"""
+    )
+
+
+def failure_neighbours(ws: Workspace, trajectory_id: str,
+                       flt: BrowseFilter | None = None) -> tuple[str | None, str | None]:
+    """The previous and next failed trajectory around ``trajectory_id`` in browse order."""
+    base = flt or BrowseFilter()
+    where, params = base.where()
+    cond = "NOT success" if not where else where[len(" WHERE "):] + " AND NOT success"
+    row = ws.connect().execute(
+        f"""WITH ordered AS (
+              SELECT id, lag(id) OVER w AS prev_id, lead(id) OVER w AS next_id
+              FROM trajectories WHERE {cond} OR id = ?
+              WINDOW w AS (ORDER BY run, task_id, rollout, id))
+            SELECT prev_id, next_id FROM ordered WHERE id = ?""",
+        [*params, trajectory_id, trajectory_id],
+    ).fetchone()
+    if row is None:
+        return None, None
+    return row[0], row[1]
+
+
+def first_failure(ws: Workspace) -> str | None:
+    row = ws.connect().execute(
+        "SELECT id FROM trajectories WHERE NOT success ORDER BY run, task_id, rollout, id LIMIT 1"
+    ).fetchone()
+    return row[0] if row else None

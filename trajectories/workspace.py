@@ -1,0 +1,418 @@
+"""The workspace: imported trajectories as immutable Parquet parts, queried with DuckDB.
+
+Layout under the workspace root::
+
+    trajectories/part-*.parquet  one row per trajectory (index columns + the full JSON payload)
+    scores.parquet               optional re-score overlay written by ``faillab score``
+    workspace.json               settings of this workspace (the EHR database to re-run SQL on)
+    ehr.duckdb                   the demo's synthetic EHR database, when built by ``faillab demo``
+    annotations.sqlite           the annotation store (default; PostgreSQL for teams)
+
+Parts are written to a hidden temporary name and renamed into place, so a reader in another
+process (the app) never sees half a file and never takes a lock; writers serialise on a lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trajectories.importers import ImportProblem, read_file
+from trajectories.model import Trajectory
+from trajectories.scoring import SCORER_VERSION, exact_match, wants_order
+
+PART_GLOB = "part-*.parquet"
+ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
+
+INDEX_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("run", pa.string()),
+        ("model", pa.string()),
+        ("temperature", pa.float64()),
+        ("rollout", pa.int32()),
+        ("task_id", pa.string()),
+        ("question", pa.string()),
+        ("intent", pa.string()),
+        ("scope", pa.string()),
+        ("template_id", pa.string()),
+        ("split", pa.string()),
+        ("pair_id", pa.string()),
+        ("noise_type", pa.string()),
+        ("variant", pa.string()),
+        ("reference_sql", pa.string()),
+        ("answer_format", pa.string()),
+        ("ground_truth", pa.string()),
+        ("final_answer", pa.string()),
+        ("n_steps", pa.int32()),
+        ("n_turns", pa.int32()),
+        ("n_errors", pa.int32()),
+        ("recorded_success", pa.bool_()),
+        ("recorded_reward", pa.float64()),
+        ("exact_match", pa.bool_()),
+        ("scorer_version", pa.string()),
+        ("source_file", pa.string()),
+        ("payload", pa.string()),
+    ]
+)
+INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
+
+
+class WorkspaceError(Exception):
+    """A workspace problem the user can act on (missing database, bad settings file)."""
+
+
+@dataclass
+class ImportReport:
+    imported: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    files: int = 0
+    rejects_file: Path | None = None
+    problems: list[ImportProblem] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, int]:
+        return {"imported": self.imported, "duplicates": self.duplicates, "rejected": self.rejected}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def score(traj: Trajectory) -> bool:
+    ordered = wants_order(traj.task.question, traj.task.answer_format)
+    return exact_match(traj.final_answer, traj.task.ground_truth, ordered=ordered)
+
+
+def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
+    """The flat row stored for a trajectory (CONTRACTS.md lists the columns)."""
+    task, run = traj.task, traj.run
+    outcome = traj.outcome
+    return {
+        "id": traj.id,
+        "run": run.name,
+        "model": run.model,
+        "temperature": run.temperature,
+        "rollout": run.rollout,
+        "task_id": task.id,
+        "question": task.question,
+        "intent": task.intent,
+        "scope": task.scope,
+        "template_id": task.template_id,
+        "split": task.split,
+        "pair_id": task.pair_id,
+        "noise_type": task.noise_type,
+        "variant": task.variant,
+        "reference_sql": task.reference_sql,
+        "answer_format": task.answer_format,
+        "ground_truth": _json(task.ground_truth),
+        "final_answer": _json(traj.final_answer),
+        "n_steps": len(traj.steps),
+        "n_turns": traj.n_turns,
+        "n_errors": sum(1 for s in traj.steps if s.error),
+        "recorded_success": outcome.success if outcome else None,
+        "recorded_reward": outcome.reward if outcome else None,
+        "exact_match": score(traj),
+        "scorer_version": SCORER_VERSION,
+        "source_file": source_file,
+        "payload": traj.model_dump_json(),
+    }
+
+
+class Workspace:
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.parts_dir = self.root / "trajectories"
+        self._local = threading.local()
+
+    # --- layout and settings ---------------------------------------------------------------
+    @property
+    def settings_path(self) -> Path:
+        return self.root / "workspace.json"
+
+    @property
+    def scores_path(self) -> Path:
+        return self.root / "scores.parquet"
+
+    @property
+    def default_annotations_url(self) -> str:
+        return f"sqlite:///{(self.root / 'annotations.sqlite').resolve()}"
+
+    def create(self) -> Workspace:
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def exists(self) -> bool:
+        return self.parts_dir.is_dir()
+
+    def read_settings(self) -> dict[str, Any]:
+        if not self.settings_path.exists():
+            return {}
+        try:
+            data = json.loads(self.settings_path.read_text("utf-8"))
+        except ValueError as err:
+            raise WorkspaceError(f"{self.settings_path}: not valid JSON ({err})") from None
+        return data if isinstance(data, dict) else {}
+
+    def write_settings(self, **updates: Any) -> None:
+        self.create()
+        data = {**self.read_settings(), **updates}
+        _atomic_write_text(self.settings_path, json.dumps(data, indent=2, sort_keys=True))
+
+    @property
+    def ehr_path(self) -> Path | None:
+        """The EHR database SQL is re-run against: the configured one, else the demo's."""
+        configured = self.read_settings().get("ehr_database")
+        if configured:
+            path = Path(configured)
+            return path if path.is_absolute() else (self.root / path)
+        demo = self.root / "ehr.duckdb"
+        return demo if demo.exists() else None
+
+    def set_ehr_database(self, path: Path) -> None:
+        if not path.exists():
+            raise WorkspaceError(f"{path}: no such EHR database file")
+        self.write_settings(ehr_database=str(path.resolve()))
+
+    # --- writing ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        self.create()
+        with open(self.root / ".write.lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def part_files(self) -> list[Path]:
+        return sorted(self.parts_dir.glob(PART_GLOB)) if self.parts_dir.exists() else []
+
+    def existing_ids(self) -> set[str]:
+        files = self.part_files()
+        if not files:
+            return set()
+        table = pq.ParquetDataset([str(f) for f in files]).read(columns=["id"])
+        return set(table.column("id").to_pylist())
+
+    def add(
+        self, trajectories: Iterable[tuple[Trajectory, str | None]]
+    ) -> tuple[int, int]:
+        """Store new trajectories; returns (added, duplicates). Never rewrites existing parts."""
+        with self._write_lock():
+            seen = self.existing_ids()
+            rows: list[dict[str, Any]] = []
+            duplicates = 0
+            for traj, source in trajectories:
+                if traj.id is None:
+                    traj = traj.with_id()
+                if traj.id in seen:
+                    duplicates += 1
+                    continue
+                seen.add(str(traj.id))
+                rows.append(index_row(traj, source))
+            if rows:
+                self._write_part(rows)
+            self._invalidate()
+            return len(rows), duplicates
+
+    def _write_part(self, rows: list[dict[str, Any]]) -> Path:
+        rows.sort(key=lambda r: r["id"])
+        table = pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)
+        name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.parquet"
+        final = self.parts_dir / name
+        tmp = self.parts_dir / f".{name}.tmp"
+        pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+        os.replace(tmp, final)
+        return final
+
+    def import_files(
+        self,
+        paths: Sequence[Path],
+        *,
+        fmt: str = "auto",
+        run: str | None = None,
+        model: str | None = None,
+        skip_invalid: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportReport:
+        """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises the
+        first ``ImportProblem`` before anything is written."""
+        report = ImportReport(files=len(paths))
+        batch: list[tuple[Trajectory, str | None]] = []
+        rejects: list[dict[str, str]] = []
+        for done, path in enumerate(paths, start=1):
+            parsed = read_file(Path(path), fmt, run=run, model=model)
+            if parsed.problems and not skip_invalid:
+                raise parsed.problems[0]
+            for problem, (location, raw) in zip(parsed.problems, parsed.raw_rejects, strict=True):
+                rejects.append({"file": str(path), "location": location,
+                                "error": str(problem), "record": raw})
+            report.problems.extend(parsed.problems)
+            batch.extend((traj, str(path)) for _, traj in parsed.trajectories)
+            if progress:
+                progress(done, len(paths))
+        report.rejected = len(rejects)
+        report.imported, report.duplicates = self.add(batch)
+        if rejects:
+            self.create()
+            rejects_path = self.root / f"rejects-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
+            _atomic_write_text(rejects_path, "".join(_json(r) + "\n" for r in rejects))
+            report.rejects_file = rejects_path
+        return report
+
+    def write_scores(self) -> dict[str, int]:
+        """Re-score every trajectory with the current scorer into the overlay file."""
+        ids: list[str] = []
+        matches: list[bool] = []
+        changed = 0
+        for batch in self.iter_payload_batches():
+            for tid, payload, stored in batch:
+                traj = Trajectory.model_validate_json(payload)
+                result = score(traj)
+                changed += int(result != stored)
+                ids.append(tid)
+                matches.append(result)
+        table = pa.table({"id": ids, "exact_match": matches,
+                          "scorer_version": [SCORER_VERSION] * len(ids)})
+        with self._write_lock():
+            tmp = self.root / ".scores.parquet.tmp"
+            pq.write_table(table, tmp)
+            os.replace(tmp, self.scores_path)
+        self._invalidate()
+        return {"scored": len(ids), "changed": changed}
+
+    def iter_payload_batches(self, batch_size: int = 2048) -> Iterator[list[tuple[str, str, bool]]]:
+        for part in self.part_files():
+            pf = pq.ParquetFile(part)
+            for rb in pf.iter_batches(batch_size=batch_size,
+                                      columns=["id", "payload", "exact_match"]):
+                cols = rb.to_pydict()
+                yield list(zip(cols["id"], cols["payload"], cols["exact_match"], strict=True))
+
+    # --- reading ---------------------------------------------------------------------------
+    def _invalidate(self) -> None:
+        self._local.__dict__.pop("con", None)
+        self._local.__dict__.pop("signature", None)
+
+    def _signature(self) -> tuple[Any, ...]:
+        files = self.part_files()
+        scores = self.scores_path.stat().st_mtime_ns if self.scores_path.exists() else 0
+        return (tuple(f.name for f in files), scores)
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A per-thread in-memory DuckDB connection whose views read the Parquet parts.
+
+        The views are rebuilt when parts appear (another process imported), so long-lived
+        readers see new data without reopening anything."""
+        signature = self._signature()
+        con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
+        if con is not None and getattr(self._local, "signature", None) == signature:
+            return con
+        if con is None:
+            con = duckdb.connect(":memory:")
+            self._local.con = con
+        files = [str(f) for f in self.parts_dir.glob(PART_GLOB)] if self.exists() else []
+        if files:
+            file_list = "[" + ", ".join(_sql_str(f) for f in sorted(files)) + "]"
+            con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT * FROM read_parquet({file_list})")
+        else:
+            cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in INDEX_SCHEMA)
+            con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT {cols} WHERE false")
+        if self.scores_path.exists():
+            con.execute(
+                "CREATE OR REPLACE VIEW scores AS SELECT * FROM read_parquet("
+                f"{_sql_str(str(self.scores_path))})"
+            )
+        else:
+            con.execute("CREATE OR REPLACE VIEW scores AS SELECT NULL::VARCHAR AS id, "
+                        "NULL::BOOLEAN AS exact_match WHERE false")
+        select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS if c != "exact_match")
+        con.execute(
+            f"""CREATE OR REPLACE VIEW trajectories AS
+            SELECT {select},
+                   coalesce(s.exact_match, p.exact_match) AS exact_match,
+                   coalesce(p.recorded_success, coalesce(s.exact_match, p.exact_match)) AS success
+            FROM parts p LEFT JOIN scores s USING (id)"""
+        )
+        self._local.signature = signature
+        return con
+
+    def query_df(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """Run a read query over the ``trajectories`` view and return a pandas DataFrame."""
+        return self.connect().execute(sql, params or []).df()
+
+    def frame(self) -> Any:
+        """Every trajectory's index columns (no payloads): what statistics work on."""
+        return self.query_df("SELECT * FROM trajectories")
+
+    def get(self, trajectory_id: str) -> Trajectory | None:
+        row = self.connect().execute(
+            "SELECT payload FROM parts WHERE id = ? LIMIT 1", [trajectory_id]
+        ).fetchone()
+        if row is None:
+            return None
+        return Trajectory.model_validate_json(row[0])
+
+    def summary(self) -> dict[str, int]:
+        row = self.connect().execute(
+            """SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
+                      count(*) FILTER (WHERE NOT success),
+                      count(*) FILTER (WHERE recorded_success IS NOT NULL
+                                       AND recorded_success <> exact_match)
+               FROM trajectories"""
+        ).fetchone()
+        assert row is not None
+        keys = ("trajectories", "tasks", "runs", "failed", "outcome_disagreements")
+        return {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
+
+    def list(self, *, failed: bool = False, run: str | None = None,
+             limit: int | None = None) -> list[dict[str, Any]]:
+        where, params = [], []
+        if failed:
+            where.append("NOT success")
+        if run:
+            where.append("run = ?")
+            params.append(run)
+        sql = "SELECT id, run, model, task_id, success FROM trajectories"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY run, task_id, rollout, id"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        rows = self.connect().execute(sql, params).fetchall()
+        return [dict(zip(("id", "run", "model", "task_id", "success"), r, strict=True))
+                for r in rows]
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_integer(t):
+        return "INTEGER"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    return "VARCHAR"
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, path)
