@@ -18,9 +18,9 @@ st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
 PAGES = {
     "Trajectories": [
-        st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
-        st.Page("pages/browse.py", title="Browse", url_path="browse"),
-        st.Page("pages/trajectory.py", title="Trajectory", url_path="trajectory"),
+        st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
+        st.Page("views/browse.py", title="Browse", url_path="browse"),
+        st.Page("views/trajectory.py", title="Trajectory", url_path="trajectory"),
     ],
 }
 

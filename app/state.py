@@ -27,4 +27,4 @@ def workspace() -> Workspace:
 
 def open_trajectory_link(trajectory_id: str) -> None:
     """Go to the trajectory page with a shareable deep link (?id=...)."""
-    st.switch_page("pages/trajectory.py", query_params={"id": trajectory_id})
+    st.switch_page("views/trajectory.py", query_params={"id": trajectory_id})

@@ -6,51 +6,23 @@ Errors the user can fix print one line and exit with status 1 (never a traceback
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-from faillab.settings import Settings
+from faillab.cli_common import (
+    UserError,
+    emit,
+    json_option,
+    open_workspace,
+    settings_for,
+    workspace_option,
+)
 from trajectories.importers import FORMATS, ImportProblem
-from trajectories.workspace import Workspace, WorkspaceError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def workspace_option(func: F) -> F:
-    return click.option(
-        "--workspace", "workspace", type=click.Path(path_type=Path), default=None,
-        help="Workspace directory (default: $FAILLAB_WORKSPACE, else ./workspace).",
-    )(func)
-
-
-def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON value.")(func)
-
-
-def settings_for(workspace: Path | None) -> Settings:
-    return Settings.from_env(workspace=workspace)
-
-
-def open_workspace(workspace: Path | None) -> Workspace:
-    return Workspace(settings_for(workspace).workspace)
-
-
-def emit(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, default=str))
-
-
-class UserError(click.ClickException):
-    """One clear line, exit status 1."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.message}", err=True)
+from trajectories.workspace import WorkspaceError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import click
 
+from faillab.cli_common import UserError, settings_for
 from faillab.settings import Settings
 from trajectories.workspace import Workspace
 
 
 def _ws(workspace: Path | None) -> tuple[Workspace, Settings]:
-    settings = Settings.from_env(workspace=workspace)
+    settings = settings_for(workspace)
     return Workspace(settings.workspace), settings
 
 
@@ -38,7 +39,7 @@ def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | 
     ws, settings = _ws(workspace)
     path = db or ws.ehr_path
     if path is None:
-        raise click.ClickException(
+        raise UserError(
             "this workspace has no EHR database: run 'faillab demo', "
             "'faillab sandbox build --mimic-dir DIR' or 'faillab sandbox use FILE'"
         )
@@ -46,7 +47,7 @@ def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | 
         result = run_readonly(path, sql, timeout_s=timeout_s or settings.sql_timeout_s,
                               row_cap=row_cap or settings.sql_row_cap)
     except SandboxError as err:
-        raise click.ClickException(str(err)) from None
+        raise UserError(str(err)) from None
     if as_json:
         click.echo(json.dumps({"columns": result.columns, "rows": result.json_rows(),
                                "truncated": result.truncated}, default=str))
@@ -64,7 +65,7 @@ def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | 
               help="Database file to write (default: WORKSPACE/ehr.duckdb).")
 def build(mimic_dir: Path, workspace: Path | None, output: Path | None) -> None:
     """Build a DuckDB EHR database from MIMIC-IV CSV files and use it for this workspace."""
-    from trajectories.ehr_build import EhrBuildError, build_duckdb_from_mimic
+    from trajectories.ehr_build import MimicBuildError, build_duckdb_from_mimic
 
     ws, _ = _ws(workspace)
     ws.create()
@@ -72,8 +73,8 @@ def build(mimic_dir: Path, workspace: Path | None, output: Path | None) -> None:
     try:
         tables = build_duckdb_from_mimic(mimic_dir, out,
                                          progress=lambda t: click.echo(f"  {t}", err=True))
-    except EhrBuildError as err:
-        raise click.ClickException(str(err)) from None
+    except MimicBuildError as err:
+        raise UserError(str(err)) from None
     ws.set_ehr_database(out)
     click.echo(f"built {out} with {len(tables)} tables")
 

@@ -1,0 +1,178 @@
+"""Exports of analysis tables: JSON, CSV, Markdown, LaTeX (booktabs) and self-contained HTML.
+
+Markdown and LaTeX are written by hand so exports need no optional dependencies (tabulate,
+jinja2) and the output is stable across pandas versions.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+#: LaTeX text-mode escapes; backslash must be handled first or it would re-escape the others.
+_LATEX_ESCAPES = [
+    ("\\", r"\textbackslash{}"),
+    ("&", r"\&"),
+    ("%", r"\%"),
+    ("$", r"\$"),
+    ("#", r"\#"),
+    ("_", r"\_"),
+    ("{", r"\{"),
+    ("}", r"\}"),
+    ("~", r"\textasciitilde{}"),
+    ("^", r"\textasciicircum{}"),
+]
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, float | np.floating) and not math.isfinite(float(value))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready Python scalar: numpy scalars unwrapped, NaN/NA/inf -> None."""
+    if _is_missing(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value
+
+
+def to_json(df: pd.DataFrame, indent: int | None = None) -> str:
+    """A JSON list of row objects keyed by column name; missing values become ``null``."""
+    columns = [str(c) for c in df.columns]
+    rows = [
+        {c: _plain(v) for c, v in zip(columns, row, strict=True)}
+        for row in df.itertuples(index=False, name=None)
+    ]
+    # allow_nan=False guarantees strict JSON (no bare NaN tokens) if anything slipped through.
+    return json.dumps(rows, indent=indent, allow_nan=False, default=str)
+
+
+def to_csv(df: pd.DataFrame) -> str:
+    """CSV with a header row, no index, ``\\n`` line endings and empty fields for missing values."""
+    buf = io.StringIO()
+    df.to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue()
+
+
+def _column_kind(series: pd.Series) -> str:
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return "bool"
+    if pd.api.types.is_integer_dtype(series.dtype):
+        return "int"
+    if pd.api.types.is_float_dtype(series.dtype):
+        return "float"
+    return "text"
+
+
+def _format_cell(value: Any, kind: str, decimals: int, missing: str) -> str:
+    if _is_missing(value):
+        return missing
+    if kind == "int":
+        return str(int(value))
+    if kind == "float":
+        return f"{float(value):.{decimals}f}"
+    if isinstance(value, float | np.floating):
+        # Numbers inside object columns (e.g. mixed tables) still get the fixed precision.
+        return f"{float(value):.{decimals}f}"
+    return str(value)
+
+
+def _formatted(df: pd.DataFrame, decimals: int, missing: str) -> tuple[list[list[str]], list[str]]:
+    kinds = [_column_kind(df[c]) for c in df.columns]
+    cols = [df[c].tolist() for c in df.columns]
+    cells = [
+        [_format_cell(v, k, decimals, missing) for v in col]
+        for col, k in zip(cols, kinds, strict=True)
+    ]
+    rows = [list(r) for r in zip(*cells, strict=True)] if cells else []
+    return rows, kinds
+
+
+def to_markdown(df: pd.DataFrame, decimals: int = 3, missing: str = "") -> str:
+    """GitHub pipe table; numbers right-aligned, floats to ``decimals`` places, ``|`` escaped."""
+    rows, kinds = _formatted(df, decimals, missing)
+
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(esc(str(c)) for c in df.columns) + " |"
+    align = "| " + " | ".join("---:" if k in ("int", "float") else "---" for k in kinds) + " |"
+    body = ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join([header, align, *body]) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX special characters for text mode."""
+    out = []
+    for ch in text:
+        for src, dst in _LATEX_ESCAPES:
+            if ch == src:
+                out.append(dst)
+                break
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def to_latex(
+    df: pd.DataFrame,
+    decimals: int = 3,
+    caption: str | None = None,
+    label: str | None = None,
+    missing: str = "--",
+) -> str:
+    """Booktabs ``tabular`` (wrapped in a ``table`` float when a caption or label is given).
+
+    Text is escaped, floats are fixed to ``decimals`` places and missing values print as
+    ``--``. Needs ``\\usepackage{booktabs}`` in the preamble.
+    """
+    rows, kinds = _formatted(df, decimals, missing)
+    spec = "".join("r" if k in ("int", "float") else "l" for k in kinds)
+    lines = [
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\",
+        "\\midrule",
+        *[
+            " & ".join(
+                c if k in ("int", "float") else latex_escape(c)
+                for c, k in zip(r, kinds, strict=True)
+            )
+            + r" \\"
+            for r in rows
+        ],
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    if caption is None and label is None:
+        return "\n".join(lines) + "\n"
+    wrapped = ["\\begin{table}[t]", "\\centering"]
+    if caption is not None:
+        wrapped.append(f"\\caption{{{latex_escape(caption)}}}")
+    if label is not None:
+        wrapped.append(f"\\label{{{label}}}")
+    return "\n".join([*wrapped, *lines, "\\end{table}"]) + "\n"
+
+
+def to_html_chart(fig: go.Figure) -> str:
+    """A complete HTML page embedding plotly.js, viewable offline."""
+    return str(fig.to_html(include_plotlyjs=True, full_html=True))
+
+
+EXPORTERS = {
+    "json": to_json,
+    "csv": to_csv,
+    "md": to_markdown,
+    "tex": to_latex,
+}

@@ -1,0 +1,146 @@
+"""Pass^k (consistency) and Pass@k (coverage) over repeated rollouts (EHR-Complex App. H).
+
+For a task with ``n`` rollouts of which ``c`` succeeded, the unbiased estimators are
+
+* Pass^k = C(c, k) / C(n, k)       (probability that k rollouts drawn without replacement all pass)
+* Pass@k = 1 - C(n - c, k) / C(n, k) (probability that at least one of them passes)
+
+averaged over the tasks with ``n >= k``; tasks with fewer rollouts cannot answer the question
+for that ``k`` and are excluded rather than padded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from math import comb
+
+import numpy as np
+import pandas as pd
+
+from analysis.success import ALL, normalise_task_fields, run_order, select_runs
+
+PASSK_COLUMNS = [
+    "run",
+    "scope",
+    "intent",
+    "k",
+    "pass_hat_k",
+    "pass_at_k",
+    "n_tasks",
+    "temperature",
+]
+
+
+def comb_table(n_max: int, k_max: int) -> np.ndarray:
+    """``table[m, k] = C(m, k)`` for m <= n_max, k <= k_max, from exact integer ``math.comb``.
+
+    Rollout counts are small integers, so a lookup table turns the per-task binomials into
+    numpy fancy indexing instead of a Python call per task. Values stay exact as floats up to
+    2**53, far beyond any realistic rollout count.
+    """
+    table = np.zeros((n_max + 1, k_max + 1), dtype=float)
+    for m in range(n_max + 1):
+        for k in range(min(m, k_max) + 1):
+            table[m, k] = float(comb(m, k))
+    return table
+
+
+def task_outcomes(df: pd.DataFrame, runs: Iterable[str] | None = None) -> pd.DataFrame:
+    """One row per run x task: ``n`` rollouts, ``c`` successes, the task's scope and intent."""
+    sub = normalise_task_fields(select_runs(df, runs))
+    grouped = sub.groupby(["run", "task_id"], sort=False)
+    tasks = grouped.agg(
+        n=("success", "size"),
+        c=("success", "sum"),
+        scope=("scope", "first"),
+        intent=("intent", "first"),
+    ).reset_index()
+    tasks["n"] = tasks["n"].astype(int)
+    tasks["c"] = tasks["c"].astype(int)
+    return tasks
+
+
+def pass_k_per_task(n: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task (Pass^k, Pass@k); NaN where ``n < k``."""
+    n = np.asarray(n, dtype=int)
+    c = np.asarray(c, dtype=int)
+    if n.size == 0:
+        return np.array([], dtype=float), np.array([], dtype=float)
+    table = comb_table(int(n.max()), k)
+    valid = n >= k
+    denom = np.where(valid, table[n, k], np.nan)
+    pass_hat = table[c, k] / denom
+    pass_at = 1.0 - table[n - c, k] / denom
+    return pass_hat, pass_at
+
+
+def _temperatures(df: pd.DataFrame) -> pd.Series:
+    """Per-run temperature (first non-null value; a run is sampled at one temperature)."""
+    if "temperature" not in df.columns or df.empty:
+        return pd.Series(dtype=float)
+    temps = pd.to_numeric(df["temperature"], errors="coerce")
+    return temps.groupby(df["run"].astype(str), sort=False).first()
+
+
+def pass_k(df: pd.DataFrame, runs: Iterable[str] | None = None, k_max: int = 4) -> pd.DataFrame:
+    """Pass^k and Pass@k for k = 1..min(k_max, most rollouts of the run).
+
+    Rows are per run: overall (scope = intent = "all"), per scope (intent "all") and per intent
+    (scope "all"). ``n_tasks`` is the number of tasks with at least k rollouts.
+    """
+    sub = select_runs(df, runs)
+    tasks = task_outcomes(sub)
+    if tasks.empty or k_max < 1:
+        return pd.DataFrame(columns=PASSK_COLUMNS)
+
+    run_max = tasks.groupby("run", sort=False)["n"].transform("max")
+    frames = []
+    for k in range(1, min(k_max, int(tasks["n"].max())) + 1):
+        # Each run only reports k up to its own largest rollout count, so a single-rollout run
+        # yields Pass^1/Pass@1 only rather than empty rows for k >= 2.
+        keep = (tasks["n"] >= k) & (run_max >= k)
+        part = tasks[keep]
+        hat, at = pass_k_per_task(part["n"].to_numpy(), part["c"].to_numpy(), k)
+        frames.append(part[["run", "scope", "intent"]].assign(k=k, pass_hat_k=hat, pass_at_k=at))
+    per_task = pd.concat(frames, ignore_index=True)
+
+    # Stack the three views (overall, by scope, by intent) and aggregate them in one groupby.
+    views = pd.concat(
+        [
+            per_task.assign(scope=ALL, intent=ALL),
+            per_task.assign(intent=ALL),
+            per_task.assign(scope=ALL),
+        ],
+        ignore_index=True,
+    )
+    out = (
+        views.groupby(["run", "scope", "intent", "k"], sort=False)
+        .agg(
+            pass_hat_k=("pass_hat_k", "mean"),
+            pass_at_k=("pass_at_k", "mean"),
+            n_tasks=("pass_hat_k", "size"),
+        )
+        .reset_index()
+    )
+    out["temperature"] = out["run"].map(_temperatures(sub)).astype(float)
+
+    order = {r: i for i, r in enumerate(run_order(sub, runs))}
+    view_rank = np.where(
+        (out["scope"] == ALL) & (out["intent"] == ALL), 0, np.where(out["intent"] == ALL, 1, 2)
+    )
+    out = out.assign(_r=out["run"].map(order), _v=view_rank).sort_values(
+        ["_r", "_v", "scope", "intent", "k"], kind="stable"
+    )
+    return out[PASSK_COLUMNS].reset_index(drop=True)
+
+
+def pass_k_wide(passk: pd.DataFrame, scope: str = ALL, intent: str = ALL) -> pd.DataFrame:
+    """Paper layout (Tables 22-26): one row per run, Pass^k and Pass@k columns per k."""
+    sel = passk[(passk["scope"] == scope) & (passk["intent"] == intent)]
+    if sel.empty:
+        return pd.DataFrame(columns=["run"])
+    hat = sel.pivot_table(index="run", columns="k", values="pass_hat_k", sort=False)
+    at = sel.pivot_table(index="run", columns="k", values="pass_at_k", sort=False)
+    hat.columns = [f"pass_hat_{k}" for k in hat.columns]
+    at.columns = [f"pass_at_{k}" for k in at.columns]
+    return hat.join(at).reset_index()

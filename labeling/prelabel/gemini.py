@@ -1,0 +1,423 @@
+"""Pre-labelling with Gemini through the official ``google-genai`` SDK.
+
+One call per trajectory: the rubric prompt (``prompt.py``) and a structured-output schema whose
+``category`` is an enum of the taxonomy's category names, so the model cannot invent a category.
+Temperature 0, JSON output. The SDK's own retries are disabled: the runner retries, and every
+HTTP request is then one counted call.
+
+Failures are turned into the runner's error classes (``runner.py``): 429/408/5xx/timeouts/network
+-> ``TransientError`` (with Retry-After when the server gives one); malformed JSON, empty
+candidates and safety blocks -> ``InvalidAnswerError``; 401/403/404 -> ``FatalError(abort_run)``
+with a message saying what to fix; other 4xx -> ``FatalError`` for that item only.
+
+Privacy: read ``privacy_notice`` before sending MIMIC-derived text anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import enum
+import json
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from labeling.prelabel.base import LabelResult
+from labeling.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
+from labeling.prelabel.runner import (
+    FatalError,
+    InvalidAnswerError,
+    TransientError,
+    Usage,
+)
+from trajectories.model import Trajectory
+
+if TYPE_CHECKING:
+    from taxonomy import Taxonomy
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LABELLER_VERSION",
+    "GeminiConfigError",
+    "GeminiLabeller",
+    "build_response_model",
+    "build_wire_schema",
+    "privacy_notice",
+]
+
+DEFAULT_MODEL = "gemini-2.5-pro"
+# Version of this module's parsing/mapping logic (the prompt has its own PROMPT_VERSION).
+LABELLER_VERSION = "1"
+
+_BLOCK_FINISH_REASONS = frozenset(
+    {"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "IMAGE_SAFETY"}
+)
+
+
+def _transient_exception_types() -> tuple[type[BaseException], ...]:
+    """Network-level failures worth retrying, from whichever HTTP library the SDK uses."""
+    found: list[type[BaseException]] = [TimeoutError, ConnectionError]
+    for module_name in ("httpx", "httpx2", "aiohttp"):
+        try:
+            module = __import__(module_name)
+        except ImportError:
+            continue
+        for attr in ("TimeoutException", "TransportError", "ClientError", "ServerTimeoutError"):
+            cls = getattr(module, attr, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found.append(cls)
+    return tuple(found)
+
+
+_TRANSIENT_EXC = _transient_exception_types()
+
+
+class GeminiConfigError(RuntimeError):
+    """The labeller cannot be built (e.g. no API key): a message for the person running it."""
+
+
+def privacy_notice(vertexai: bool) -> str:
+    """What the CLI and the app show before any MIMIC-derived text leaves the machine."""
+    rule = (
+        "PhysioNet's credentialed-data rules allow MIMIC-derived data (questions, SQL results, "
+        "agent trajectories) to be sent only to online services that do not retain it "
+        "(zero data retention) and do not use it for training."
+    )
+    if vertexai:
+        return (
+            f"{rule} You are using Vertex AI. Vertex AI can be configured for zero data "
+            "retention, but it is not automatic: disable prompt caching/logging for the "
+            "project and check Google Cloud's zero-data-retention conditions (abuse-monitoring "
+            "exemption, grounding off) before sending real MIMIC-derived trajectories."
+        )
+    return (
+        f"{rule} You are using the Gemini Developer API with an API key. It is NOT zero-retention "
+        "by default (prompts may be logged for abuse monitoring, and on unpaid tiers used to "
+        "improve products), so do not send real MIMIC-derived trajectories through it. Use "
+        "Vertex AI configured for zero data retention, or run the local heuristic labeller."
+    )
+
+
+def build_response_model(taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
+    """The structured-output schema; ``category`` is an enum of exactly the taxonomy's names."""
+    names = [c.name for c in taxonomy.categories]
+    if not names:
+        raise ValueError(f"taxonomy {taxonomy.name!r} has no categories")
+    # Member identifiers are synthetic (names may contain spaces); the values are what the
+    # model must emit.
+    category_enum = enum.Enum(  # type: ignore[misc]
+        "FailureCategory", [(f"C{i}", n) for i, n in enumerate(names)], type=str
+    )
+    return pydantic.create_model(
+        "PrelabelAnswer",
+        category=(
+            category_enum,
+            pydantic.Field(description="Primary failure category (one of the taxonomy names)."),
+        ),
+        confidence=(
+            float,
+            pydantic.Field(ge=0.0, le=1.0, description="Honest confidence in [0, 1]."),
+        ),
+        first_error_step=(
+            int | None,
+            pydantic.Field(description="Number of the first wrong step as shown, or null."),
+        ),
+        rationale=(
+            str,
+            pydantic.Field(description="At most three sentences citing steps ('step N: ...')."),
+        ),
+        secondary_category=(
+            category_enum | None,
+            pydantic.Field(default=None, description="A second contributing category, or null."),
+        ),
+    )
+
+
+def build_wire_schema(taxonomy: Taxonomy) -> types.Schema:
+    """The same schema as ``build_response_model``, already in the API's Schema form.
+
+    Handing the SDK a pydantic class makes it regenerate and convert the JSON schema on every
+    call (several ms of CPU each, which caps throughput at high concurrency); this is built once
+    per taxonomy. The pydantic model remains what answers are validated against."""
+    names = [c.name for c in taxonomy.categories]
+
+    def category(description: str, nullable: bool = False) -> types.Schema:
+        return types.Schema(
+            type=types.Type.STRING,
+            format="enum",
+            enum=list(names),
+            nullable=nullable or None,
+            description=description,
+        )
+
+    props = {
+        "category": category("Primary failure category."),
+        "confidence": types.Schema(
+            type=types.Type.NUMBER,
+            minimum=0.0,
+            maximum=1.0,
+            description="Honest confidence in [0, 1].",
+        ),
+        "first_error_step": types.Schema(
+            type=types.Type.INTEGER,
+            nullable=True,
+            description="Number of the first wrong step as shown, or null.",
+        ),
+        "rationale": types.Schema(
+            type=types.Type.STRING,
+            description="At most three sentences citing steps ('step N: ...').",
+        ),
+        "secondary_category": category("A second contributing category, or null.", True),
+    }
+    return types.Schema(
+        type=types.Type.OBJECT,
+        properties=props,
+        required=["category", "confidence", "first_error_step", "rationale"],
+        property_ordering=list(props),
+    )
+
+
+def _retry_after_seconds(err: genai_errors.APIError) -> float | None:
+    """Retry-After header (seconds or HTTP date), else google.rpc.RetryInfo's retryDelay."""
+    headers = getattr(getattr(err, "response", None), "headers", None)
+    value = None
+    if headers is not None:
+        with contextlib.suppress(Exception):
+            value = headers.get("retry-after")
+    if value:
+        value = str(value).strip()
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            with contextlib.suppress(TypeError, ValueError):
+                when = email.utils.parsedate_to_datetime(value)
+                return max(0.0, when.timestamp() - time.time())
+    details = err.details if isinstance(err.details, dict) else {}
+    inner = details.get("error", details)
+    for d in inner.get("details", []) if isinstance(inner, dict) else []:
+        if isinstance(d, dict) and str(d.get("@type", "")).endswith("RetryInfo"):
+            m = re.fullmatch(r"\s*([0-9.]+)s\s*", str(d.get("retryDelay", "")))
+            if m:
+                return float(m.group(1))
+    return None
+
+
+def _usage(response: types.GenerateContentResponse) -> Usage:
+    um = response.usage_metadata
+    if um is None:
+        return Usage()
+    # Thinking tokens are billed as output, so they count towards the cost estimate.
+    out = (um.candidates_token_count or 0) + (um.thoughts_token_count or 0)
+    return Usage(input_tokens=um.prompt_token_count or 0, output_tokens=out)
+
+
+class GeminiLabeller:
+    """``await labeller.alabel(trajectory, taxonomy) -> (LabelResult, Usage)``; one HTTP call."""
+
+    name = "gemini"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        vertexai: bool = False,
+        project: str | None = None,
+        location: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 60,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+    ) -> None:
+        self.model = model
+        self.vertexai = vertexai
+        self.timeout_s = timeout_s
+        self.token_budget = token_budget
+        self.prompt_version = PROMPT_VERSION
+        self.version = f"{LABELLER_VERSION}/{model}/prompt-{PROMPT_VERSION}"
+        self._schemas: dict[
+            tuple[str, tuple[str, ...]],
+            tuple[type[pydantic.BaseModel], types.GenerateContentConfig],
+        ] = {}
+
+        http_options = types.HttpOptions(
+            base_url=base_url
+            or os.environ.get("GOOGLE_VERTEX_BASE_URL" if vertexai else "GOOGLE_GEMINI_BASE_URL")
+            or None,
+            # HttpOptions.timeout is in milliseconds.
+            timeout=max(1, round(timeout_s * 1000)),
+            # attempts=1 switches the SDK's tenacity retries off entirely (and also its implicit
+            # retry of connection errors): the runner owns retries, so calls are exact.
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
+        if vertexai:
+            project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+            if not project:
+                raise GeminiConfigError(
+                    "Vertex AI needs a Google Cloud project: pass project= or set "
+                    "GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION), with application-default "
+                    "credentials (gcloud auth application-default login)."
+                )
+            try:
+                self._client = genai.Client(
+                    vertexai=True,
+                    project=project,
+                    location=location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "us-central1",
+                    http_options=http_options,
+                )
+            except Exception as e:  # e.g. no application-default credentials
+                raise GeminiConfigError(f"cannot set up the Vertex AI client: {e}") from e
+        else:
+            key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+            if not key:
+                raise GeminiConfigError(
+                    "No Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), pass api_key=, "
+                    "or use Vertex AI (vertexai=True with a project and location)."
+                )
+            self._client = genai.Client(api_key=key, http_options=http_options)
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def _schema_and_config(
+        self, taxonomy: Taxonomy
+    ) -> tuple[type[pydantic.BaseModel], types.GenerateContentConfig]:
+        cache_key = (taxonomy.version, taxonomy.names)
+        found = self._schemas.get(cache_key)
+        if found is None:
+            config = types.GenerateContentConfig(
+                temperature=0.0,
+                response_mime_type="application/json",
+                response_schema=build_wire_schema(taxonomy),
+            )
+            found = self._schemas[cache_key] = (build_response_model(taxonomy), config)
+        return found
+
+    def response_model(self, taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
+        return self._schema_and_config(taxonomy)[0]
+
+    # -- the call -------------------------------------------------------------------------------
+
+    async def alabel(self, trajectory: Trajectory, taxonomy: Taxonomy) -> tuple[LabelResult, Usage]:
+        prompt = build_prompt(trajectory, taxonomy, token_budget=self.token_budget)
+        schema, config = self._schema_and_config(taxonomy)
+        try:
+            response = await self._client.aio.models.generate_content(
+                model=self.model, contents=prompt.text, config=config
+            )
+        except genai_errors.APIError as e:
+            raise self._classify_api_error(e) from e
+        except _TRANSIENT_EXC as e:
+            kind = "timeout" if "timeout" in type(e).__name__.lower() else "network"
+            raise TransientError(
+                f"{type(e).__name__} after up to {self.timeout_s:g}s: {e}".rstrip(": "),
+                kind=kind,
+            ) from e
+        return self._parse(response, trajectory, taxonomy, schema)
+
+    def _classify_api_error(self, e: genai_errors.APIError) -> Exception:
+        code = int(e.code) if isinstance(e.code, int) else 0
+        detail = f"HTTP {code} {e.status or ''}: {e.message or ''}".strip()
+        if code == 429:
+            return TransientError(
+                detail, kind="rate_limited", retry_after_s=_retry_after_seconds(e), status=code
+            )
+        if code == 408 or code >= 500:
+            return TransientError(
+                detail, kind="server_error", retry_after_s=_retry_after_seconds(e), status=code
+            )
+        if code in (401, 403):
+            where = (
+                "Vertex AI credentials/project permissions"
+                if self.vertexai
+                else ("the API key (GEMINI_API_KEY / GOOGLE_API_KEY)")
+            )
+            return FatalError(
+                f"Gemini refused the request ({detail}); check {where}.",
+                kind="auth",
+                status=code,
+                abort_run=True,
+            )
+        if code == 404:
+            return FatalError(
+                f"Model {self.model!r} not found or not available to you ({detail}).",
+                kind="not_found",
+                status=code,
+                abort_run=True,
+            )
+        # 400 and the rest: this request is wrong (e.g. prompt too long); others may be fine.
+        return FatalError(
+            f"Gemini rejected the request ({detail}).", kind="bad_request", status=code
+        )
+
+    def _parse(
+        self,
+        response: types.GenerateContentResponse,
+        trajectory: Trajectory,
+        taxonomy: Taxonomy,
+        schema: type[pydantic.BaseModel],
+    ) -> tuple[LabelResult, Usage]:
+        usage = _usage(response)
+        feedback = response.prompt_feedback
+        if feedback is not None and feedback.block_reason is not None:
+            reason = getattr(feedback.block_reason, "value", feedback.block_reason)
+            raise InvalidAnswerError(f"prompt blocked ({reason})", kind="blocked", usage=usage)
+        if not response.candidates:
+            raise InvalidAnswerError("no candidates in the response", kind="empty", usage=usage)
+        cand = response.candidates[0]
+        finish = getattr(cand.finish_reason, "value", cand.finish_reason)
+        if finish in _BLOCK_FINISH_REASONS:
+            raise InvalidAnswerError(
+                f"answer blocked (finishReason {finish})", kind="blocked", usage=usage
+            )
+        parts = cand.content.parts if cand.content and cand.content.parts else []
+        # Thought summaries (if ever enabled) are not the answer.
+        text = "".join(p.text for p in parts if p.text and not p.thought).strip()
+        if not text:
+            raise InvalidAnswerError(
+                f"empty answer (finishReason {finish})", kind="empty", usage=usage
+            )
+        try:
+            answer = schema.model_validate(json.loads(text))
+        except (json.JSONDecodeError, pydantic.ValidationError) as e:
+            note = " (cut off at MAX_TOKENS)" if finish == "MAX_TOKENS" else ""
+            raise InvalidAnswerError(
+                f"malformed answer{note}: {str(e).splitlines()[0]}; text starts {text[:80]!r}",
+                kind="malformed",
+                usage=usage,
+            ) from e
+
+        data: dict[str, Any] = answer.model_dump(mode="json")
+        # The model sees display names (more meaningful to it); labels store the stable keys,
+        # as the heuristic labeller and the annotation store do.
+        category = taxonomy.category(data["category"]).key
+        secondary = data.get("secondary_category")
+        if secondary is not None:
+            secondary = taxonomy.category(secondary).key
+            if secondary == category:
+                secondary = None
+        step = data.get("first_error_step")
+        if step is not None and not 0 <= step < len(trajectory.steps):
+            step = None  # a step that does not exist is no pointer at all
+        return (
+            LabelResult(
+                category=category,
+                confidence=float(data["confidence"]),
+                first_error_step=step,
+                rationale=str(data["rationale"]).strip(),
+                labeller=self.name,
+                labeller_version=self.version,
+                secondary_category=secondary,
+            ),
+            usage,
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK's async HTTP connections (optional; the process exit also does it)."""
+        with contextlib.suppress(Exception):
+            await self._client.aio.aclose()

@@ -1,0 +1,64 @@
+"""Turns on commonly solved tasks and SR(T)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.turns import common_solved_tasks, success_by_turn_budget, turns_table
+
+
+@pytest.fixture
+def df() -> pd.DataFrame:
+    rows = [
+        # run, task, scope, success, turns
+        ("A", "t1", "patient", True, 4),
+        ("A", "t2", "population", True, 10),
+        ("A", "t3", "patient", True, 2),
+        ("A", "t4", "patient", False, 30),
+        ("B", "t1", "patient", True, 6),
+        ("B", "t2", "population", True, 12),
+        ("B", "t3", "patient", False, 3),
+        ("B", "t4", "patient", True, 1),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "id": f"{r}{t}",
+                "run": r,
+                "model": r.lower(),
+                "task_id": t,
+                "intent": "Labs",
+                "scope": s,
+                "success": ok,
+                "n_turns": n,
+            }
+            for r, t, s, ok, n in rows
+        ]
+    )
+
+
+def test_common_tasks(df: pd.DataFrame) -> None:
+    assert common_solved_tasks(df) == {"t1", "t2"}
+    assert common_solved_tasks(df, runs=["A"]) == {"t1", "t2", "t3"}
+
+
+def test_turns_table(df: pd.DataFrame) -> None:
+    out = turns_table(df).set_index(["run", "scope"])
+    assert out.loc[("A", "patient"), "mean_turns"] == 4
+    assert out.loc[("A", "population"), "mean_turns"] == 10
+    assert out.loc[("A", "all"), "mean_turns"] == 7
+    assert out.loc[("B", "all"), "mean_turns"] == 9
+    assert out.loc[("B", "all"), "n_tasks"] == 2
+    only_a = turns_table(df, runs=["A"]).set_index(["run", "scope"])
+    assert only_a.loc[("A", "patient"), "mean_turns"] == 3
+
+
+def test_sr_budget(df: pd.DataFrame) -> None:
+    out = success_by_turn_budget(df, budgets=(1, 5, 10, 50))
+    a = out[out["run"] == "A"].set_index("budget")["sr"]
+    assert a.to_dict() == {1: 0.0, 5: 0.5, 10: 0.75, 50: 0.75}
+    b = out[out["run"] == "B"].set_index("budget")
+    assert b.loc[1, "sr"] == 0.25 and b.loc[50, "n_success_within"] == 3 and b.loc[50, "n"] == 4
+    # SR(T) is monotone in T and bounded by the run's success rate.
+    assert out.groupby("run")["sr"].apply(lambda s: s.is_monotonic_increasing).all()

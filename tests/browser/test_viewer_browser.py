@@ -1,0 +1,144 @@
+"""Browse -> filter -> open -> steps, diff, re-run; deep links; hostile content stays text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.browser.conftest import StreamlitServer, click_grid_row, screenshot, wait_idle
+from tests.conftest import EHRSQL_SQLITE, make_trajectory, require_shared
+from trajectories.model import Step, StepKind, Task
+from trajectories.workspace import Workspace
+
+pytestmark = pytest.mark.browser
+
+XSS_QUESTION = ('Which drugs? <script>window.__pwned = 1</script>'
+                '<img src="x" onerror="window.__pwned = 2"> [click](javascript:alert(1))')
+
+
+def hostile_trajectory() -> object:
+    return make_trajectory(
+        task=Task(id="xss-1", question=XSS_QUESTION, intent="Medications", scope="patient",
+                  ground_truth=[["<b>aspirin</b>"]], reference_sql="SELECT 1",
+                  answer_format="<iframe src=javascript:alert(1)>"),
+        steps=[
+            Step(kind=StepKind.MESSAGE, role="user",
+                 content='<script>window.__pwned = 3</script> hello'),
+            Step(kind=StepKind.SQL, code="SELECT '<img src=x onerror=alert(1)>'",
+                 observation='[("<svg onload=window.__pwned=4>",)]'),
+            Step(kind=StepKind.TOOL_CALL, name="<b>tool</b>", arguments='{"a": <broken',
+                 observation="<script>window.__pwned = 5</script>", error=True),
+            Step(kind=StepKind.MESSAGE, role="assistant",
+                 content='![x](http://127.0.0.1:9/leak.png) <a href="javascript:alert(1)">x</a>'),
+        ],
+        final_answer="<script>window.__pwned = 6</script>",
+    ).with_id()
+
+
+@pytest.fixture(scope="module")
+def viewer_server(tmp_path_factory: pytest.TempPathFactory,
+                  ) -> Iterator[tuple[StreamlitServer, Workspace, str]]:
+    files = sorted(require_shared(Path(str(EHRSQL_SQLITE)).parent.parent / "trajectories"
+                                  / "ai612-student").glob("*.json"))
+    root = tmp_path_factory.mktemp("viewer") / "ws"
+    ws = Workspace(root)
+    ws.import_files(files)
+    hostile = hostile_trajectory()
+    ws.add([(hostile, None)])  # type: ignore[list-item]
+    ws.set_ehr_database(require_shared(EHRSQL_SQLITE))
+    server = StreamlitServer(root)
+    try:
+        yield server, ws, str(hostile.id)  # type: ignore[attr-defined]
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def test_browse_filter_open_rerun(viewer_server: tuple[StreamlitServer, Workspace, str],
+                                  page: Page) -> None:
+    server, ws, _ = viewer_server
+    page.goto(f"{server.url}/browse")
+    wait_idle(page)
+    total = ws.summary()["trajectories"]
+    expect(page.get_by_text(f"{total:,} trajectories match")).to_be_visible()
+    page.get_by_role("radio", name="failed", exact=True).click()
+    wait_idle(page)
+    failed = ws.summary()["failed"]
+    expect(page.get_by_text(f"{failed:,} trajectories match")).to_be_visible()
+    screenshot(page, "browse-failed")
+    click_grid_row(page, 0)
+    page.wait_for_url(re.compile(r".*/trajectory\?id=\w+"), timeout=30_000)
+    wait_idle(page)
+    tid = page.url.split("id=")[1]
+    opened = ws.get(tid)
+    assert opened is not None and not ws.frame().set_index("id").loc[tid, "success"]
+    expect(page.get_by_text("Final answer vs ground truth")).to_be_visible()
+    expect(page.get_by_text("Reference SQL", exact=True)).to_be_visible()
+    visible_code = page.locator("[data-testid='stCode'] >> visible=true")
+    expect(visible_code.first).to_be_visible()
+    assert visible_code.count() >= 3  # SQL steps, answers and the reference SQL
+    # Re-run the reference SQL against the real EHRSQL database.
+    page.get_by_role("button", name="Re-run reference SQL").click()
+    wait_idle(page)
+    rerun_caption = re.compile(r"Re-run against mimic_iv\.sqlite: \d+ row")
+    expect(page.get_by_text(rerun_caption)).to_be_visible()
+    screenshot(page, "trajectory-rerun")
+    # Keyboard: J goes to the next failure.
+    page.locator("body").press("j")
+    page.wait_for_url(lambda url: "id=" in url and url.split("id=")[1] != tid, timeout=30_000)
+
+
+def test_deep_link_opens_the_trajectory(viewer_server: tuple[StreamlitServer, Workspace, str],
+                                        page: Page) -> None:
+    server, ws, _ = viewer_server
+    row = ws.list(failed=True)[3]
+    traj = ws.get(row["id"])
+    assert traj is not None
+    page.goto(f"{server.url}/trajectory?id={row['id']}")
+    wait_idle(page)
+    expect(page.get_by_text(traj.task.question[:40], exact=False).first).to_be_visible()
+    expect(page.get_by_text(f"Trajectory {row['id']}", exact=False)).to_be_visible()
+    screenshot(page, "trajectory-deep-link")
+
+
+def test_hostile_content_is_shown_as_text(viewer_server: tuple[StreamlitServer, Workspace, str],
+                                          page: Page) -> None:
+    server, _, hostile_id = viewer_server
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{server.url}/trajectory?id={hostile_id}")
+    wait_idle(page)
+    page.get_by_text("Expand all", exact=True).click()
+    wait_idle(page)
+    body = page.inner_text("body")
+    assert "<script>window.__pwned = 1</script>" in body
+    assert 'onerror="window.__pwned = 2"' in body
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.locator("img[src='x'], iframe, svg[onload]").count() == 0
+    assert not dialogs
+    assert not any("leak.png" in url for url in requests)
+    screenshot(page, "trajectory-hostile")
+
+
+def test_overview_page(viewer_server: tuple[StreamlitServer, Workspace, str],
+                       page: Page) -> None:
+    server, ws, _ = viewer_server
+    page.goto(f"{server.url}/overview")
+    wait_idle(page)
+    expect(page.get_by_text("By run and model")).to_be_visible()
+    expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(
+        f"{ws.summary()['trajectories']:,}")
+    screenshot(page, "overview")
