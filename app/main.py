@@ -16,15 +16,28 @@ from app.state import get_settings, workspace  # noqa: E402
 
 st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
+# One line per page; each section lists its pages in the order people use them.
 PAGES = {
     "Trajectories": [
         st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("views/browse.py", title="Browse", url_path="browse"),
         st.Page("views/trajectory.py", title="Trajectory", url_path="trajectory"),
     ],
+    "Labels": [
+        # failure labelling pages
+    ],
+    "Pre-labels": [
+        # LLM / heuristic pre-labelling pages
+    ],
+    "Validity audit": [
+        # task validity audit pages
+    ],
+    "Statistics": [
+        # statistics pages
+    ],
 }
 
-nav = st.navigation(PAGES)
+nav = st.navigation({section: pages for section, pages in PAGES.items() if pages})
 with st.sidebar:
     ws = workspace()
     st.caption(f"Workspace: {ws.root}")

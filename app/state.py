@@ -7,6 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from faillab.settings import Settings
+from labeling.store import Store, open_store
 from trajectories.workspace import Workspace
 
 
@@ -19,6 +20,19 @@ def get_settings() -> Settings:
 def get_workspace(root: str | None = None) -> Workspace:
     # One Workspace per process; it keeps a DuckDB connection per thread internally.
     return Workspace(Path(root) if root else get_settings().workspace)
+
+
+@st.cache_resource
+def get_store_for(url: str) -> Store:
+    # One engine per process and URL; Store opens a short session per call (thread-safe).
+    return open_store(url)
+
+
+def get_store() -> Store:
+    settings = get_settings()
+    if not settings.database_url:
+        settings.workspace.mkdir(parents=True, exist_ok=True)
+    return get_store_for(settings.annotations_url())
 
 
 def workspace() -> Workspace:

@@ -162,7 +162,8 @@ def serve(workspace: Path | None, port: int, headless: bool) -> None:
     raise SystemExit(subprocess.call(cmd, env=env))
 
 
-from faillab.cli_sandbox import sandbox  # noqa: E402  (sub-groups register themselves below)
+# Sub-command groups, one line each (imported late so `faillab --help` stays fast to load).
+from faillab.cli_sandbox import sandbox  # noqa: E402
 
 main.add_command(sandbox)
 

@@ -61,3 +61,18 @@ def trajectory_factory() -> Callable[..., Trajectory]:
 
 __all__ = ["EHRSQL_SQLITE", "MIMIC_DEMO", "REAL_TRAJECTORIES", "REPO", "SHARED_DATA",
            "Outcome", "make_trajectory", "require_shared"]
+
+
+@pytest.fixture(scope="session")
+def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small synthetic demo workspace (EHR database + trajectories), built once per session.
+
+    Tests must not modify it; copy it (shutil.copytree) when a test needs to write."""
+    from trajectories.demo import generate_demo
+    from trajectories.workspace import Workspace
+
+    root = tmp_path_factory.mktemp("demo") / "ws"
+    ws = Workspace(root).create()
+    result = generate_demo(root, seed=0, n_tasks=72, rollouts=2, n_patients=300)
+    ws.add((t, "demo") for t in result.trajectories)
+    return root

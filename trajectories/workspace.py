@@ -30,7 +30,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trajectories.importers import ImportProblem, read_file
+from trajectories.importers import ImportProblem
+from trajectories.importers.detect import iter_file
 from trajectories.model import Trajectory
 from trajectories.scoring import SCORER_VERSION, exact_match, wants_order
 
@@ -213,31 +214,27 @@ class Workspace:
     ) -> tuple[int, int]:
         """Store new trajectories; returns (added, duplicates). Never rewrites existing parts."""
         with self._write_lock():
-            seen = self.existing_ids()
-            rows: list[dict[str, Any]] = []
-            duplicates = 0
-            for traj, source in trajectories:
-                if traj.id is None:
-                    traj = traj.with_id()
-                if traj.id in seen:
-                    duplicates += 1
-                    continue
-                seen.add(str(traj.id))
-                rows.append(index_row(traj, source))
-            if rows:
-                self._write_part(rows)
-            self._invalidate()
-            return len(rows), duplicates
+            batch = _StagedImport(self, self.existing_ids())
+            try:
+                for traj, source in trajectories:
+                    batch.offer(traj, source)
+                batch.commit()
+            except BaseException:
+                batch.abort()
+                raise
+            finally:
+                self._invalidate()
+            return batch.added, batch.duplicates
 
-    def _write_part(self, rows: list[dict[str, Any]]) -> Path:
+    def _stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+        """Write rows to a hidden temporary part; ``_StagedImport.commit`` renames it in."""
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
         rows.sort(key=lambda r: r["id"])
         table = pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.parquet"
-        final = self.parts_dir / name
         tmp = self.parts_dir / f".{name}.tmp"
         pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
-        os.replace(tmp, final)
-        return final
+        return tmp, self.parts_dir / name
 
     def import_files(
         self,
@@ -249,26 +246,35 @@ class Workspace:
         skip_invalid: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:
-        """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises the
-        first ``ImportProblem`` before anything is written."""
+        """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
+        ``ImportProblem`` and nothing is written. Records stream into hidden staged parts that
+        are renamed into place only when every file has been read, so memory stays bounded."""
         report = ImportReport(files=len(paths))
-        batch: list[tuple[Trajectory, str | None]] = []
         rejects: list[dict[str, str]] = []
-        for done, path in enumerate(paths, start=1):
-            parsed = read_file(Path(path), fmt, run=run, model=model)
-            if parsed.problems and not skip_invalid:
-                raise parsed.problems[0]
-            for problem, (location, raw) in zip(parsed.problems, parsed.raw_rejects, strict=True):
-                rejects.append({"file": str(path), "location": location,
-                                "error": str(problem), "record": raw})
-            report.problems.extend(parsed.problems)
-            batch.extend((traj, str(path)) for _, traj in parsed.trajectories)
-            if progress:
-                progress(done, len(paths))
+        with self._write_lock():
+            batch = _StagedImport(self, self.existing_ids())
+            try:
+                for done, path in enumerate(paths, start=1):
+                    for item in iter_file(Path(path), fmt, run=run, model=model):
+                        if item.problem is not None:
+                            if not skip_invalid:
+                                raise item.problem
+                            report.problems.append(item.problem)
+                            rejects.append({"file": str(path), "location": item.location,
+                                            "error": str(item.problem), "record": item.raw})
+                        elif item.trajectory is not None:
+                            batch.offer(item.trajectory, str(path))
+                    if progress:
+                        progress(done, len(paths))
+                batch.commit()
+            except BaseException:
+                batch.abort()
+                raise
+            finally:
+                self._invalidate()
+        report.imported, report.duplicates = batch.added, batch.duplicates
         report.rejected = len(rejects)
-        report.imported, report.duplicates = self.add(batch)
         if rejects:
-            self.create()
             rejects_path = self.root / f"rejects-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
             _atomic_write_text(rejects_path, "".join(_json(r) + "\n" for r in rejects))
             report.rejects_file = rejects_path
@@ -396,6 +402,51 @@ class Workspace:
         rows = self.connect().execute(sql, params).fetchall()
         return [dict(zip(("id", "run", "model", "task_id", "success"), r, strict=True))
                 for r in rows]
+
+
+class _StagedImport:
+    """Rows on their way into the workspace: deduplicated, written to hidden parts in chunks,
+    and made visible together by ``commit`` (or deleted by ``abort``)."""
+
+    CHUNK = 10_000
+
+    def __init__(self, ws: Workspace, seen: set[str]) -> None:
+        self.ws = ws
+        self.seen = seen
+        self.rows: list[dict[str, Any]] = []
+        self.staged: list[tuple[Path, Path]] = []
+        self.added = 0
+        self.duplicates = 0
+
+    def offer(self, traj: Trajectory, source: str | None) -> None:
+        if traj.id is None:
+            traj = traj.with_id()
+        tid = str(traj.id)
+        if tid in self.seen:
+            self.duplicates += 1
+            return
+        self.seen.add(tid)
+        self.rows.append(index_row(traj, source))
+        self.added += 1
+        if len(self.rows) >= self.CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.rows:
+            self.staged.append(self.ws._stage_part(self.rows))
+            self.rows = []
+
+    def commit(self) -> None:
+        self._flush()
+        for tmp, final in self.staged:
+            os.replace(tmp, final)
+        self.staged = []
+
+    def abort(self) -> None:
+        for tmp, _ in self.staged:
+            tmp.unlink(missing_ok=True)
+        self.staged = []
+        self.rows = []
 
 
 def _sql_str(value: str) -> str:

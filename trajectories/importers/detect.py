@@ -26,35 +26,38 @@ class ParsedFile:
     raw_rejects: list[tuple[str, str]] = field(default_factory=list)  # (location, raw text)
 
 
-def _records(path: Path, text: str) -> tuple[str, Iterator[tuple[str, Any, str]]]:
-    """Yield (location, record, raw) triples; 'list' files are one JSON document."""
-    stripped = text.lstrip()
-    if stripped.startswith("["):
+def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
+    """Yield (location, record, raw) triples. A JSON list is one document (read whole); JSONL
+    is streamed line by line so memory stays bounded by one record."""
+    if first == "[":
         try:
-            doc = json.loads(text)
+            doc = json.loads(path.read_bytes().decode("utf-8-sig"))
         except json.JSONDecodeError as err:
             raise ImportProblem(
                 str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
                 " the file may be truncated"
             ) from None
-
-        def list_items() -> Iterator[tuple[str, Any, str]]:
-            for i, rec in enumerate(doc):
-                yield f"record {i}", rec, json.dumps(rec, ensure_ascii=False)
-
-        return "list", list_items()
-
-    def lines() -> Iterator[tuple[str, Any, str]]:
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        except UnicodeDecodeError as err:
+            raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
+        if not isinstance(doc, list):
+            raise ImportProblem(str(path), "expected a JSON list of records")
+        for i, rec in enumerate(doc):
+            yield f"record {i}", rec, json.dumps(rec, ensure_ascii=False)
+        return
+    with open(path, "rb") as handle:
+        for lineno, raw_line in enumerate(handle, start=1):
+            if not raw_line.strip():
+                continue
+            try:
+                line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                yield f"line {lineno}", _BadJson(f"not UTF-8 text (byte {err.start})"), ""
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as err:
                 rec = _BadJson(f"not valid JSON ({err.msg} at column {err.colno})")
             yield f"line {lineno}", rec, line
-
-    return "jsonl", lines()
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,75 @@ def _sniff(record: Any) -> str:
     return "native"
 
 
+def _first_char(path: Path) -> str:
+    """Check the start of a file and return its first non-blank character ('[' or '{')."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(65536)
+            if b"\x00" in head[:8192]:
+                raise ImportProblem(str(path), "binary file, not JSON or JSONL")
+            while head and not head.strip():
+                head = handle.read(65536)
+    except OSError as err:
+        raise ImportProblem(str(path), f"cannot read file: {err.strerror or err}") from None
+    stripped = head.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):
+        stripped = stripped[3:].lstrip()
+    if not stripped:
+        raise ImportProblem(str(path), "file is empty")
+    first = stripped[:1].decode("latin-1")
+    if first not in ("[", "{"):
+        if stripped[:1] >= b"\x80":
+            raise ImportProblem(str(path), "binary file, not JSON or JSONL")
+        raise ImportProblem(str(path), "not JSON or JSONL: expected '[' or '{' at the start")
+    return first
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One record's outcome: a trajectory, or a problem with the raw text kept for rejects."""
+
+    location: str
+    trajectory: Trajectory | None
+    problem: ImportProblem | None
+    raw: str
+
+
+def iter_file(
+    path: Path,
+    fmt: str = "auto",
+    *,
+    run: str | None = None,
+    model: str | None = None,
+) -> Iterator[Parsed]:
+    """Parse a file record by record (memory stays bounded by one record for JSONL).
+    Whole-file problems raise ``ImportProblem`` before the first record."""
+    if fmt not in FORMATS:
+        raise ImportProblem(str(path), f"unknown format '{fmt}' (use one of {', '.join(FORMATS)})")
+    records = _records(path, _first_char(path))
+    identity = identity_from_filename(path, run, model)
+    detected = fmt
+    for location, record, raw in records:
+        if isinstance(record, _BadJson):
+            yield Parsed(location, None, ImportProblem(str(path), record.message, location), raw)
+            continue
+        if detected == "auto":
+            detected = _sniff(record)
+        try:
+            if detected == "openai-chat":
+                traj = parse_openai_chat(record, identity)
+            else:
+                if run or model:
+                    record = _override_run(record, run, model)
+                traj = parse_native(record)
+        except ValueError as err:
+            field_name, _, message = str(err).partition(": ")
+            yield Parsed(location, None,
+                         ImportProblem(str(path), message, location, field_name), raw)
+            continue
+        yield Parsed(location, traj, None, raw)
+
+
 def read_file(
     path: Path,
     fmt: str = "auto",
@@ -80,46 +152,16 @@ def read_file(
 ) -> ParsedFile:
     """Parse a file completely. Whole-file problems raise ``ImportProblem``; record problems are
     collected in ``problems`` so the caller can reject the file or skip those records."""
-    if fmt not in FORMATS:
-        raise ImportProblem(str(path), f"unknown format '{fmt}' (use one of {', '.join(FORMATS)})")
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ImportProblem(str(path), f"cannot read file: {err.strerror or err}") from None
-    if not data.strip():
-        raise ImportProblem(str(path), "file is empty")
-    if b"\x00" in data[:8192]:
-        raise ImportProblem(str(path), "binary file, not JSON or JSONL")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
-    if text.lstrip()[:1] not in ("[", "{"):
-        raise ImportProblem(str(path), "not JSON or JSONL: expected '[' or '{' at the start")
-
-    _, records = _records(path, text)
-    identity = identity_from_filename(path, run, model)
     parsed = ParsedFile(path=path, format=fmt)
-    for location, record, raw in records:
-        if isinstance(record, _BadJson):
-            parsed.problems.append(ImportProblem(str(path), record.message, location))
-            parsed.raw_rejects.append((location, raw))
-            continue
-        if parsed.format == "auto":
-            parsed.format = _sniff(record)
-        try:
-            if parsed.format == "openai-chat":
-                traj = parse_openai_chat(record, identity)
-            else:
-                if run or model:
-                    record = _override_run(record, run, model)
-                traj = parse_native(record)
-        except ValueError as err:
-            field_name, _, message = str(err).partition(": ")
-            parsed.problems.append(ImportProblem(str(path), message, location, field_name))
-            parsed.raw_rejects.append((location, raw))
-            continue
-        parsed.trajectories.append((location, traj))
+    for item in iter_file(path, fmt, run=run, model=model):
+        if item.trajectory is not None:
+            parsed.trajectories.append((item.location, item.trajectory))
+            if parsed.format == "auto":
+                parsed.format = item.trajectory.model_extra.get("source_format", "native") \
+                    if item.trajectory.model_extra else "native"
+        elif item.problem is not None:
+            parsed.problems.append(item.problem)
+            parsed.raw_rejects.append((item.location, item.raw))
     if parsed.format == "auto":
         parsed.format = "native"
     return parsed

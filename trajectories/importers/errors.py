@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # not frozen: raising sets __traceback__ on the instance
 class ImportProblem(Exception):
     """A problem in one file: which record (line or index) and which field, in one line."""
 
