@@ -23,6 +23,8 @@ PROVENANCE_SOURCE = {
     "human_agreed": "human",
     "human_single": "human",
     "llm_only": "llm_only",
+    # People disagree and no lead has decided yet: no category to count, shown so it is seen.
+    "disputed": "disputed",
 }
 
 DISTRIBUTION_COLUMNS = ["model", "category", "count", "n", "share", "ci_low", "ci_high"]

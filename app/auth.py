@@ -103,7 +103,7 @@ def require_user(*roles: str) -> User:
         st.info("Sign in (sidebar) to use this page.")
         st.stop()
     if roles and user.role not in roles:
-        st.error(f"This page is for {' or '.join(roles)}s; you are signed in as "
-                 f"{user.role}.")
+        allowed = " or ".join(f"{r}s" for r in roles)
+        st.error(f"This page is for {allowed}; you are signed in as {user.role}.")
         st.stop()
     return user

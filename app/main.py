@@ -25,15 +25,23 @@ PAGES = {
     ],
     "Labels": [
         # failure labelling pages
+        st.Page("views/annotate.py", title="Annotate", url_path="annotate"),
+        st.Page("views/adjudicate.py", title="Adjudicate", url_path="adjudicate"),
+        st.Page("views/agreement.py", title="Agreement", url_path="agreement"),
     ],
     "Pre-labels": [
         # LLM / heuristic pre-labelling pages
+        st.Page("views/prelabel.py", title="Pre-label", url_path="prelabel"),
     ],
     "Validity audit": [
         # task validity audit pages
+        st.Page("views/audit_review.py", title="Review tasks", url_path="audit-review"),
+        st.Page("views/audit_adjudicate.py", title="Adjudicate tasks", url_path="audit-adjudicate"),
+        st.Page("views/audit_report.py", title="Audit report", url_path="audit-report"),
     ],
     "Statistics": [
         # statistics pages
+        st.Page("views/statistics.py", title="Statistics", url_path="statistics"),
     ],
 }
 

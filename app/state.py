@@ -11,8 +11,9 @@ from labeling.store import Store, open_store
 from trajectories.workspace import Workspace
 
 
-@st.cache_resource
 def get_settings() -> Settings:
+    # Not cached: reading a dozen environment variables is cheap, and a cached copy would
+    # outlive a change of workspace in the same process (tests, bench scripts).
     return Settings.from_env()
 
 

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import open_trajectory_link, workspace
+from app.state import get_store, open_trajectory_link, workspace
+from labeling.queue import ids_with_final_category
+from taxonomy import default_taxonomy
 from trajectories.views import BrowseFilter, browse, facets
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def cached_facets(root: str, parts: tuple[str, ...]) -> dict[str, list[str]]:
+    # Distinct values only change when parts are added; the part names key the cache.
+    return facets(workspace())
+
 
 st.title("Browse")
 ws = workspace()
-options = facets(ws)
+options = cached_facets(str(ws.root), tuple(p.name for p in ws.part_files()))
 
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns(4)
@@ -17,17 +26,24 @@ with st.container(border=True):
     models = c2.multiselect("Model", options["model"], key="browse_models")
     intents = c3.multiselect("Intent", options["intent"], key="browse_intents")
     scopes = c4.multiselect("Scope", options["scope"], key="browse_scopes")
-    c5, c6, c7, c8 = st.columns([1, 1, 1, 2])
+    c5, c6, c7, c8, c9 = st.columns([1, 1, 1, 1, 2])
     outcome = c5.segmented_control("Outcome", ["all", "failed", "succeeded"], default="all",
                                    key="browse_outcome")
     templates = c6.multiselect("Template", options["template_id"], key="browse_templates")
     disagreement = c7.toggle("Recorded ≠ exact match", key="browse_disagree")
-    text = c8.text_input("Search question, task id or trajectory id", key="browse_text")
+    taxonomy = default_taxonomy()
+    failure_labels = c8.multiselect("Failure label", list(taxonomy.keys),
+                                    key="browse_failure_labels",
+                                    format_func=lambda k: taxonomy.category(k).name,
+                                    help="Final label: adjudicated, agreed, single person or "
+                                         "LLM only")
+    text = c9.text_input("Search question, task id or trajectory id", key="browse_text")
 
 flt = BrowseFilter(
     runs=runs, models=models, intents=intents, scopes=scopes, templates=templates,
     success={"failed": False, "succeeded": True}.get(outcome or "all"),
     disagreement_only=disagreement, text=text,
+    ids=ids_with_final_category(get_store(), failure_labels) if failure_labels else None,
 )
 st.session_state["browse_filter"] = flt
 df, total = browse(ws, flt)

@@ -72,7 +72,9 @@ with left:
     def rerun(index: int, sql: str) -> None:
         rerun_button(f"{traj.id}_{index}", sql)
 
-    render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
+    # The steps scroll in their own pane so the answer column stays in view beside them.
+    with st.container(height=900, border=False, key="steps_pane"):
+        render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
 with right:
     render_answer_panel(traj)
     st.markdown("**Reference SQL**")

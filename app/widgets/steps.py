@@ -21,20 +21,23 @@ def _observation(step: Step, expand_all: bool) -> None:
     if text is None:
         st.caption("no observation recorded")
         return
+    if step.error:
+        st.error(escape_markdown(preview(text, 400)), icon=":material/error:")
+        if len(text) > 400:  # the full message only on demand
+            with st.expander(f"Full error ({len(text):,} characters)", expanded=expand_all):
+                st.code(text, language=None, wrap_lines=True)
+        return
     table = parse_tabular(text)
-    label = "Error" if step.error else "Observation"
     collapsed = should_collapse(text) and not expand_all
-    container = st.expander(f"{label} ({len(text):,} characters)", expanded=not collapsed) \
-        if should_collapse(text) else st.container()
+    container = (st.expander(f"Observation ({len(text):,} characters)", expanded=not collapsed)
+                 if should_collapse(text) else st.container())
     with container:
-        if step.error:
-            st.error(escape_markdown(preview(text, 300)))
-        if table is not None and not step.error:
+        if table is not None:
             st.dataframe(pd.DataFrame(table.rows, columns=table.columns), hide_index=True,
                          height=min(38 + 35 * len(table.rows), 320))
         else:
-            st.code(text, language=None, wrap_lines=True, height=min(400, 30 + 18 *
-                                                                     text.count("\n")))
+            st.code(text, language=None, wrap_lines=True,
+                    height=min(400, 30 + 18 * text.count("\n")))
 
 
 def render_message(index: int, step: Step, expand_all: bool) -> None:

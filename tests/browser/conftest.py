@@ -64,8 +64,10 @@ class StreamlitServer:
         self._log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope: Playwright's sync API keeps an event loop running in this thread while it
+    # is open, which would break later tests that call asyncio.run().
     if not Path(CHROMIUM).exists():
         pytest.fail(f"chromium not found at {CHROMIUM}: run 'make test' (it installs chromium)")
     with sync_playwright() as p:

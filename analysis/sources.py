@@ -1,0 +1,294 @@
+"""Domain glue between the data sources and the pure analysis tables.
+
+The analysis functions take DataFrames; this module produces those frames from a
+``Workspace`` (trajectory table, optionally restricted to runs) and a labeling ``Store``
+(final labels, LLM-vs-human pairs), and runs the table registry over them. The CLI and the
+Statistics page both go through here so they compute exactly the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from analysis.charts import CHARTS
+from analysis.failures import PROVENANCE_COLUMNS
+from analysis.success import NO_SCOPE, OTHER_INTENT
+from analysis.tables import TABLES, all_tables
+
+if TYPE_CHECKING:
+    from labeling.store import Store
+    from trajectories.workspace import Workspace
+
+#: Columns the statistics read. The long text columns (question, SQL, answers, payload) are
+#: left out: they are the bulk of the bytes and no table uses them, so a 100k-row load stays
+#: fast.
+STATS_COLUMNS: tuple[str, ...] = (
+    "id",
+    "run",
+    "model",
+    "temperature",
+    "rollout",
+    "task_id",
+    "intent",
+    "scope",
+    "template_id",
+    "split",
+    "pair_id",
+    "noise_type",
+    "variant",
+    "answer_format",
+    "n_steps",
+    "n_turns",
+    "n_errors",
+    "recorded_success",
+    "recorded_reward",
+    "exact_match",
+    "success",
+)
+
+#: Tables computed from the final labels; ``labeller`` uses the LLM-vs-human pairs instead.
+LABEL_TABLES = frozenset({"taxonomy", "taxonomy_turns", "provenance"})
+PAIR_TABLES = frozenset({"labeller"})
+#: Final-label provenances that carry a human verdict (what the pre-labeller is judged by).
+HUMAN_PROVENANCES = ("adjudicated", "human_agreed", "human_single")
+PAIR_COLUMNS = ["trajectory_id", "llm_category", "human_category", "human_provenance"]
+
+#: One-line descriptions shown by the CLI help and the Statistics page.
+DESCRIPTIONS: dict[str, str] = {
+    "success": "Success rate by intent x scope per run (EHR-Complex Table 3).",
+    "passk": "Pass^k (consistency) and Pass@k (coverage) per run, scope and intent.",
+    "turns": "Action turns per scope on the tasks every selected run solved.",
+    "turn_budget": "SR(T): share of trajectories that succeeded within T turns.",
+    "taxonomy": "Failure categories per model with 95% Wilson intervals (final labels).",
+    "taxonomy_turns": "Mean and median turns per failure category (final labels).",
+    "provenance": "Where the final labels come from (adjudicated, human, LLM only).",
+    "robustness": "Clean vs Noise success on paired tasks (EHR-RobustGym Table 2).",
+    "labeller": "LLM pre-labeller vs human labels: kappa, precision, recall, override rate.",
+}
+
+
+class SourceError(Exception):
+    """A problem with the inputs that the user can fix (unknown run or table)."""
+
+
+# --- trajectories ------------------------------------------------------------------------------
+
+
+def _sql_list(n: int) -> str:
+    return ", ".join("?" for _ in range(n))
+
+
+def load_frame(ws: Workspace, runs: Iterable[str] | None = None) -> pd.DataFrame:
+    """The trajectory table with the columns statistics use, optionally only ``runs``.
+
+    Filtering happens in DuckDB so a few runs out of a large workspace never materialise the
+    rest in pandas.
+    """
+    sql = "SELECT " + ", ".join(STATS_COLUMNS) + " FROM trajectories"
+    params: list[Any] = []
+    if runs is not None:
+        wanted = list(dict.fromkeys(runs))
+        if not wanted:
+            return pd.DataFrame(columns=list(STATS_COLUMNS))
+        sql += f" WHERE run IN ({_sql_list(len(wanted))})"
+        params = wanted
+    # A stable row order makes every derived table (and therefore exports) reproducible.
+    sql += " ORDER BY run, task_id, rollout, id"
+    frame: pd.DataFrame = ws.query_df(sql, params)
+    return frame
+
+
+def run_names(ws: Workspace) -> list[str]:
+    rows = ws.connect().execute("SELECT DISTINCT run FROM trajectories ORDER BY run").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def check_runs(ws: Workspace, runs: Sequence[str]) -> None:
+    """Raise ``SourceError`` naming any run that is not in the workspace."""
+    known = set(run_names(ws))
+    missing = [r for r in runs if r not in known]
+    if missing:
+        available = ", ".join(sorted(known)) or "none"
+        raise SourceError(f"unknown run(s): {', '.join(missing)} (available: {available})")
+
+
+def frame_signature(ws: Workspace) -> tuple[Any, ...]:
+    """Cheap identity of the workspace's data: part files (name, size, mtime) and the score
+    overlay. Parts are immutable and only ever added, so an equal signature means equal data;
+    the app keys its cache on this."""
+    parts = tuple((p.name, *_stat(p)) for p in ws.part_files())
+    scores = _stat(ws.scores_path) if ws.scores_path.exists() else (0, 0)
+    return (str(ws.root.resolve()), parts, scores)
+
+
+def _stat(path: Any) -> tuple[int, int]:
+    st = path.stat()
+    return (int(st.st_size), int(st.st_mtime_ns))
+
+
+def run_temperatures(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: model and sampling temperature (Pass^k depends on it)."""
+    if df.empty:
+        return pd.DataFrame(columns=["run", "model", "temperature"])
+    temps = pd.to_numeric(df["temperature"], errors="coerce")
+    out = (
+        df.assign(temperature=temps)
+        .groupby("run", sort=False)
+        .agg(model=("model", "first"), temperature=("temperature", "first"))
+        .reset_index()
+    )
+    return out
+
+
+def filter_frame(
+    df: pd.DataFrame,
+    intents: Iterable[str] | None = None,
+    scopes: Iterable[str] | None = None,
+) -> pd.DataFrame:
+    """Rows whose intent / scope are among the given ones (None keeps everything).
+
+    Values are matched the way the tables label them: a NULL intent is "Other" and a NULL
+    scope "unscoped", so the filter options and the table rows always agree.
+    """
+    mask = pd.Series(True, index=df.index)
+    if intents is not None:
+        intent = df["intent"].astype("object").fillna(OTHER_INTENT).astype(str)
+        mask &= intent.isin(list(intents))
+    if scopes is not None:
+        scope = df["scope"].astype("object").fillna(NO_SCOPE).astype(str)
+        mask &= scope.isin(list(scopes))
+    return df[mask]
+
+
+# --- labels ------------------------------------------------------------------------------------
+
+
+def final_labels(store: Store, taxonomy_version: str | None = None) -> pd.DataFrame:
+    """The store's final labels (one row per labelled trajectory, with provenance)."""
+    return store.final_labels(taxonomy_version)
+
+
+def _llm_categories(store: Store, taxonomy_version: str | None) -> dict[str, str]:
+    """trajectory id -> the LLM's latest category on it (one read for all items)."""
+    opinions = store.llm_opinions(taxonomy_version)
+    return {str(tid): str(o.category) for tid, o in opinions.items()}
+
+
+def labeller_pairs(store: Store, taxonomy_version: str | None = None) -> pd.DataFrame:
+    """LLM pre-label category vs the human verdict, one row per trajectory having both.
+
+    The human side is the final label when it is human-derived (adjudicated, agreed or single
+    annotator); disputed items have no verdict yet and LLM-only items nothing to compare with.
+    Items the pre-labeller never labelled are left out rather than counted as overrides, since
+    pre-labelling often covers only part of a workspace.
+    """
+    final = final_labels(store, taxonomy_version)
+    human = final[final["provenance"].isin(HUMAN_PROVENANCES) & final["category"].notna()]
+    if human.empty:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    llm = _llm_categories(store, taxonomy_version)
+    ids = human["trajectory_id"].astype(str)
+    pairs = pd.DataFrame(
+        {
+            "trajectory_id": ids.to_numpy(),
+            "llm_category": ids.map(llm).to_numpy(),
+            "human_category": human["category"].astype(str).to_numpy(),
+            "human_provenance": human["provenance"].astype(str).to_numpy(),
+        }
+    )
+    return pairs[pairs["llm_category"].notna()].reset_index(drop=True)
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the tables need: trajectories, final labels and labeller pairs."""
+
+    frame: pd.DataFrame
+    labels: pd.DataFrame | None = None
+    pairs: pd.DataFrame | None = None
+
+
+def table_names() -> list[str]:
+    return list(TABLES)
+
+
+def needs_labels(names: Iterable[str]) -> bool:
+    return any(n in LABEL_TABLES or n in PAIR_TABLES for n in names)
+
+
+def load_inputs(
+    ws: Workspace,
+    store: Store | None = None,
+    runs: Iterable[str] | None = None,
+    taxonomy_version: str | None = None,
+) -> Inputs:
+    frame = load_frame(ws, runs)
+    if store is None:
+        return Inputs(frame)
+    return Inputs(
+        frame,
+        final_labels(store, taxonomy_version),
+        labeller_pairs(store, taxonomy_version),
+    )
+
+
+def compute_table(name: str, inputs: Inputs, runs: Iterable[str] | None = None) -> pd.DataFrame:
+    """One registered table; ``runs`` also orders the rows (as given) when not None."""
+    if name not in TABLES:
+        raise SourceError(f"unknown table {name!r} (choose from {', '.join(TABLES)})")
+    source = inputs.pairs if name in PAIR_TABLES else inputs.labels
+    return TABLES[name](inputs.frame, source, list(runs) if runs is not None else None)
+
+
+def compute_all(
+    inputs: Inputs, runs: Iterable[str] | None = None, timings: dict[str, float] | None = None
+) -> dict[str, pd.DataFrame]:
+    return all_tables(inputs.frame, inputs.labels, runs, pairs=inputs.pairs, timings=timings)
+
+
+# --- charts ------------------------------------------------------------------------------------
+
+
+def _provenance_pie(table: pd.DataFrame, title: str = "Final labels by provenance") -> go.Figure:
+    # The chart module has no provenance chart; a pie of the counts is the natural picture.
+    present = table[table["count"] > 0] if not table.empty else table
+    fig = go.Figure()
+    if present.empty:
+        fig.update_layout(title=f"{title} (no labels)")
+        return fig
+    fig.add_trace(
+        go.Pie(labels=present["provenance"], values=present["count"], sort=False, hole=0.3)
+    )
+    fig.update_layout(title=title)
+    return fig
+
+
+def chart_for(name: str, table: pd.DataFrame) -> go.Figure:
+    """The plotly figure for a computed table (same figure in the app and the CLI)."""
+    if name == "provenance":
+        return _provenance_pie(table.reindex(columns=PROVENANCE_COLUMNS))
+    builder = CHARTS.get(name)
+    if builder is None:
+        raise SourceError(f"no chart for table {name!r}")
+    fig = builder(table)
+    if name == "passk" and "temperature" in table.columns:
+        # Pass^k is only comparable between runs sampled at the same temperature, so the
+        # legend says which temperature each line was sampled at.
+        temps = table.groupby("run", sort=False)["temperature"].first()
+        for trace in fig.data:
+            run = str(trace.name)
+            if trace.name is not None and run in temps.index:
+                trace.name = f"{run} (T={_temperature_text(temps[run])})"
+    return fig
+
+
+def _temperature_text(value: Any) -> str:
+    return "?" if pd.isna(value) else f"{float(value):g}"

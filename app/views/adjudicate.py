@@ -1,0 +1,161 @@
+"""Adjudicate (leads and admins): settle items where people disagree, or overrode a confident
+LLM label. Every label, note and the pre-label rationale side by side; the decision needs a
+reason, and a concurrent decision by another lead is detected instead of overwritten."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+import streamlit as st
+
+from app.auth import require_user
+from app.state import get_settings, get_store, open_trajectory_link, workspace
+from app.widgets.label_form import step_caption
+from app.widgets.rubric import category_label, render_rubric
+from app.widgets.safe import escape_markdown, plain
+from labeling.queue import prelabel_for
+from labeling.store import ConflictError, Label, StoreError
+from taxonomy import default_taxonomy
+from trajectories.model import Trajectory
+
+st.title("Adjudicate")
+lead = require_user("lead", "admin")
+settings = get_settings()
+store = get_store()
+ws = workspace()
+taxonomy = default_taxonomy()
+
+include_done = st.toggle("Include items already adjudicated", key="adj_include_done")
+selected = st.session_state.get("adj_item")
+# The item on screen stays listed after someone decides it, so a lead who is mid-decision
+# sees the conflict message rather than the item vanishing under them.
+items = [d for d in store.disagreements(prelabel_threshold=settings.prelabel_threshold,
+                                        include_adjudicated=True)
+         if include_done or not d.adjudicated or d.trajectory_id == selected]
+if not items:
+    st.success("Nothing to adjudicate: no disagreements and no overridden confident pre-labels.")
+    st.stop()
+
+KIND = {"humans_disagree": "annotators disagree", "llm_overridden": "confident LLM overridden"}
+st.dataframe(pd.DataFrame([{
+    "trajectory": d.trajectory_id, "why": KIND[d.kind],
+    "annotators": "; ".join(f"{who}: {category_label(taxonomy, c)}"
+                            for who, c in d.human_categories.items()),
+    "LLM": category_label(taxonomy, d.llm_category), "LLM confidence": d.llm_confidence,
+    "adjudicated": d.adjudicated,
+} for d in items]), hide_index=True, key="adj_table")
+
+by_id = {d.trajectory_id: d for d in items}
+wanted = st.query_params.get("id")
+ids = list(by_id)
+tid = st.selectbox("Item", ids, index=ids.index(wanted) if wanted in ids else 0,
+                   format_func=lambda t: f"{t[:12]} · {KIND[by_id[t].kind]}", key="adj_item")
+assert tid is not None
+item = by_id[tid]
+traj: Trajectory | None = ws.get(tid)
+
+head = st.columns([5, 1])
+with head[0]:
+    if traj is not None:
+        plain(traj.task.question)
+    st.caption(f"Trajectory {tid}")
+if head[1].button("Open trajectory", key=f"adj_{tid}_open"):
+    open_trajectory_link(tid)
+
+
+def _step_text(step: int | None) -> str:
+    if step is None:
+        return "not set"
+    if traj is not None and 0 <= step < len(traj.steps):
+        return step_caption(traj, step)
+    return str(step)
+
+
+# -- what everyone said ------------------------------------------------------------------------
+labels = store.labels_for(tid, viewer=lead.name, blind=False, include_llm=False)
+latest: dict[str, Label] = {}
+for lab in labels:  # oldest first: a re-label replaces the earlier one; history keeps both
+    latest[str(lab.annotator)] = lab
+prelabel = prelabel_for(store, tid)
+cols = st.columns(max(1, len(latest) + (1 if prelabel else 0)))
+for col, (who, lab) in zip(cols, latest.items(), strict=False):
+    with col.container(border=True):
+        st.markdown(f"**{escape_markdown(who)}**")
+        st.markdown(f"Category: **{escape_markdown(category_label(taxonomy, lab.category))}**")
+        secondary_name = category_label(taxonomy, lab.secondary_category)
+        st.caption(f"Secondary: {escape_markdown(secondary_name)}")
+        st.caption(f"First faulty step: {escape_markdown(_step_text(lab.first_error_step))}")
+        st.caption("Pre-label was " + ("shown" if lab.prelabel_shown else "not shown")
+                   + (f" · {lab.seconds_on_item:.0f} s on item"
+                      if lab.seconds_on_item is not None else ""))
+        plain(lab.note or "(no note)")
+if prelabel is not None:
+    with cols[-1].container(border=True):
+        st.markdown(f"**LLM** ({escape_markdown(prelabel.labeller or 'pre-label')})")
+        st.markdown(f"Category: **{escape_markdown(category_label(taxonomy, prelabel.category))}**"
+                    + (f" · confidence {prelabel.confidence:.2f}"
+                       if prelabel.confidence is not None else ""))
+        st.caption(f"First faulty step: {escape_markdown(_step_text(prelabel.first_error_step))}")
+        plain(prelabel.rationale or "(no rationale)")
+
+# -- the decision ------------------------------------------------------------------------------
+current = store.get_adjudication(tid)
+version_key = f"adj_{tid}_version"
+if version_key not in st.session_state:
+    # The version this lead was shown. A later save passes it back, so a decision another
+    # lead made in between is reported instead of silently overwritten.
+    st.session_state[version_key] = current.version if current else None
+if current is not None:
+    st.info(f"Current decision: {escape_markdown(category_label(taxonomy, current.category))} by "
+            f"{escape_markdown(current.decided_by)} (version {current.version}). Reason: "
+            f"{escape_markdown(current.reason)}")
+
+keys = list(taxonomy.keys)
+votes = Counter(item.human_categories.values())
+suggested = current.category if current else (votes.most_common(1)[0][0] if votes else keys[0])
+steps: list[int | None] = [None, *range(len(traj.steps) if traj else 0)]
+left, right = st.columns([3, 2], gap="medium")
+with left, st.form(f"adj_{tid}_form"):
+    category = st.selectbox("Final category", keys,
+                            index=keys.index(suggested) if suggested in keys else 0,
+                            format_func=lambda k: category_label(taxonomy, k),
+                            key=f"adj_{tid}_category")
+    secondary = st.selectbox("Secondary category", [None, *keys],
+                             format_func=lambda k: "none" if k is None
+                             else category_label(taxonomy, k), key=f"adj_{tid}_secondary")
+    step = st.selectbox("First faulty step", steps, format_func=_step_text,
+                        key=f"adj_{tid}_step")
+    reason = st.text_area("Reason (required)", key=f"adj_{tid}_reason",
+                          placeholder="Why this label? Cite the rubric rule or the step.")
+    submitted = st.form_submit_button("Save decision", type="primary")
+with right, st.expander("Rubric", expanded=False):
+    render_rubric(taxonomy, height=400)
+if submitted:
+    if not reason.strip():
+        st.error("A decision needs a reason.")
+    else:
+        try:
+            saved = store.adjudicate(tid, category, reason, lead.name,
+                                     expected_version=st.session_state[version_key],
+                                     secondary_category=secondary, first_error_step=step)
+        except ConflictError as err:
+            st.error(f"Not saved: {err}")
+        except StoreError as err:
+            st.error(str(err))
+        else:
+            st.session_state[version_key] = saved.version
+            st.success(f"Saved: {escape_markdown(category_label(taxonomy, saved.category))} "
+                       f"(version {saved.version}).")
+if st.button("Reload", key=f"adj_{tid}_reload", help="Show the latest decision and decide again."):
+    st.session_state.pop(version_key, None)
+    st.rerun()
+
+# -- history -----------------------------------------------------------------------------------
+st.subheader("History")
+entries = [h for h in store.history(entity_id=tid) if h.entity in ("label", "adjudication")]
+st.dataframe(pd.DataFrame([{
+    "at": h.at, "what": h.entity, "action": h.action, "by": h.actor,
+    "category": (h.after or {}).get("category"), "note / reason": h.reason
+    or (h.after or {}).get("note"),
+} for h in entries]), hide_index=True, key=f"adj_{tid}_history")

@@ -1,0 +1,98 @@
+"""Agreement (leads and admins): how consistently people label, and how often they overrule
+the LLM. Pairwise Cohen's kappa with 95% CI, Fleiss' kappa and Krippendorff's alpha for 3+
+raters, confusion matrices, LLM-vs-human per category. Every table downloads as CSV."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pandas as pd
+import streamlit as st
+
+from app.auth import require_user
+from app.state import get_store
+from app.widgets.rubric import category_label
+from labeling.queue import (
+    PRELABEL_SLICES,
+    latest_human_labels,
+    llm_vs_human,
+    multi_rater_summary,
+    pair_confusion,
+    pairwise_table,
+)
+from taxonomy import default_taxonomy
+
+st.title("Agreement")
+require_user("lead", "admin")
+store = get_store()
+taxonomy = default_taxonomy()
+
+
+def download(frame: pd.DataFrame, name: str, *, index: bool = False) -> None:
+    st.download_button(f"Download {name}.csv", frame.to_csv(index=index).encode("utf-8"),
+                       file_name=f"{name}.csv", mime="text/csv", key=f"agreement_dl_{name}")
+
+
+versions = [taxonomy.version, *[v for v in store.taxonomy_versions() if v != taxonomy.version]]
+version = st.selectbox("Taxonomy version", versions, key="agreement_version",
+                       help="Labels made under different rubrics are never pooled.")
+keys = list(taxonomy.keys)
+ratings = latest_human_labels(store, version)
+if len(ratings) < 2:
+    st.info("Agreement needs at least two annotators who labelled the same items.")
+else:
+    st.subheader("Annotator pairs: Cohen's kappa")
+    pairs = pairwise_table(ratings)
+    st.dataframe(pairs, hide_index=True, key="agreement_pairs", column_config={
+        c: st.column_config.NumberColumn(c, format="%.3f")
+        for c in ("raw_agreement", "kappa", "ci_low", "ci_high")})
+    st.caption("95% CI from the asymptotic standard error; pairs with no shared items have "
+               "no kappa.")
+    download(pairs, "pairwise_kappa")
+
+    if len(ratings) >= 3:
+        st.subheader("All raters")
+        multi = multi_rater_summary(ratings, keys)
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Items with 2+ labels", multi.items_rated_twice)
+        c2.metric("Fleiss' kappa", "—" if multi.fleiss_kappa is None
+                  else f"{multi.fleiss_kappa:.3f}",
+                  help=f"Over the {multi.fleiss_items} items with exactly "
+                       f"{multi.fleiss_raters_per_item} labels (Fleiss needs a fixed count).")
+        c3.metric("Krippendorff's alpha (nominal)", "—" if multi.krippendorff_alpha is None
+                  else f"{multi.krippendorff_alpha:.3f}")
+        download(pd.DataFrame([asdict(multi)]), "multi_rater")
+
+    st.subheader("Confusion matrix")
+    labels = [f"{p.rater_a} vs {p.rater_b}" for p in pairs.itertuples() if p.n_items]
+    if labels:
+        pick = st.selectbox("Pair", labels, key="agreement_pair")
+        a, b = str(pick).split(" vs ", 1)
+        matrix = pair_confusion(ratings, a, b, keys)
+        names = [category_label(taxonomy, str(c)) for c in matrix.index]
+        shown = matrix.set_axis(names, axis=0).set_axis(names, axis=1)
+        shown.index.name, shown.columns.name = f"{a} (rows)", f"{b} (columns)"
+        st.dataframe(shown, key="agreement_confusion")
+        download(shown, f"confusion_{a}_{b}", index=True)
+    else:
+        st.caption("No pair of annotators has labelled the same item yet.")
+
+st.subheader("LLM pre-label vs people")
+comparisons = llm_vs_human(store, keys, version)
+if not comparisons:
+    st.info("No item has both a human label and an LLM pre-label yet.")
+else:
+    st.caption("One comparison per person and item. Override rate = share of the LLM's choices "
+               "of a category that the person changed. Labels made with the pre-label hidden "
+               "give the honest override rate; those made with it shown may be anchored.")
+    tabs = st.tabs([s for s in PRELABEL_SLICES if s in comparisons])
+    for tab, name in zip(tabs, [s for s in PRELABEL_SLICES if s in comparisons], strict=True):
+        with tab:
+            frame = comparisons[name].copy()
+            frame["category"] = [category_label(taxonomy, str(c)) if c in keys else c
+                                 for c in frame["category"]]
+            st.dataframe(frame, hide_index=True, key=f"agreement_llm_{name}",
+                         column_config={c: st.column_config.NumberColumn(c, format="%.3f")
+                                        for c in ("precision", "recall", "f1", "kappa",
+                                                  "override_rate")})
+            download(frame, f"llm_vs_human_{name.replace(' ', '_')}")

@@ -1,0 +1,132 @@
+"""Validity audit, step 1: each annotator judges their tasks, blind.
+
+Blind to models: nothing about agents (answers, trajectories, runs, success) is loaded here.
+Blind to colleagues: only the signed-in person's own judgments are read, whatever their role.
+Shortcuts: V = valid, I = invalid (C and R are taken by Streamlit itself).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.auth import require_user
+from app.state import get_store
+from app.widgets.audit_item import load_context, reason_label, render_item
+from app.widgets.safe import escape_markdown
+from labeling.audit import REASON_CODES, latest_audit, review_queue
+from labeling.store import StoreError
+
+st.title("Validity audit: review")
+user = require_user()
+store = get_store()
+
+audits = [name for name, _ in store.list_audits()]
+if not audits:
+    st.info("No audit yet. A lead creates one with `faillab audit create --runs R1,R2`.")
+    st.stop()
+newest = latest_audit(store)
+audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0,
+                     key="audit_review_audit")
+assert audit is not None
+
+queue = review_queue(store, audit, user.name)
+if not queue:
+    st.info("No task of this audit is assigned to you.")
+    st.stop()
+# Own judgments only: leads get everyone's from the store, which would unblind them here.
+mine = {j.task_id: j for j in store.audit_judgments_visible_to(user.name, audit)
+        if j.annotator == user.name and j.stage == "review"}
+judged = {item.task_id for item in queue if item.task_id in mine}
+done = len(judged)
+st.progress(done / len(queue), text=f"Your progress: {done} of {len(queue)} judged")
+
+pos_key = f"audit_review_pos_{audit}"
+if pos_key not in st.session_state:
+    # Resume at the first task this person has not judged yet.
+    st.session_state[pos_key] = next(
+        (i for i, item in enumerate(queue) if item.task_id not in judged), 0)
+pos = min(max(int(st.session_state[pos_key]), 0), len(queue) - 1)
+item = queue[pos]
+key = f"{audit}_{item.task_id}"
+
+
+def go(to: int) -> None:
+    st.session_state[pos_key] = min(max(to, 0), len(queue) - 1)
+
+
+def next_open(after: int) -> int:
+    """The next unjudged task after ``after`` (wrapping), else simply the next one."""
+    order = list(range(after + 1, len(queue))) + list(range(0, after))
+    for i in order:
+        if queue[i].task_id not in judged:
+            return i
+    return min(after + 1, len(queue) - 1)
+
+
+nav = st.columns([4, 1, 1])
+nav[0].caption(f"Task {pos + 1} of {len(queue)}")
+nav[1].button("◀ Previous", key="audit_review_prev", disabled=pos == 0, on_click=go,
+              args=(pos - 1,))
+nav[2].button("Next ▶", key="audit_review_next", disabled=pos >= len(queue) - 1, on_click=go,
+              args=(pos + 1,))
+
+ctx = load_context(item.task_id)
+if ctx is None:
+    st.warning(f"Task {escape_markdown(item.task_id)} is not in this workspace (it was "
+               "imported with judgments), so there is nothing to show for it.")
+else:
+    render_item(ctx, key)
+
+st.divider()
+st.subheader("Your judgment")
+existing = mine.get(item.task_id)
+if existing is not None:
+    st.caption(f"Saved: {'valid' if existing.valid else 'invalid'} "
+               f"({escape_markdown(reason_label(existing.reason))}). Saving again replaces it.")
+options = list(REASON_CODES)
+st.selectbox(
+    "Reason code (required when invalid)", options, format_func=reason_label,
+    index=options.index(existing.reason) if existing and existing.reason in options else None,
+    placeholder="No concern", key=f"audit_reason_{key}",
+)
+st.text_area("Note", value=existing.note or "" if existing else "",
+                    key=f"audit_note_{key}", height=90,
+                    placeholder="What made you hesitate, in a sentence (optional).")
+
+
+def save(valid: bool) -> None:
+    # A callback runs before the next script run: read the widgets' new values from session
+    # state, not the variables of the run that drew them (those are one edit behind).
+    reason = st.session_state.get(f"audit_reason_{key}")
+    note = st.session_state.get(f"audit_note_{key}")
+    if not valid and not reason:
+        st.session_state[f"audit_msg_{key}"] = "Pick a reason code for an invalid judgment."
+        return
+    try:
+        store.record_judgment(audit, item.task_id, user.name, valid, reason=reason or None,
+                              note=(note or "").strip() or None)
+    except StoreError as err:
+        st.session_state[f"audit_msg_{key}"] = str(err)
+        return
+    st.session_state.pop(f"audit_msg_{key}", None)
+    judged.add(item.task_id)
+    st.session_state["audit_review_saved"] = (f"Saved task {item.task_id} as "
+                                              f"{'valid' if valid else 'invalid'}.")
+    go(next_open(pos))
+
+
+buttons = st.columns([1, 1, 3])
+buttons[0].button("Valid", key=f"audit_valid_{key}", shortcut="V", type="primary",
+                  icon=":material/check:", on_click=save, args=(True,),
+                  help="No substantive issue (V)")
+buttons[1].button("Invalid", key=f"audit_invalid_{key}", shortcut="I",
+                  icon=":material/close:", on_click=save, args=(False,),
+                  help="A concern that needs inspection (I)")
+message = st.session_state.get(f"audit_msg_{key}")
+if message:
+    st.error(escape_markdown(str(message)))
+saved = st.session_state.pop("audit_review_saved", None)
+if saved:
+    st.toast(escape_markdown(str(saved)))
+if done == len(queue):
+    st.success("You have judged every task assigned to you.")

@@ -1,0 +1,242 @@
+"""Pre-label: run a labeller over the failures in the background and watch it; see the result.
+
+Runs happen in a separate worker process (``labeling.prelabel.worker``) so that a long Gemini
+run survives page reruns and does not block the server; this page only writes the run record,
+launches the worker and polls the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from app.auth import require_user
+from app.state import get_settings, get_store, workspace
+from labeling.prelabel.gemini import privacy_notice
+from labeling.prelabel.service import (
+    LABELLERS,
+    PrelabelOptions,
+    PrelabelServiceError,
+    labeller_identity,
+    launch_worker,
+    load_run_taxonomy,
+    mark_dead_run,
+    prelabel_confidences,
+    route_prelabels,
+    run_log_path,
+)
+from labeling.store import PrelabelRun
+
+LEAD_ROLES = ("lead", "admin")
+
+
+@st.cache_resource
+def _workers() -> dict[int, subprocess.Popen[bytes]]:
+    # Worker handles of this server process, by run id: polling them reaps finished children
+    # and tells a worker that died (SIGKILL) from one that is still going.
+    return {}
+
+
+st.title("Pre-label")
+user = require_user()
+settings = get_settings()
+ws = workspace()
+store = get_store()
+failures = [row["id"] for row in ws.list(failed=True)]
+if not failures:
+    st.info("This workspace has no failed trajectories to pre-label. Import some with "
+            "`faillab import FILE...` or build the demo with `faillab demo`.")
+    st.stop()
+
+# -- choice of labeller -------------------------------------------------------------------------
+left, right = st.columns(2)
+labeller = left.radio(
+    "Labeller", LABELLERS, horizontal=True, key="prelabel_labeller",
+    format_func=lambda n: {"heuristic": "Heuristic (offline)", "gemini": "Gemini (online)"}[n],
+)
+model = settings.gemini_model
+vertex = bool(settings.vertex_project)
+acknowledged = False
+if labeller == "gemini":
+    model = right.text_input("Model", value=settings.gemini_model, key="prelabel_model").strip()
+    vertex = right.checkbox("Use Vertex AI", value=vertex, key="prelabel_vertex",
+                            help="Needs a Google Cloud project ($GOOGLE_CLOUD_PROJECT).")
+    st.warning(privacy_notice(vertex), icon="⚠️")
+    acknowledged = st.checkbox(
+        "I have read the notice: the trajectories in this workspace may be sent to this service.",
+        key="prelabel_ack",
+    )
+c1, c2 = st.columns(2)
+concurrency = int(c1.number_input("Concurrency (requests in flight)", min_value=1,
+                                  max_value=64, value=8, step=1, key="prelabel_concurrency",
+                                  disabled=labeller != "gemini"))
+limit = int(c2.number_input("Limit (0 = every failure)", min_value=0, value=0, step=10,
+                            key="prelabel_limit",
+                            help="Most trajectories sent in this run; cached ones are free."))
+
+try:
+    options = PrelabelOptions(
+        labeller=labeller, model=model or None, concurrency=concurrency, limit=limit or None,
+        vertex=vertex if labeller == "gemini" else None, allow_external=acknowledged,
+    ).with_defaults(settings)
+except PrelabelServiceError as err:
+    st.error(str(err))
+    st.stop()
+
+# -- start --------------------------------------------------------------------------------------
+can_start = user.role in LEAD_ROLES
+blocked_by_privacy = labeller == "gemini" and not acknowledged
+if not can_start:
+    st.caption("Only leads and admins start pre-labelling runs; you can watch them here.")
+elif blocked_by_privacy:
+    st.caption("Confirm the privacy notice to start a Gemini run.")
+if st.button("Start", type="primary", key="prelabel_start",
+             disabled=not can_start or blocked_by_privacy):
+    if user.role not in LEAD_ROLES:  # the button is disabled; this guards a forged rerun
+        st.error("Only leads and admins may start runs.")
+        st.stop()
+    name, run_model, _ = labeller_identity(options)
+    run_id = store.start_prelabel_run(name, run_model)
+    try:
+        proc = launch_worker(options, run_id=run_id, workspace_root=ws.root.resolve(),
+                             database_url=settings.database_url)
+    except OSError as err:
+        store.update_prelabel_run(run_id, status="failed")
+        st.error(f"Could not start the worker: {err}")
+    else:
+        _workers()[run_id] = proc
+        st.session_state["prelabel_run_id"] = run_id
+
+
+def _check_alive(run: PrelabelRun) -> PrelabelRun:
+    proc = _workers().get(run.id)
+    if proc is None:
+        return run
+    return mark_dead_run(store, run, proc.poll())
+
+
+def _log_tail(run_id: int, lines: int = 5) -> str:
+    path = run_log_path(ws.root.resolve(), run_id)
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@st.fragment(run_every=1.0)
+def live_run() -> None:
+    """The run started from this session (else the newest one), refreshed every second."""
+    run_id = st.session_state.get("prelabel_run_id")
+    run = store.get_prelabel_run(int(run_id)) if run_id is not None else None
+    if run is None:
+        recent = store.latest_prelabel_runs(1)
+        run = recent[0] if recent else None
+    if run is None:
+        st.caption("No pre-labelling run yet.")
+        return
+    run = _check_alive(run)
+    st.subheader(f"Run {run.id}: {run.labeller} ({run.model}) — {run.status}")
+    proc = _workers().get(run.id)
+    running_here = proc is not None and proc.poll() is None
+    if (run.status == "running" and can_start and running_here
+            and st.button("Stop run", key=f"prelabel_stop_{run.id}")):
+        assert proc is not None
+        # The worker turns SIGTERM into a clean stop: saved items stay, the run is marked
+        # failed, and the next run resumes from the cache.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    fraction = run.done / run.total if run.total else (1.0 if run.status == "done" else 0.0)
+    st.progress(min(max(fraction, 0.0), 1.0), text=f"{run.done} of {run.total} trajectories")
+    cols = st.columns(6)
+    for col, (label, value) in zip(cols, [
+        ("Labelled", f"{run.labelled:,}"), ("Cached", f"{run.cached:,}"),
+        ("Failed", f"{run.failed:,}"), ("API calls", f"{run.calls:,}"),
+        ("Tokens", f"{run.tokens:,}"), ("Est. cost", f"${run.estimated_cost:,.4f}"),
+    ], strict=True):
+        col.metric(label, value)
+    if run.status == "failed":
+        tail = _log_tail(run.id)
+        st.error("The run stopped before finishing; completed items are kept and the next run "
+                 "resumes from them.")
+        if tail:
+            st.code(tail, language=None)
+
+
+live_run()
+
+# -- recent runs --------------------------------------------------------------------------------
+st.subheader("Recent runs")
+runs = store.latest_prelabel_runs(20)
+if runs:
+    st.dataframe(
+        pd.DataFrame([{
+            "run": r.id, "labeller": r.labeller, "model": r.model, "status": r.status,
+            "done": r.done, "total": r.total, "labelled": r.labelled, "cached": r.cached,
+            "failed": r.failed, "calls": r.calls, "tokens": r.tokens,
+            "est. cost (USD)": r.estimated_cost, "started": r.started_at,
+            "finished": r.finished_at,
+        } for r in runs]),
+        hide_index=True, key="prelabel_runs_table",
+    )
+    st.caption("Cost is an estimate from list prices; check current pricing.")
+else:
+    st.caption("No runs yet.")
+
+# -- what the pre-labels say, and who looks at them ---------------------------------------------
+st.subheader("Pre-labels of the failures")
+taxonomy = load_run_taxonomy(None)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _records(ids: tuple[str, ...], labeller_name: str, model_name: str,
+             taxonomy_version: str, runs_stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
+    # Keyed by the labeller so that switching the radio shows that labeller's pre-labels, and
+    # by the newest run's progress so that new pre-labels show as soon as a run writes them.
+    found = prelabel_confidences(
+        store, ids, PrelabelOptions(labeller=labeller_name, model=model_name or None), taxonomy)
+    return [{"trajectory_id": tid, "category": rec.result.category,
+             "confidence": rec.result.confidence}
+            for tid, rec in found.items() if rec is not None and rec.result is not None]
+
+
+rows = _records(tuple(failures), options.labeller, options.model or "", taxonomy.version,
+                tuple((r.id, r.status, r.done) for r in runs[:1]))
+st.caption(f"{labeller_identity(options)[1]} on taxonomy `{taxonomy.version}`: "
+           f"{len(rows):,} of {len(failures):,} failures pre-labelled.")
+if rows:
+    df = pd.DataFrame(rows)
+    names = {c.key: c.name for c in taxonomy.categories}
+    df["category"] = df["category"].map(lambda k: names.get(k, k))
+    a, b = st.columns(2)
+    with a:
+        st.markdown("**Categories**")
+        st.bar_chart(df["category"].value_counts().rename("trajectories"), horizontal=True)
+    with b:
+        st.markdown("**Confidence**")
+        bins = pd.cut(df["confidence"], bins=[i / 10 for i in range(11)], include_lowest=True)
+        hist = bins.value_counts().sort_index()
+        hist.index = [f"{iv.left:.1f}–{iv.right:.1f}" for iv in hist.index]
+        st.bar_chart(hist.rename("trajectories"))
+
+    confidences: dict[str, float | None] = dict.fromkeys(failures)
+    confidences.update({r["trajectory_id"]: r["confidence"] for r in rows})
+    routing = route_prelabels(confidences, threshold=settings.prelabel_threshold,
+                              spot_check_share=settings.spot_check_share)
+    st.markdown(f"**Who looks first** (threshold {settings.prelabel_threshold:.2f}, "
+                f"spot-check share {settings.spot_check_share:.0%})")
+    cols = st.columns(4)
+    for col, (label, value) in zip(cols, [
+        ("Low confidence → people", len(routing.low_confidence)),
+        ("No pre-label → people", len(routing.unlabelled)),
+        ("Spot checks → people", len(routing.spot_check)),
+        ("Left to the labeller", len(routing.automatic)),
+    ], strict=True):
+        col.metric(label, f"{value:,}")
+    st.caption("Set the threshold and share with FAILLAB_PRELABEL_THRESHOLD and "
+               "FAILLAB_SPOT_CHECK_SHARE; the labelling queues use the same rule.")

@@ -1,0 +1,206 @@
+"""Statistics: the papers' tables and charts, filtered by run, intent and scope.
+
+Open to everyone (no sign-in): it only reads trajectories and the final labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from analysis.charts import robustness_bars
+from analysis.sources import (
+    DESCRIPTIONS,
+    Inputs,
+    SourceError,
+    chart_for,
+    compute_all,
+    filter_frame,
+    frame_signature,
+    labeller_pairs,
+    load_frame,
+    run_temperatures,
+)
+from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
+from app.state import get_settings, get_store, workspace
+from app.widgets.downloads import chart_downloads, table_downloads
+from trajectories.workspace import Workspace
+
+TITLES = {
+    "success": "Success",
+    "passk": "Pass^k / Pass@k",
+    "turns": "Turns",
+    "turn_budget": "Turn budget",
+    "taxonomy": "Failure taxonomy",
+    "taxonomy_turns": "Turns per category",
+    "provenance": "Label provenance",
+    "robustness": "Robustness",
+    "labeller": "Pre-labeller vs human",
+}
+#: How long label frames stay cached: labelling goes on while people look at this page, so
+#: they must refresh soon, but not on every widget click.
+LABELS_TTL_S = 30
+
+
+@st.cache_data(show_spinner="Loading trajectories…", max_entries=4)
+def _frame(signature: tuple[Any, ...], _ws: Workspace) -> pd.DataFrame:
+    # Keyed by the part files (names, sizes, mtimes): parts are immutable, so the cached frame
+    # is valid until something is imported or re-scored. `_ws` is excluded from the key.
+    return load_frame(_ws)
+
+
+@st.cache_data(ttl=LABELS_TTL_S, show_spinner="Loading labels…", max_entries=4)
+def _labels(url: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    store = get_store()
+    return store.final_labels(), labeller_pairs(store)
+
+
+def _token(df: pd.DataFrame | None) -> int:
+    """Content hash of a small frame, to key the table cache without hashing the big frame."""
+    if df is None or df.empty:
+        return 0
+    return int(pd.util.hash_pandas_object(df.astype(str), index=False).sum())
+
+
+@st.cache_data(show_spinner="Computing tables…", max_entries=16)
+def _tables(
+    signature: tuple[Any, ...],
+    runs: tuple[str, ...],
+    intents: tuple[str, ...] | None,
+    scopes: tuple[str, ...] | None,
+    labels_token: int,
+    _frame: pd.DataFrame,
+    _labels: pd.DataFrame | None,
+    _pairs: pd.DataFrame | None,
+) -> dict[str, pd.DataFrame]:
+    sub = filter_frame(_frame[_frame["run"].isin(runs)], intents, scopes)
+    inputs = Inputs(sub, _labels, _pairs)
+    return compute_all(inputs, list(runs))
+
+
+st.title("Statistics")
+ws = workspace()
+if not ws.part_files():
+    st.info(
+        "This workspace has no trajectories yet. Import some with `faillab import FILE...` "
+        "or build the demo with `faillab demo`."
+    )
+    st.stop()
+
+signature = frame_signature(ws)
+frame = _frame(signature, ws)
+
+labels: pd.DataFrame | None = None
+pairs: pd.DataFrame | None = None
+try:
+    labels, pairs = _labels(get_settings().annotations_url())
+except Exception as err:  # a store outage must not hide the trajectory statistics
+    st.warning(f"Labels could not be loaded, label tables are empty: {type(err).__name__}")
+
+# --- filters -----------------------------------------------------------------------------------
+all_runs = list(dict.fromkeys(frame["run"].astype(str)))
+intent_values = ordered_values(
+    frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str), INTENTS
+)
+present_intents = set(frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str))
+intent_options = [i for i in intent_values if i in present_intents]
+scope_values = ordered_values(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str), SCOPES)
+present_scopes = set(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str))
+scope_options = [s for s in scope_values if s in present_scopes]
+
+with st.container(border=True):
+    c_runs, c_intents, c_scopes = st.columns([3, 2, 1])
+    runs = c_runs.multiselect("Runs", all_runs, default=all_runs, key="stats_runs")
+    intents = c_intents.multiselect(
+        "Intents", intent_options, default=intent_options, key="stats_intents"
+    )
+    scopes = c_scopes.multiselect(
+        "Scopes", scope_options, default=scope_options, key="stats_scopes"
+    )
+    if st.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
+        _labels.clear()
+        st.rerun()
+
+if not runs or not intents or not scopes:
+    st.info("Pick at least one run, intent and scope.")
+    st.stop()
+
+# None means "no filter", so the full selection keeps the tables' own NULL handling intact.
+intent_sel = None if set(intents) == set(intent_options) else tuple(intents)
+scope_sel = None if set(scopes) == set(scope_options) else tuple(scopes)
+tables = _tables(
+    signature,
+    tuple(runs),
+    intent_sel,
+    scope_sel,
+    _token(labels) ^ (_token(pairs) * 31),
+    frame,
+    labels,
+    pairs,
+)
+
+selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
+st.caption(
+    f"{len(selected):,} trajectories in {len(runs)} run(s); "
+    f"{0 if labels is None else int(labels['category'].notna().sum()):,} final labels, "
+    f"{0 if pairs is None else len(pairs):,} pre-label/human pairs."
+)
+
+# --- one tab per table -------------------------------------------------------------------------
+names = [n for n in TITLES if n in tables] + [n for n in tables if n not in TITLES]
+tabs = st.tabs([TITLES.get(n, n) for n in names])
+for name, tab in zip(names, tabs, strict=True):
+    table = tables[name]
+    with tab:
+        st.caption(DESCRIPTIONS.get(name, ""))
+        if name == "passk":
+            # Pass^k depends on the sampling temperature, so say which one each run used.
+            st.markdown("**Sampling temperature per run**")
+            st.dataframe(
+                run_temperatures(selected),
+                hide_index=True,
+                column_config={
+                    "temperature": st.column_config.NumberColumn("temperature", format="%.2f")
+                },
+                key="stats_passk_temps",
+            )
+            if not table.empty:
+                c1, c2 = st.columns(2)
+                scope_opts = list(dict.fromkeys(table["scope"].astype(str)))
+                intent_opts = list(dict.fromkeys(table["intent"].astype(str)))
+                scope_pick = c1.selectbox("Chart scope", scope_opts, key="stats_passk_scope")
+                intent_pick = c2.selectbox("Chart intent", intent_opts, key="stats_passk_intent")
+        try:
+            if name == "passk" and not table.empty:
+                # The chart builder draws the "all/all" slice; relabel the chosen slice as that
+                # so the temperature-annotated legend is kept for every slice.
+                part = table[(table["scope"] == scope_pick) & (table["intent"] == intent_pick)]
+                fig = chart_for(name, part.assign(scope="all", intent="all"))
+                fig.update_layout(
+                    title=f"Pass^k / Pass@k (scope={scope_pick}, intent={intent_pick})"
+                )
+            elif name == "robustness" and not table.empty:
+                by = st.radio(
+                    "Group pairs by", ["intent", "noise_type"], horizontal=True,
+                    key="stats_robustness_by",
+                )
+                fig = robustness_bars(table, by=by)
+            else:
+                fig = chart_for(name, table)
+        except SourceError:  # a table without a chart still shows and downloads
+            fig = None
+        if fig is not None:
+            st.plotly_chart(fig, key=f"stats_chart_{name}")
+        if table.empty:
+            if name in ("taxonomy", "taxonomy_turns", "provenance"):
+                st.info("No final labels for these trajectories yet.")
+            elif name == "labeller":
+                st.info("No trajectories with both an LLM pre-label and a human label yet.")
+            else:
+                st.info("No data for this selection.")
+        st.dataframe(table, hide_index=True, key=f"stats_table_{name}")
+        table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
+        if fig is not None:
+            chart_downloads(fig, f"{name}_chart", key=f"stats_dl_{name}_chart")

@@ -1,0 +1,130 @@
+"""One audited task as a reviewer sees it: question, reference SQL and its re-run result, the
+extracted answer, the schema of the tables it reads, and evidence rows.
+
+Blinded by construction: the context comes from labeling.audit.item_context, which reads task
+columns only, so no agent answer, run name or outcome can reach this widget.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from app.state import get_settings, workspace
+from app.widgets.safe import escape_markdown, plain
+from labeling.audit import REASON_LABELS, Candidate, ItemContext, item_context, task_record
+from trajectories.sandbox import QueryResult
+
+
+@st.cache_data(max_entries=256, show_spinner="Re-running the reference SQL…")
+def _context(root: str, ehr: str | None, task_id: str, parts: tuple[str, ...],
+             timeout_s: float, row_cap: int) -> ItemContext | None:
+    # Keyed by the workspace parts and EHR file: same inputs, same result.
+    ws = workspace()
+    task = task_record(ws, task_id)
+    if task is None:
+        return None
+    return item_context(ws, task, timeout_s=timeout_s, row_cap=row_cap)
+
+
+def load_context(task_id: str) -> ItemContext | None:
+    ws = workspace()
+    settings = get_settings()
+    ehr = ws.ehr_path
+    return _context(str(ws.root), str(ehr) if ehr else None, task_id,
+                    tuple(p.name for p in ws.part_files()), settings.sql_timeout_s,
+                    settings.sql_row_cap)
+
+
+def reason_label(code: str | None) -> str:
+    if not code:
+        return "no reason given"
+    return REASON_LABELS.get(code, code)
+
+
+def _frame(result: QueryResult) -> pd.DataFrame:
+    # Result columns can repeat (SELECT a.x, b.x); a DataFrame for display needs unique names.
+    seen: dict[str, int] = {}
+    names = []
+    for col in result.columns:
+        seen[col] = seen.get(col, 0) + 1
+        names.append(col if seen[col] == 1 else f"{col} ({seen[col]})")
+    return pd.DataFrame(result.json_rows(), columns=names)
+
+
+def _table(result: QueryResult, key: str, max_height: int = 300) -> None:
+    frame = _frame(result)
+    st.dataframe(frame, hide_index=True, key=key,
+                 height=min(38 + 35 * max(len(frame), 1), max_height))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, indent=1)
+
+
+def render_task_header(task: Candidate) -> None:
+    st.markdown("**Question**")
+    plain(task.question)
+    meta = {"intent": task.intent, "scope": task.scope, "template": task.template_id,
+            "task": task.task_id}
+    st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
+
+
+def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -> None:
+    """Everything the reviewer needs to judge the task; ``key`` namespaces widget keys."""
+    task = ctx.task
+    render_task_header(task)
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        st.markdown("**Reference SQL**")
+        if task.reference_sql:
+            st.code(task.reference_sql, language="sql", wrap_lines=True)
+        else:
+            st.caption("This task has no reference SQL.")
+        st.markdown("**Execution result (re-run now)**")
+        if not ctx.has_database:
+            st.info("No EHR database is configured for this workspace, so the reference SQL "
+                    "cannot be re-run here (faillab sandbox use FILE).")
+        elif ctx.result is not None:
+            r = ctx.result
+            st.caption(f"{len(r.rows)} row(s) in {r.elapsed_ms:.0f} ms"
+                       + (" (truncated at the row cap)" if r.truncated else ""))
+            _table(r, key=f"audit_result_{key}")
+        else:
+            st.error("The reference SQL did not run: " + escape_markdown(str(ctx.result_error)))
+    with right:
+        st.markdown("**Extracted answer (ground truth)**")
+        st.code(_json(ctx.ground_truth), language="json", wrap_lines=True, height=200)
+        if task.answer_format:
+            st.caption("Answer format required:")
+            plain(task.answer_format, caption=True)
+        st.markdown("**Schema of the tables the SQL reads**")
+        if not ctx.tables:
+            st.caption("No tables found in the reference SQL.")
+        elif not ctx.schema:
+            st.caption("Tables: " + escape_markdown(", ".join(ctx.tables))
+                       + (" (not found in the EHR database)" if ctx.has_database else ""))
+        for i, (table, columns) in enumerate(ctx.schema.items()):
+            with st.expander(f"{escape_markdown(table)} ({len(columns)} columns)", expanded=False):
+                st.dataframe(pd.DataFrame(columns, columns=["column", "type"]), hide_index=True,
+                             key=f"audit_schema_{key}_{i}",
+                             height=min(38 + 35 * len(columns), 260))
+    st.markdown("**Evidence rows**")
+    if ctx.result is not None and ctx.result.rows:
+        st.caption(f"First rows of the reference result ({min(5, len(ctx.result.rows))} of "
+                   f"{len(ctx.result.rows)}):")
+        first = QueryResult(columns=ctx.result.columns, rows=ctx.result.rows[:5],
+                            truncated=False, elapsed_ms=ctx.result.elapsed_ms)
+        _table(first, key=f"audit_first_{key}", max_height=230)
+    elif ctx.has_database:
+        st.caption("The reference SQL returned no rows.")
+    for i, ev in enumerate(ctx.evidence):
+        with st.expander(escape_markdown(ev.title), expanded=evidence_expanded):
+            st.code(ev.sql, language="sql", wrap_lines=True)
+            if ev.result is not None:
+                _table(ev.result, key=f"audit_evidence_{key}_{i}")
+            else:
+                st.error(escape_markdown(str(ev.error)))

@@ -1,0 +1,79 @@
+"""Download buttons for analysis tables (CSV, LaTeX) and charts (self-contained HTML, PNG).
+
+File contents are produced by callables, which Streamlit only runs when the button is
+clicked: a chart page embeds plotly.js (several MB), and building one per tab on every rerun
+would make the page slow for nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from analysis.export import to_csv, to_html_chart, to_latex
+
+#: Static PNG export needs plotly's optional kaleido engine.
+HAS_KALEIDO = importlib.util.find_spec("kaleido") is not None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "table"
+
+
+def table_downloads(table: pd.DataFrame, name: str, key: str, caption: str | None = None) -> None:
+    """CSV and LaTeX (booktabs) buttons for one table."""
+    slug = _slug(name)
+    left, right = st.columns(2)
+    with left:
+        st.download_button(
+            "Table as CSV",
+            data=lambda: to_csv(table),
+            file_name=f"{slug}.csv",
+            mime="text/csv",
+            key=f"{key}_csv",
+            on_click="ignore",
+            icon=":material/download:",
+        )
+    with right:
+        st.download_button(
+            "Table as LaTeX",
+            data=lambda: to_latex(table, caption=caption),
+            file_name=f"{slug}.tex",
+            mime="application/x-tex",
+            key=f"{key}_tex",
+            on_click="ignore",
+            icon=":material/download:",
+        )
+
+
+def chart_downloads(fig: go.Figure, name: str, key: str) -> None:
+    """Self-contained HTML (works offline), plus PNG only when kaleido is installed."""
+    slug = _slug(name)
+    st.download_button(
+        "Chart as HTML",
+        data=lambda: to_html_chart(fig),
+        file_name=f"{slug}.html",
+        mime="text/html",
+        key=f"{key}_html",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    if HAS_KALEIDO:
+        st.download_button(
+            "Chart as PNG",
+            data=lambda: fig.to_image(format="png", scale=2),
+            file_name=f"{slug}.png",
+            mime="image/png",
+            key=f"{key}_png",
+            on_click="ignore",
+            icon=":material/download:",
+        )
+    else:
+        st.caption(
+            "PNG export needs the optional kaleido package, which is not installed; "
+            "the camera icon in the chart's toolbar saves a PNG from the browser."
+        )

@@ -1,0 +1,54 @@
+"""Work queues: per-annotator progress and, for leads and admins, creating assignments."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from labeling.queue import create_assignments, failed_frame
+from labeling.store import Store, StoreError
+from trajectories.workspace import Workspace
+
+
+def render_progress(store: Store) -> None:
+    """One progress bar per annotator: how much of their assigned work they have labelled."""
+    progress = store.progress()
+    if not progress:
+        st.caption("No assignments yet.")
+        return
+    for p in progress:
+        share = p.done / p.assigned if p.assigned else 0.0
+        st.progress(share, text=f"{p.annotator}: {p.done} of {p.assigned} labelled")
+
+
+def render_assignment_form(store: Store, ws: Workspace) -> None:
+    """Leads and admins assign failures to annotators (re-running only adds what is missing)."""
+    people = [u.name for u in store.list_users()]
+    n_failed = len(failed_frame(ws))
+    with st.form("assign_form", clear_on_submit=False):
+        st.markdown(f"**Assign failures** ({n_failed:,} failed trajectories in this workspace)")
+        default = [u.name for u in store.list_users() if u.role == "annotator"]
+        annotators = st.multiselect("Annotators", people, default=default,
+                                    key="assign_annotators")
+        c1, c2, c3, c4 = st.columns(4)
+        overlap = c1.number_input("Annotators on the overlap share", min_value=1, max_value=5,
+                                  value=2, key="assign_overlap")
+        share = c2.slider("Overlap share", 0.0, 1.0, 0.2, 0.05, key="assign_share",
+                          help="Share of items (stratified by intent x scope) that get "
+                               "several annotators, so agreement can be measured.")
+        seed = c3.number_input("Seed", min_value=0, value=0, step=1, key="assign_seed")
+        limit = c4.number_input("Only the first N failures (0 = all)", min_value=0, value=0,
+                                step=10, key="assign_limit")
+        submitted = st.form_submit_button("Create assignments")
+    if not submitted:
+        return
+    if not annotators:
+        st.error("Pick at least one annotator.")
+        return
+    try:
+        created = create_assignments(store, ws, annotators, overlap=int(overlap),
+                                     double_share=float(share), seed=int(seed),
+                                     limit=int(limit) or None)
+    except StoreError as err:
+        st.error(str(err))
+        return
+    st.success(f"Created {created} new assignment(s).")

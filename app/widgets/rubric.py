@@ -1,0 +1,28 @@
+"""The labelling rubric (definitions, decision rules, an example per category) beside the form."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from taxonomy import Taxonomy, rubric_markdown
+
+
+@st.cache_data(show_spinner=False)
+def _rubric_text(taxonomy_json: str) -> str:
+    # Keyed by the taxonomy's content, so an edited taxonomy shows its new rubric.
+    return rubric_markdown(Taxonomy.from_json(taxonomy_json))
+
+
+def render_rubric(taxonomy: Taxonomy, *, height: int = 520) -> None:
+    """The rubric in a scrollable box; rubric_markdown escapes every markup character."""
+    with st.container(height=height, border=True, key="rubric_box"):
+        st.markdown(_rubric_text(taxonomy.to_json()))
+
+
+def category_label(taxonomy: Taxonomy, key: str | None) -> str:
+    """Display name of a stored category key; unknown keys (older taxonomies) shown as is."""
+    if not key:
+        return "—"
+    if key in taxonomy:
+        return taxonomy.category(key).name
+    return key

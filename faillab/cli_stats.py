@@ -1,0 +1,196 @@
+"""``faillab stats``: regenerate the papers' analysis tables from a workspace and its labels.
+
+Formats: ``json`` (a list of row objects; for ``all`` an object keyed by table name), ``csv``,
+``md`` (GitHub pipe table), ``latex`` (booktabs) and ``html`` (a self-contained plotly chart).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from faillab.cli_common import UserError, settings_for
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from labeling.store import Store
+
+FORMATS = ("json", "csv", "md", "latex", "html")
+ALL = "all"
+
+
+def _table_choices() -> list[str]:
+    from analysis.sources import table_names
+
+    return [*table_names(), ALL]
+
+
+def _split_runs(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    runs = [r.strip() for r in value.split(",") if r.strip()]
+    if not runs:
+        raise UserError("--runs needs at least one run name")
+    return list(dict.fromkeys(runs))
+
+
+def _open_store(workspace: Path | None) -> Store | None:
+    """The annotation store, or None when this workspace has never had one.
+
+    A statistics command must not create an empty SQLite file as a side effect, so a missing
+    default store simply means "no labels yet".
+    """
+    from labeling.store import StoreError, open_store
+
+    settings = settings_for(workspace)
+    if not settings.database_url and not (settings.workspace / "annotations.sqlite").exists():
+        return None
+    try:
+        return open_store(settings.annotations_url())
+    except (StoreError, OSError) as err:
+        raise UserError(f"cannot open the annotation store: {err}") from None
+    except Exception as err:  # driver errors (e.g. PostgreSQL unreachable) vary by backend
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"cannot open the annotation store: {first}") from None
+
+
+def _text_exporter(fmt: str, decimals: int) -> Callable[[pd.DataFrame], str]:
+    from analysis.export import to_csv, to_json, to_latex, to_markdown
+
+    if fmt == "json":
+        return to_json
+    if fmt == "csv":
+        return to_csv
+    if fmt == "md":
+        return lambda df: to_markdown(df, decimals=decimals)
+    return lambda df: to_latex(df, decimals=decimals)
+
+
+def _html(name: str, table: pd.DataFrame) -> str:
+    from analysis.export import to_html_chart
+    from analysis.sources import chart_for
+
+    return to_html_chart(chart_for(name, table))
+
+
+def _write(text: str, output: Path | None) -> None:
+    if not text.endswith("\n"):
+        text += "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, "utf-8")
+    click.echo(f"wrote {output}", err=True)
+
+
+_SUFFIX = {"json": "json", "csv": "csv", "md": "md", "latex": "tex", "html": "html"}
+
+
+def _emit_all(
+    tables: dict[str, pd.DataFrame], fmt: str, decimals: int, output: Path | None
+) -> None:
+    if fmt == "json":
+        from analysis.export import to_json
+
+        # Re-parse each table's JSON so the combined document uses the exporter's exact
+        # value conversions (NaN -> null, numpy scalars unwrapped).
+        combined: dict[str, Any] = {n: json.loads(to_json(t)) for n, t in tables.items()}
+        _write(json.dumps(combined, ensure_ascii=False, allow_nan=False) + "\n", output)
+        return
+    if fmt in ("html", "csv") and output is None:
+        # Several charts / CSV files cannot share one stream meaningfully.
+        raise UserError(f"'stats all --format {fmt}' writes one file per table: give --output DIR")
+    if output is not None and fmt in ("html", "csv"):
+        if output.exists() and not output.is_dir():
+            raise UserError(f"{output} exists and is not a directory")
+        output.mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            text = _html(name, table) if fmt == "html" else _text_exporter(fmt, decimals)(table)
+            (output / f"{name}.{_SUFFIX[fmt]}").write_text(text, "utf-8")
+        click.echo(f"wrote {len(tables)} files to {output}", err=True)
+        return
+    export = _text_exporter(fmt, decimals)
+    # Markdown and LaTeX concatenate into one readable document with a heading per table.
+    heading = (lambda n: f"## {n}\n") if fmt == "md" else (lambda n: f"% {n}")
+    blocks = [f"{heading(name)}\n{export(table)}" for name, table in tables.items()]
+    _write("\n".join(blocks), output)
+
+
+@click.command("stats")
+@click.argument("table", metavar="TABLE")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
+@click.option("--runs", default=None, help="Comma-separated run names (default: every run).")
+@click.option("--output", type=click.Path(path_type=Path), default=None,
+              help="File to write (a directory for 'all' with csv/html); default stdout.")
+@click.option("--workspace", "workspace", type=click.Path(path_type=Path), default=None,
+              help="Workspace directory (default: $FAILLAB_WORKSPACE, else ./workspace).")
+@click.option("--taxonomy-version", default=None,
+              help="Only labels of this taxonomy version (default: all).")
+@click.option("--decimals", default=3, show_default=True, type=click.IntRange(0, 12),
+              help="Decimal places for md and latex.")
+def stats(table: str, fmt: str, runs: str | None, output: Path | None,
+          workspace: Path | None, taxonomy_version: str | None, decimals: int) -> None:
+    """Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, taxonomy,
+    taxonomy_turns, provenance, robustness, labeller.
+
+    'labeller' compares the LLM pre-labels with the human final labels (kappa, per-category
+    precision / recall and override rate). Label tables read the workspace's annotation store.
+    """
+    from analysis.sources import (
+        Inputs,
+        SourceError,
+        compute_table,
+        final_labels,
+        labeller_pairs,
+        load_frame,
+        needs_labels,
+    )
+    from trajectories.workspace import Workspace
+
+    choices = _table_choices()
+    if table not in choices:
+        raise UserError(f"unknown table {table!r}; choose one of {', '.join(choices)}")
+    run_list = _split_runs(runs)
+    ws = Workspace(settings_for(workspace).workspace)
+    if not ws.exists():
+        raise UserError(
+            f"no workspace at {ws.root}: import trajectories ('faillab import') "
+            "or build the demo ('faillab demo')"
+        )
+    names = [n for n in choices if n != ALL] if table == ALL else [table]
+    try:
+        if run_list is not None:
+            from analysis.sources import check_runs
+
+            check_runs(ws, run_list)
+        inputs = Inputs(load_frame(ws, run_list))
+        if needs_labels(names):
+            store = _open_store(workspace)
+            if store is not None:
+                try:
+                    inputs = Inputs(
+                        inputs.frame,
+                        final_labels(store, taxonomy_version),
+                        labeller_pairs(store, taxonomy_version),
+                    )
+                finally:
+                    store.close()
+        tables = {n: compute_table(n, inputs, run_list) for n in names}
+    except SourceError as err:
+        raise UserError(str(err)) from None
+
+    if table == ALL:
+        _emit_all(tables, fmt, decimals, output)
+        return
+    result = tables[table]
+    text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
+    _write(text, output)
+
+
+__all__ = ["FORMATS", "stats"]

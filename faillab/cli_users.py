@@ -1,0 +1,98 @@
+"""``faillab users``: the people who label, and their roles (annotator, lead, admin)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from faillab.cli_common import UserError, emit, json_option, settings_for, workspace_option
+from labeling.store import Store, StoreError, open_store
+from labeling.store.records import ROLES
+
+
+def open_annotations(workspace: Path | None) -> Store:
+    """The annotation store for this workspace ($FAILLAB_DATABASE_URL, else its SQLite file)."""
+    settings = settings_for(workspace)
+    if not settings.database_url:
+        settings.workspace.mkdir(parents=True, exist_ok=True)
+    try:
+        return open_store(settings.annotations_url())
+    except StoreError as err:
+        raise UserError(str(err)) from None
+
+
+def _read_password(name: str) -> str:
+    if sys.stdin.isatty():
+        password = str(click.prompt(f"Password for {name}", hide_input=True,
+                                    confirmation_prompt=True, err=True))
+    else:
+        # Piped: the first line is the password (so `printf 'pw\n' | faillab users add` works);
+        # only the line ending is stripped, spaces inside or around a password are kept.
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        raise UserError("the password is empty (use --no-password for a user without one)")
+    return password
+
+
+@click.group()
+def users() -> None:
+    """Create people, list them, change their role."""
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--role", type=click.Choice(ROLES), default="annotator", show_default=True)
+@click.option("--no-password", is_flag=True,
+              help="No password (for auth mode none, or single sign-on users).")
+@workspace_option
+@json_option
+def add(name: str, role: str, no_password: bool, workspace: Path | None, as_json: bool) -> None:
+    """Add NAME; the password is read from stdin when piped, else prompted (hidden)."""
+    password = None if no_password else _read_password(name)
+    store = open_annotations(workspace)
+    try:
+        user = store.add_user(name, role, password)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    finally:
+        store.close()
+    if as_json:
+        emit({"name": user.name, "role": user.role, "has_password": user.has_password})
+    else:
+        click.echo(f"added {user.name} ({user.role})")
+
+
+@users.command("list")
+@workspace_option
+@json_option
+def list_users(workspace: Path | None, as_json: bool) -> None:
+    """Every user with role and whether a password is set."""
+    store = open_annotations(workspace)
+    try:
+        people = store.list_users()
+    finally:
+        store.close()
+    if as_json:
+        emit([{"name": u.name, "role": u.role, "has_password": u.has_password,
+               "created_at": u.created_at.isoformat()} for u in people])
+        return
+    for u in people:
+        click.echo(f"{u.name}\t{u.role}" + ("" if u.has_password else "\t(no password)"))
+
+
+@users.command("role")
+@click.argument("name")
+@click.argument("role", type=click.Choice(ROLES))
+@workspace_option
+def set_role(name: str, role: str, workspace: Path | None) -> None:
+    """Change NAME's role to ROLE."""
+    store = open_annotations(workspace)
+    try:
+        store.set_role(name, role)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    finally:
+        store.close()
+    click.echo(f"{name} is now {role}")

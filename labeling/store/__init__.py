@@ -1,0 +1,69 @@
+"""Annotation store: users, labels, queues, adjudication, pre-labels and validity audits.
+
+`open_store(url)` gives a migrated, thread-safe `Store` over a SQLite file or PostgreSQL.
+"""
+
+from labeling.store.adjudication import FINAL_COLUMNS, PROVENANCES
+from labeling.store.engine import head_revision, make_engine, upgrade
+from labeling.store.errors import (
+    ConflictError,
+    DataImportError,
+    JudgmentImportError,
+    LabelImportError,
+    NotFoundError,
+    PermissionDeniedError,
+    StoreError,
+)
+from labeling.store.io import (
+    EXPORT_COLUMNS,
+    export_labels,
+    import_audit_judgments,
+    import_labels,
+)
+from labeling.store.labels import LABEL_COLUMNS, LlmOpinion
+from labeling.store.records import (
+    Adjudication,
+    AuditAdjudication,
+    AuditItem,
+    AuditJudgment,
+    Disagreement,
+    HistoryEntry,
+    Label,
+    PrelabelRun,
+    QueueProgress,
+    User,
+)
+from labeling.store.repo import Store, open_store
+
+__all__ = [
+    "EXPORT_COLUMNS",
+    "FINAL_COLUMNS",
+    "LABEL_COLUMNS",
+    "PROVENANCES",
+    "Adjudication",
+    "AuditAdjudication",
+    "AuditItem",
+    "AuditJudgment",
+    "ConflictError",
+    "DataImportError",
+    "Disagreement",
+    "HistoryEntry",
+    "JudgmentImportError",
+    "Label",
+    "LabelImportError",
+    "LlmOpinion",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "PrelabelRun",
+    "QueueProgress",
+    "Store",
+    "StoreError",
+    "User",
+    "export_labels",
+    "head_revision",
+    "import_audit_judgments",
+    "import_labels",
+    "make_engine",
+    "open_store",
+    "upgrade",
+]

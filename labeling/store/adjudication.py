@@ -1,0 +1,270 @@
+"""Disagreements, adjudication, final labels and the change history."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from labeling.store.base import StoreBase, conflict_message, snapshot
+from labeling.store.errors import ConflictError, StoreError
+from labeling.store.labels import LabelsMixin
+from labeling.store.models import AdjudicationRow, HistoryRow, LabelRow
+from labeling.store.records import Adjudication, Disagreement, HistoryEntry
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FINAL_COLUMNS = [
+    "trajectory_id",
+    "category",
+    "secondary_category",
+    "first_error_step",
+    "provenance",
+]
+# Provenance values, strongest first. "disputed" extends the documented four: humans
+# disagree and nobody has adjudicated yet, so the category is NULL rather than a guess.
+PROVENANCES = ("adjudicated", "human_agreed", "human_single", "disputed", "llm_only")
+
+
+def _consensus(values: list[Any]) -> Any:
+    """Most common non-null value; ties go to the smallest (for steps: the earliest error)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    counts = Counter(present)
+    top = max(counts.values())
+    return min(v for v, n in counts.items() if n == top)
+
+
+class AdjudicationMixin(LabelsMixin, StoreBase):
+    def disagreements(
+        self,
+        *,
+        prelabel_threshold: float = 0.8,
+        taxonomy_version: str | None = None,
+        include_adjudicated: bool = False,
+    ) -> list[Disagreement]:
+        """Items a lead should look at.
+
+        `humans_disagree`: annotators' latest primary categories differ.
+        `llm_overridden`: humans agree (or only one labelled) but a human's category differs
+        from an LLM label whose confidence is at or above the threshold.
+        """
+        with self._read() as s:
+            humans = self._latest_human_labels(s, taxonomy_version)
+            opinions = self._llm_opinions(s, taxonomy_version)
+            adjudicated = set(s.scalars(select(AdjudicationRow.trajectory_id)))
+        out: list[Disagreement] = []
+        for tid in sorted(humans):
+            categories = {name: row.category for name, row in sorted(humans[tid].items())}
+            opinion = opinions.get(tid)
+            if len(set(categories.values())) > 1:
+                kind = "humans_disagree"
+            elif (
+                opinion is not None
+                and opinion.confidence is not None
+                and opinion.confidence >= prelabel_threshold
+                and opinion.category not in categories.values()
+            ):
+                kind = "llm_overridden"
+            else:
+                continue
+            if tid in adjudicated and not include_adjudicated:
+                continue
+            out.append(
+                Disagreement(
+                    trajectory_id=tid,
+                    kind=kind,  # type: ignore[arg-type]
+                    human_categories=categories,
+                    llm_category=opinion.category if opinion else None,
+                    llm_confidence=opinion.confidence if opinion else None,
+                    adjudicated=tid in adjudicated,
+                )
+            )
+        return out
+
+    def adjudicate(
+        self,
+        trajectory_id: str,
+        category: str,
+        reason: str,
+        lead: str,
+        *,
+        expected_version: int | None,
+        secondary_category: str | None = None,
+        first_error_step: int | None = None,
+    ) -> Adjudication:
+        """Set the final label of an item.
+
+        `expected_version` is the version the lead was shown: None when there was no
+        adjudication yet. If someone else saved in between, nothing is written and
+        ConflictError says who and when, so the lead can reload and decide again.
+        """
+        if not reason or not reason.strip():
+            raise StoreError("an adjudication needs a reason")
+        if not category:
+            raise StoreError("an adjudication needs a category")
+        try:
+            with self._write() as s:
+                lead_row = self._lead_row(s, lead, "adjudicate")
+                before, row = self._locked_upsert_in(
+                    s,
+                    AdjudicationRow,
+                    AdjudicationRow.trajectory_id == trajectory_id,
+                    expected_version,
+                    {
+                        "trajectory_id": trajectory_id,
+                        "category": category,
+                        "secondary_category": secondary_category,
+                        "first_error_step": first_error_step,
+                        "reason": reason.strip(),
+                        "decided_by": lead_row.id,
+                    },
+                )
+                after = snapshot(row)
+                self._log(
+                    s,
+                    entity="adjudication",
+                    entity_id=trajectory_id,
+                    action="create" if before is None else "update",
+                    actor=lead,
+                    before=before,
+                    after=after,
+                    reason=reason.strip(),
+                )
+                return self._adjudication_record(row, lead_row.name)
+        except IntegrityError:
+            # Two first-time adjudications raced on PostgreSQL; the unique key picked a winner.
+            current = self.get_adjudication(trajectory_id)
+            if current is None:
+                raise
+            raise ConflictError(conflict_message(current.decided_by, current.updated_at)) from None
+
+    @staticmethod
+    def _adjudication_record(row: AdjudicationRow, decided_by: str) -> Adjudication:
+        return Adjudication(
+            trajectory_id=row.trajectory_id,
+            category=row.category,
+            secondary_category=row.secondary_category,
+            first_error_step=row.first_error_step,
+            reason=row.reason,
+            decided_by=decided_by,
+            version=row.version,
+            updated_at=row.updated_at,
+        )
+
+    def get_adjudication(self, trajectory_id: str) -> Adjudication | None:
+        with self._read() as s:
+            row = s.scalars(
+                select(AdjudicationRow).where(AdjudicationRow.trajectory_id == trajectory_id)
+            ).first()
+            if row is None:
+                return None
+            return self._adjudication_record(row, self._user_names(s)[row.decided_by])
+
+    def adjudications(self) -> list[Adjudication]:
+        with self._read() as s:
+            names = self._user_names(s)
+            rows = s.scalars(select(AdjudicationRow).order_by(AdjudicationRow.trajectory_id))
+            return [self._adjudication_record(r, names[r.decided_by]) for r in rows]
+
+    def final_labels(self, taxonomy_version: str | None = None) -> pd.DataFrame:
+        """One row per labelled item: the label analysis should use, and where it came from.
+
+        Precedence: adjudicated > human_agreed (>= 2 humans, same primary category) >
+        human_single > llm_only (only an LLM label; treat as unverified). Items where humans
+        disagree and no lead has adjudicated get provenance "disputed" and category NULL:
+        picking one human (or the LLM) would silently bias the statistics.
+        For agreed items the secondary category and first error step are the most common
+        values among the humans (ties: the smallest, i.e. the earliest error step).
+        """
+        with self._read() as s:
+            humans = self._latest_human_labels(s, taxonomy_version)
+            opinions = self._llm_opinions(s, taxonomy_version)
+            adjudicated = {a.trajectory_id: a for a in s.scalars(select(AdjudicationRow))}
+        rows: list[dict[str, Any]] = []
+        for tid in sorted(set(humans) | set(opinions) | set(adjudicated)):
+            if tid in adjudicated:
+                a = adjudicated[tid]
+                rows.append(
+                    {
+                        "trajectory_id": tid,
+                        "category": a.category,
+                        "secondary_category": a.secondary_category,
+                        "first_error_step": a.first_error_step,
+                        "provenance": "adjudicated",
+                    }
+                )
+                continue
+            labels: list[LabelRow] = list(humans.get(tid, {}).values())
+            if labels:
+                categories = {label.category for label in labels}
+                if len(categories) > 1:
+                    rows.append(
+                        {
+                            "trajectory_id": tid,
+                            "category": None,
+                            "secondary_category": None,
+                            "first_error_step": None,
+                            "provenance": "disputed",
+                        }
+                    )
+                    continue
+                rows.append(
+                    {
+                        "trajectory_id": tid,
+                        "category": labels[0].category,
+                        "secondary_category": _consensus(
+                            [label.secondary_category for label in labels]
+                        ),
+                        "first_error_step": _consensus(
+                            [label.first_error_step for label in labels]
+                        ),
+                        "provenance": "human_agreed" if len(labels) > 1 else "human_single",
+                    }
+                )
+                continue
+            o = opinions[tid]
+            rows.append(
+                {
+                    "trajectory_id": tid,
+                    "category": o.category,
+                    "secondary_category": o.secondary_category,
+                    "first_error_step": o.first_error_step,
+                    "provenance": "llm_only",
+                }
+            )
+        import pandas as pd  # lazily: worker processes and the CLI rarely need it
+
+        frame = pd.DataFrame.from_records(rows, columns=FINAL_COLUMNS)
+        # Nullable integer so a missing step stays missing instead of turning into a float.
+        frame["first_error_step"] = frame["first_error_step"].astype("Int64")
+        return frame
+
+    def history(
+        self, entity: str | None = None, entity_id: str | None = None
+    ) -> list[HistoryEntry]:
+        """The append-only change log, oldest first."""
+        with self._read() as s:
+            query = select(HistoryRow).order_by(HistoryRow.id)
+            if entity is not None:
+                query = query.where(HistoryRow.entity == entity)
+            if entity_id is not None:
+                query = query.where(HistoryRow.entity_id == entity_id)
+            return [
+                HistoryEntry(
+                    id=h.id,
+                    entity=h.entity,
+                    entity_id=h.entity_id,
+                    action=h.action,
+                    actor=h.actor,
+                    at=h.at,
+                    before=h.before,
+                    after=h.after,
+                    reason=h.reason,
+                )
+                for h in s.scalars(query)
+            ]

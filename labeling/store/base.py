@@ -1,0 +1,170 @@
+"""Plumbing shared by the store's parts: sessions, user lookup, history, optimistic locking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Engine, RowMapping, insert, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from labeling.store.engine import SqliteWriteLock, is_sqlite, write_engine
+from labeling.store.errors import ConflictError, NotFoundError, PermissionDeniedError
+from labeling.store.models import Base, HistoryRow, UserRow, utcnow
+from labeling.store.records import LEAD_ROLES
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return value
+
+
+def snapshot(row: Base | RowMapping) -> dict[str, Any]:
+    """Column values of an ORM row or a Core result row, JSON-ready, for history."""
+    if isinstance(row, Base):
+        return {c.key: jsonable(getattr(row, c.key)) for c in row.__table__.columns}
+    return {key: jsonable(value) for key, value in row.items()}
+
+
+def conflict_message(who: str, when: datetime) -> str:
+    return f"changed by {who} at {when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, reload"
+
+
+class StoreBase:
+    """One engine per store, a fresh session per call: safe to share across threads."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._writer = write_engine(engine)
+        self._read_sessions = sessionmaker(engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self._writer, expire_on_commit=False)
+        # SQLite has one write lock per file; see SqliteWriteLock for why writers queue on
+        # our own lock first. PostgreSQL has row locks and needs none of this.
+        self._sqlite_lock: SqliteWriteLock | None = None
+        if is_sqlite(engine) and engine.url.database:
+            self._sqlite_lock = SqliteWriteLock(engine.url.database)
+        self._write_lock: AbstractContextManager[Any] = self._sqlite_lock or nullcontext()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if self._sqlite_lock is not None:
+            self._sqlite_lock.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._read_sessions() as session:
+            yield session
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        """A short write transaction: commits on success, rolls back on any exception."""
+        with self._write_lock, self._write_sessions.begin() as session:
+            yield session
+
+    @contextmanager
+    def _write_conn(self) -> Iterator[Connection]:
+        """Like `_write` without the ORM, for hot paths (a label save is ~3x cheaper)."""
+        with self._write_lock, self._writer.begin() as conn:
+            yield conn
+
+    # -- users ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _user_row(session: Session, name: str) -> UserRow:
+        row = session.scalars(select(UserRow).where(UserRow.name == name)).first()
+        if row is None:
+            raise NotFoundError(f"unknown user {name!r}")
+        return row
+
+    def _lead_row(self, session: Session, name: str, action: str) -> UserRow:
+        row = self._user_row(session, name)
+        if row.role not in LEAD_ROLES:
+            raise PermissionDeniedError(f"{name} is an {row.role}; only leads and admins {action}")
+        return row
+
+    @staticmethod
+    def _user_names(session: Session) -> dict[int, str]:
+        return {uid: name for uid, name in session.execute(select(UserRow.id, UserRow.name))}
+
+    # -- history ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _log(
+        session: Session | Connection,
+        *,
+        entity: str,
+        entity_id: str,
+        action: str,
+        actor: str | None,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        values = {
+            "entity": entity,
+            "entity_id": entity_id,
+            "action": action,
+            "actor": actor,
+            "at": at or utcnow(),
+            "before": dict(before) if before is not None else None,
+            "after": dict(after) if after is not None else None,
+            "reason": reason,
+        }
+        if isinstance(session, Session):
+            session.add(HistoryRow(**values))
+        else:
+            session.execute(insert(HistoryRow).values(**values))
+
+    # -- optimistic locking -----------------------------------------------------------------
+
+    def _conflict_for(self, session: Session, row: Any) -> ConflictError:
+        names = self._user_names(session)
+        return ConflictError(conflict_message(names.get(row.decided_by, "?"), row.updated_at))
+
+    def _locked_upsert_in(
+        self,
+        session: Session,
+        model: Any,
+        key: ColumnElement[bool],
+        expected_version: int | None,
+        values: dict[str, Any],
+    ) -> tuple[dict[str, Any] | None, Any]:
+        """Create (expected_version None) or update (version must match) a versioned row.
+
+        The version is checked inside the UPDATE's WHERE clause, so two reviewers who were
+        shown the same version cannot both win even if their requests interleave: the second
+        UPDATE matches no row. On PostgreSQL the SELECT ... FOR UPDATE also makes the loser
+        wait for the winner's commit, so the conflict message can name the winner.
+        Returns (before snapshot or None, the row as now stored).
+        """
+        values = {**values, "updated_at": utcnow()}
+        current = session.scalars(select(model).where(key).with_for_update()).first()
+        if expected_version is None:
+            if current is not None:
+                # Someone created it after this reviewer loaded the page.
+                raise self._conflict_for(session, current)
+            row = model(**values, version=1)
+            session.add(row)
+            session.flush()  # a concurrent insert surfaces here as IntegrityError
+            return None, row
+        if current is None:
+            raise ConflictError("no decision exists at that version any more, reload")
+        before = snapshot(current)
+        result = session.connection().execute(
+            update(model.__table__)
+            .where(key, model.__table__.c.version == expected_version)
+            .values(**values, version=model.__table__.c.version + 1)
+        )
+        if result.rowcount != 1:
+            session.expire(current)
+            raise self._conflict_for(session, current)
+        session.expire(current)
+        return before, current

@@ -1,0 +1,274 @@
+"""ORM tables of the annotation store.
+
+These classes describe the schema at migration head; the migrations in `labeling/migrations`
+are the source of truth for how a database gets there, and a test checks the two agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# Explicit constraint names so migrations (and SQLite batch rebuilds) can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    SQLite has no timezone-aware type, so values are stored as naive UTC and re-tagged on the
+    way out; PostgreSQL uses timestamptz. Either way callers always get aware UTC datetimes,
+    which keeps comparisons and the "changed by X at T" messages consistent across backends.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('annotator', 'lead', 'admin')", name="role"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    password_hash: Mapped[str | None] = mapped_column(String(300))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TaxonomyVersionRow(Base):
+    """A frozen copy of each taxonomy version, so old labels keep the rubric they were made with."""
+
+    __tablename__ = "taxonomy_versions"
+
+    version: Mapped[str] = mapped_column(String(100), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class LabelRow(Base):
+    """One label as given; a re-label is a new row (the latest per annotator and item counts)."""
+
+    __tablename__ = "labels"
+    __table_args__ = (
+        CheckConstraint("source IN ('human', 'llm')", name="source"),
+        CheckConstraint("source = 'llm' OR annotator_id IS NOT NULL", name="human_has_annotator"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(String(200), index=True)
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), index=True)
+    source: Mapped[str] = mapped_column(String(10))
+    category: Mapped[str] = mapped_column(String(200))
+    secondary_category: Mapped[str | None] = mapped_column(String(200))
+    first_error_step: Mapped[int | None] = mapped_column(Integer)
+    confidence: Mapped[float | None] = mapped_column(Float)
+    note: Mapped[str | None] = mapped_column(Text)
+    taxonomy_version: Mapped[str] = mapped_column(String(100))
+    # Added in revision 0002: was the LLM pre-label visible before the annotator committed?
+    # Needed to measure anchoring bias; rows from before the column existed read as False.
+    prelabel_shown: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    seconds_on_item: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AssignmentRow(Base):
+    __tablename__ = "assignments"
+    __table_args__ = (UniqueConstraint("trajectory_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(String(200), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    queue: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class PrelabelRow(Base):
+    __tablename__ = "prelabels"
+    __table_args__ = (
+        # Explicit name: the generated one would exceed PostgreSQL's 63-character limit.
+        UniqueConstraint(
+            "trajectory_id", "taxonomy_version", "prompt_version", "model", name="uq_prelabels_key"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(String(200), index=True)
+    taxonomy_version: Mapped[str] = mapped_column(String(100))
+    prompt_version: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(200))
+    category: Mapped[str | None] = mapped_column(String(200))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    first_error_step: Mapped[int | None] = mapped_column(Integer)
+    rationale: Mapped[str | None] = mapped_column(Text)
+    secondary_category: Mapped[str | None] = mapped_column(String(200))
+    labeller: Mapped[str | None] = mapped_column(String(100))
+    labeller_version: Mapped[str | None] = mapped_column(String(100))
+    error: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class PrelabelRunRow(Base):
+    """Progress of an out-of-process pre-labelling run, polled by the UI."""
+
+    __tablename__ = "prelabel_runs"
+    __table_args__ = (CheckConstraint("status IN ('running', 'done', 'failed')", name="status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    labeller: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    labelled: Mapped[int] = mapped_column(Integer, default=0)
+    cached: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    estimated_cost: Mapped[float] = mapped_column(Float, default=0.0)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    pid: Mapped[int | None] = mapped_column(Integer)
+
+
+class AdjudicationRow(Base):
+    __tablename__ = "adjudications"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(String(200), unique=True)
+    category: Mapped[str] = mapped_column(String(200))
+    secondary_category: Mapped[str | None] = mapped_column(String(200))
+    first_error_step: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    decided_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    # Optimistic lock: every UPDATE says `WHERE version = <the version the lead was shown>`.
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class HistoryRow(Base):
+    """Append-only change log; database triggers reject UPDATE and DELETE on it."""
+
+    __tablename__ = "history"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    entity: Mapped[str] = mapped_column(String(50))
+    entity_id: Mapped[str] = mapped_column(String(300))
+    action: Mapped[str] = mapped_column(String(50))
+    actor: Mapped[str | None] = mapped_column(String(200))
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class AuditRow(Base):
+    __tablename__ = "audits"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuditItemRow(Base):
+    __tablename__ = "audit_items"
+    __table_args__ = (UniqueConstraint("audit_id", "task_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), index=True)
+    task_id: Mapped[str] = mapped_column(String(200))
+    intent: Mapped[str | None] = mapped_column(String(100))
+    scope: Mapped[str | None] = mapped_column(String(100))
+    template_id: Mapped[str | None] = mapped_column(String(200))
+    position: Mapped[int] = mapped_column(Integer)
+
+
+class AuditAssignmentRow(Base):
+    __tablename__ = "audit_assignments"
+    __table_args__ = (UniqueConstraint("item_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("audit_items.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+
+
+class AuditJudgmentRow(Base):
+    __tablename__ = "audit_judgments"
+    __table_args__ = (
+        UniqueConstraint("item_id", "user_id", "stage"),
+        CheckConstraint("stage IN ('review', 'adjudication')", name="stage"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("audit_items.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    stage: Mapped[str] = mapped_column(String(20))
+    valid: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(String(100))  # a reason code
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuditAdjudicationRow(Base):
+    """The lead's final validity verdict on an audit item, optimistic-locked like adjudications."""
+
+    __tablename__ = "audit_adjudications"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("audit_items.id"), unique=True)
+    valid: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str] = mapped_column(String(100))
+    note: Mapped[str | None] = mapped_column(Text)
+    decided_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,161 @@
+"""Pre-label cache (implements `labeling.prelabel.base.PrelabelStore`) and run progress."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy import desc, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from labeling.store.base import StoreBase
+from labeling.store.errors import NotFoundError, StoreError
+from labeling.store.models import PrelabelRow, PrelabelRunRow, utcnow
+from labeling.store.records import RUN_STATUSES, PrelabelRun
+
+_RUN_COUNTERS = frozenset(
+    {"total", "done", "labelled", "cached", "failed", "calls", "tokens", "estimated_cost"}
+)
+
+
+def _run_record(row: PrelabelRunRow) -> PrelabelRun:
+    return PrelabelRun(
+        id=row.id,
+        labeller=row.labeller,
+        model=row.model,
+        status=row.status,
+        total=row.total,
+        done=row.done,
+        labelled=row.labelled,
+        cached=row.cached,
+        failed=row.failed,
+        calls=row.calls,
+        tokens=row.tokens,
+        estimated_cost=row.estimated_cost,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        pid=row.pid,
+    )
+
+
+class PrelabelsMixin(StoreBase):
+    def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None:
+        with self._read() as s:
+            row = s.scalars(
+                select(PrelabelRow).where(
+                    PrelabelRow.trajectory_id == key.trajectory_id,
+                    PrelabelRow.taxonomy_version == key.taxonomy_version,
+                    PrelabelRow.prompt_version == key.prompt_version,
+                    PrelabelRow.model == key.model,
+                )
+            ).first()
+            if row is None:
+                return None
+            result = None
+            if row.category is not None and row.error is None:
+                result = LabelResult(
+                    category=row.category,
+                    confidence=row.confidence if row.confidence is not None else 0.0,
+                    first_error_step=row.first_error_step,
+                    rationale=row.rationale or "",
+                    labeller=row.labeller or "",
+                    labeller_version=row.labeller_version or "",
+                    secondary_category=row.secondary_category,
+                )
+            return PrelabelRecord(
+                key=key,
+                result=result,
+                error=row.error,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                attempts=row.attempts,
+            )
+
+    def save_prelabel(self, record: PrelabelRecord) -> None:
+        """Insert or replace the pre-label for `record.key` (one atomic upsert statement)."""
+        r = record.result
+        values: dict[str, Any] = {
+            "trajectory_id": record.key.trajectory_id,
+            "taxonomy_version": record.key.taxonomy_version,
+            "prompt_version": record.key.prompt_version,
+            "model": record.key.model,
+            "category": r.category if r else None,
+            "confidence": r.confidence if r else None,
+            "first_error_step": r.first_error_step if r else None,
+            "rationale": r.rationale if r else None,
+            "secondary_category": r.secondary_category if r else None,
+            "labeller": r.labeller if r else None,
+            "labeller_version": r.labeller_version if r else None,
+            "error": record.error,
+            "input_tokens": record.input_tokens,
+            "output_tokens": record.output_tokens,
+            "attempts": record.attempts,
+            "created_at": utcnow(),
+        }
+        key_columns = ["trajectory_id", "taxonomy_version", "prompt_version", "model"]
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        stmt = insert(PrelabelRow).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=key_columns,
+            set_={k: stmt.excluded[k] for k in values if k not in key_columns},
+        )
+        with self._write() as s:
+            s.execute(stmt)
+
+    def prelabel_count(self) -> int:
+        with self._read() as s:
+            return s.scalar(select(func.count()).select_from(PrelabelRow)) or 0
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def start_prelabel_run(
+        self, labeller: str, model: str, *, total: int = 0, pid: int | None = None
+    ) -> int:
+        with self._write() as s:
+            row = PrelabelRunRow(
+                labeller=labeller,
+                model=model,
+                status="running",
+                total=total,
+                pid=os.getpid() if pid is None else pid,
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def update_prelabel_run(self, run_id: int, **changes: Any) -> PrelabelRun:
+        """Set counters (total, done, labelled, cached, failed, calls, tokens, estimated_cost),
+        `status` and/or `pid` (the worker process records its own); finishing a run
+        (done/failed) stamps finished_at."""
+        unknown = set(changes) - _RUN_COUNTERS - {"status", "pid"}
+        if unknown:
+            raise StoreError(f"unknown run fields: {', '.join(sorted(unknown))}")
+        status = changes.get("status")
+        if status is not None and status not in RUN_STATUSES:
+            raise StoreError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
+        with self._write() as s:
+            row = s.get(PrelabelRunRow, run_id)
+            if row is None:
+                raise NotFoundError(f"no pre-label run {run_id}")
+            for name, value in changes.items():
+                setattr(row, name, value)
+            if status in ("done", "failed") and row.finished_at is None:
+                row.finished_at = utcnow()
+            s.flush()
+            return _run_record(row)
+
+    def get_prelabel_run(self, run_id: int) -> PrelabelRun | None:
+        with self._read() as s:
+            row = s.get(PrelabelRunRow, run_id)
+            return _run_record(row) if row is not None else None
+
+    def latest_prelabel_runs(self, limit: int = 20) -> list[PrelabelRun]:
+        with self._read() as s:
+            rows = s.scalars(
+                select(PrelabelRunRow)
+                .order_by(desc(PrelabelRunRow.started_at), desc(PrelabelRunRow.id))
+                .limit(limit)
+            )
+            return [_run_record(r) for r in rows]

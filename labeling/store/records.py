@@ -1,0 +1,145 @@
+"""Plain, immutable records the store hands out.
+
+ORM objects stay inside the store: they are bound to a session that is closed when the call
+returns, so handing them out would invite lazy-load errors in the UI. These dataclasses are safe
+to cache and to pass between threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+Role = Literal["annotator", "lead", "admin"]
+Source = Literal["human", "llm"]
+Stage = Literal["review", "adjudication"]
+
+ROLES: tuple[str, ...] = ("annotator", "lead", "admin")
+SOURCES: tuple[str, ...] = ("human", "llm")
+STAGES: tuple[str, ...] = ("review", "adjudication")
+RUN_STATUSES: tuple[str, ...] = ("running", "done", "failed")
+# Roles allowed to settle disagreements and to see every annotator's work in blind mode.
+LEAD_ROLES: frozenset[str] = frozenset({"lead", "admin"})
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    name: str
+    role: str
+    created_at: datetime
+    has_password: bool
+
+
+@dataclass(frozen=True)
+class Label:
+    id: int
+    trajectory_id: str
+    annotator: str | None  # None for LLM labels
+    source: str
+    category: str
+    secondary_category: str | None
+    first_error_step: int | None
+    confidence: float | None
+    note: str | None
+    taxonomy_version: str
+    prelabel_shown: bool
+    seconds_on_item: float | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Adjudication:
+    trajectory_id: str
+    category: str
+    secondary_category: str | None
+    first_error_step: int | None
+    reason: str
+    decided_by: str
+    version: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    trajectory_id: str
+    kind: Literal["humans_disagree", "llm_overridden"]
+    human_categories: dict[str, str]  # annotator -> their latest primary category
+    llm_category: str | None
+    llm_confidence: float | None
+    adjudicated: bool
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    annotator: str
+    assigned: int
+    done: int
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    id: int
+    entity: str
+    entity_id: str
+    action: str
+    actor: str | None
+    at: datetime
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class PrelabelRun:
+    id: int
+    labeller: str
+    model: str
+    status: str
+    total: int
+    done: int
+    labelled: int
+    cached: int
+    failed: int
+    calls: int
+    tokens: int
+    estimated_cost: float
+    started_at: datetime
+    finished_at: datetime | None
+    pid: int | None
+
+
+@dataclass(frozen=True)
+class AuditItem:
+    task_id: str
+    intent: str | None
+    scope: str | None
+    template_id: str | None
+    position: int
+    annotators: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AuditJudgment:
+    id: int
+    audit: str
+    task_id: str
+    annotator: str
+    stage: str
+    valid: bool
+    reason: str | None
+    note: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AuditAdjudication:
+    audit: str
+    task_id: str
+    valid: bool
+    reason: str
+    note: str | None
+    decided_by: str
+    version: int
+    updated_at: datetime

@@ -1,0 +1,101 @@
+"""Users and passwords (argon2id via argon2-cffi)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from labeling.store.base import StoreBase
+from labeling.store.errors import ConflictError, StoreError
+from labeling.store.models import UserRow
+from labeling.store.records import ROLES, User
+
+_hasher = PasswordHasher()
+
+
+def _record(row: UserRow) -> User:
+    return User(
+        id=row.id,
+        name=row.name,
+        role=row.role,
+        created_at=row.created_at,
+        has_password=row.password_hash is not None,
+    )
+
+
+def _check(name: str, role: str) -> str:
+    name = name.strip()
+    if not name:
+        raise StoreError("a user name cannot be empty")
+    if role not in ROLES:
+        raise StoreError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    return name
+
+
+class UsersMixin(StoreBase):
+    def add_user(self, name: str, role: str = "annotator", password: str | None = None) -> User:
+        name = _check(name, role)
+        # Hash outside the transaction: argon2 is deliberately slow and must not hold a lock.
+        password_hash = _hasher.hash(password) if password is not None else None
+        try:
+            with self._write() as s:
+                row = UserRow(name=name, role=role, password_hash=password_hash)
+                s.add(row)
+                s.flush()
+                return _record(row)
+        except IntegrityError:
+            raise ConflictError(f"user {name!r} already exists") from None
+
+    def ensure_user(self, name: str, role: str = "annotator") -> User:
+        """The user, created with `role` if missing (an existing user's role is left alone)."""
+        existing = self.get_user(name)
+        if existing is not None:
+            return existing
+        try:
+            return self.add_user(name, role)
+        except ConflictError:  # created concurrently by someone else: fine, that's the goal
+            user = self.get_user(name)
+            assert user is not None
+            return user
+
+    def get_user(self, name: str) -> User | None:
+        with self._read() as s:
+            row = s.scalars(select(UserRow).where(UserRow.name == name.strip())).first()
+            return _record(row) if row is not None else None
+
+    def list_users(self) -> list[User]:
+        with self._read() as s:
+            return [_record(r) for r in s.scalars(select(UserRow).order_by(UserRow.name))]
+
+    def set_password(self, name: str, password: str) -> None:
+        password_hash = _hasher.hash(password)
+        with self._write() as s:
+            self._user_row(s, name).password_hash = password_hash
+
+    def set_role(self, name: str, role: str) -> None:
+        _check(name, role)
+        with self._write() as s:
+            self._user_row(s, name).role = role
+
+    def verify_password(self, name: str, password: str) -> User | None:
+        """The user if the password matches; None for a wrong password or unknown user."""
+        with self._read() as s:
+            row = s.scalars(select(UserRow).where(UserRow.name == name.strip())).first()
+            if row is None or row.password_hash is None:
+                return None
+            stored = row.password_hash
+            user = _record(row)
+        try:
+            _hasher.verify(stored, password)
+        except (VerificationError, InvalidHashError):
+            return None
+        if _hasher.check_needs_rehash(stored):
+            # Parameters were raised since this hash was made; upgrade it while we know the
+            # password. Not critical, so a failure here must not fail the login.
+            with contextlib.suppress(StoreError):
+                self.set_password(name, password)
+        return user

@@ -1,0 +1,152 @@
+"""Adjudicate page in-process (AppTest): refusal for annotators, a decision with a reason,
+and optimistic locking against a concurrent decision by another lead."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from faillab.settings import Settings
+from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from labeling.queue import failed_frame
+from labeling.store import Store, open_store
+from taxonomy import default_taxonomy
+from tests.conftest import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+
+
+@pytest.fixture
+def disputed(demo_workspace: Path, tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Store, str]]:
+    """A store where two annotators disagree on one failed item."""
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    store = open_store(Settings.from_env().annotations_url())
+    for name, role in (("ana", "annotator"), ("ben", "annotator"), ("lea", "lead"),
+                       ("max", "lead")):
+        store.add_user(name, role)
+    tid = str(failed_frame(Workspace(root))["id"].iloc[0])
+    store.add_label(tid, "sql_logic_error", annotator="ana", taxonomy_version="v",
+                    note="ANA: wrong join")
+    store.add_label(tid, "semantic_misunderstanding", annotator="ben", taxonomy_version="v",
+                    note="BEN: misread the question")
+    yield store, tid
+    store.close()
+    st.cache_resource.clear()
+
+
+def open_adjudicate(user: str) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.session_state["identity_name"] = user
+    at.run()
+    at.switch_page("views/adjudicate.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def submit(at: AppTest, tid: str, category: str, reason: str) -> None:
+    at.selectbox(key=f"adj_{tid}_category").set_value(category)
+    at.text_area(key=f"adj_{tid}_reason").input(reason)
+    at.button[[b.label for b in at.button].index("Save decision")].click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_annotator_is_refused(disputed: tuple[Store, str]) -> None:
+    at = open_adjudicate("ana")
+    assert any("signed in as annotator" in e.value for e in at.error)
+    assert not [s for s in at.selectbox if s.key == "adj_item"]  # the page stopped
+    assert "BEN: misread" not in " ".join(m.value for m in at.markdown)
+
+
+def test_lead_adjudicates_with_reason(disputed: tuple[Store, str]) -> None:
+    store, tid = disputed
+    at = open_adjudicate("lea")
+    shown = " ".join(m.value for m in at.markdown)
+    assert "ANA: wrong join" in shown.replace("\\", "")
+    assert "BEN: misread the question" in shown.replace("\\", "")
+    # No reason: refused, nothing stored.
+    at.button[[b.label for b in at.button].index("Save decision")].click()
+    at.run()
+    assert any("needs a reason" in e.value for e in at.error)
+    assert store.get_adjudication(tid) is None
+    submit(at, tid, "sql_logic_error", "rubric rule: the join is the first wrong step")
+    decision = store.get_adjudication(tid)
+    assert decision is not None
+    assert (decision.category, decision.decided_by, decision.version) == (
+        "sql_logic_error", "lea", 1)
+    assert decision.reason == "rubric rule: the join is the first wrong step"
+    assert any("version 1" in s.value for s in at.success)
+    actions = [(h.entity, h.action) for h in store.history(entity_id=tid)]
+    assert ("adjudication", "create") in actions
+    # A second decision by the same lead in the same session uses the version it saved
+    # (decided items leave the list unless asked for).
+    at.toggle(key="adj_include_done").set_value(True)
+    at.run()
+    submit(at, tid, "semantic_misunderstanding", "on reflection the question was misread")
+    decision = store.get_adjudication(tid)
+    assert decision is not None and decision.version == 2
+
+
+def test_stale_version_is_a_conflict_not_an_overwrite(disputed: tuple[Store, str]) -> None:
+    store, tid = disputed
+    at = open_adjudicate("lea")  # lea is shown "no decision yet"
+    store.adjudicate(tid, "semantic_misunderstanding", "decided first", "max",
+                     expected_version=None)
+    submit(at, tid, "sql_logic_error", "my reason")
+    assert any("changed by max" in e.value and "reload" in e.value for e in at.error)
+    decision = store.get_adjudication(tid)
+    assert decision is not None
+    assert (decision.decided_by, decision.category, decision.version) == (
+        "max", "semantic_misunderstanding", 1)
+    # Reload shows max's decision; deciding again now succeeds on top of it.
+    at.button(key=f"adj_{tid}_reload").click()
+    at.run()
+    at.toggle(key="adj_include_done").set_value(True)
+    at.run()
+    submit(at, tid, "sql_logic_error", "overruling after reading max's reason")
+    decision = store.get_adjudication(tid)
+    assert decision is not None and (decision.decided_by, decision.version) == ("lea", 2)
+
+
+def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
+    store, _ = disputed
+    version = default_taxonomy().version
+    store.add_user("cai", "annotator")
+    items = [f"item-{i}" for i in range(6)]
+    cats = ["sql_logic_error", "stuck_in_loop", "answer_format_error"]
+    for i, item in enumerate(items):
+        for j, who in enumerate(("ana", "ben", "cai")):
+            store.add_label(item, cats[(i + (j == 2 and i % 2)) % 3], annotator=who,
+                            taxonomy_version=version, prelabel_shown=j == 0)
+        store.save_prelabel(PrelabelRecord(PrelabelKey(item, version, "p", "m"), LabelResult(
+            cats[i % 3], 0.9, None, "because", "heuristic", "1")))
+    refused = open_adjudicate("ana")
+    refused.switch_page("views/agreement.py")
+    refused.run()
+    assert any("signed in as annotator" in e.value for e in refused.error)
+    at = open_adjudicate("lea")
+    at.switch_page("views/agreement.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    pairs = at.dataframe[0].value
+    assert set(zip(pairs["rater_a"], pairs["rater_b"], strict=True)) == {
+        ("ana", "ben"), ("ana", "cai"), ("ben", "cai")}
+    assert float(pairs.set_index(["rater_a", "rater_b"]).loc[("ana", "ben"), "kappa"]) == 1.0
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Fleiss' kappa"] != "—"
+    assert metrics["Krippendorff's alpha (nominal)"] != "—"
+    assert len(at.tabs) == 3  # all / pre-label shown / pre-label hidden

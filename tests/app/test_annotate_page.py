@@ -1,0 +1,176 @@
+"""Annotate page in-process (AppTest): labelling from a queue, pre-labels, blinding, roles."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from faillab.settings import Settings
+from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from labeling.queue import create_assignments, failed_frame
+from labeling.store import Store, open_store
+from taxonomy import default_taxonomy
+from tests.conftest import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+
+
+@pytest.fixture
+def env(demo_workspace: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()  # settings, workspace and store are cached per process
+    st.cache_data.clear()
+    store = open_store(Settings.from_env().annotations_url())
+    store.add_user("ana", "annotator")
+    store.add_user("ben", "annotator")
+    store.add_user("lea", "lead")
+    yield Workspace(root), store
+    store.close()
+    st.cache_resource.clear()
+
+
+def open_page(user: str, page: str = "views/annotate.py") -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.session_state["identity_name"] = user
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def current_item(at: AppTest) -> str:
+    keys = [b.key for b in at.button if b.key and b.key.endswith("_skip")]
+    assert keys, "no item on screen"
+    return keys[0][len("lf_"):-len("_skip")]
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [str(d.value) for d in at.dataframe]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_annotator_labels_an_item(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    assert create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=2) == 2
+    at = open_page("ana")
+    tid = current_item(at)
+    assert tid in set(failed_frame(ws)["id"])
+    at.selectbox(key=f"lf_{tid}_step").set_value(1)
+    at.selectbox(key=f"lf_{tid}_secondary").set_value("answer_format_error")
+    at.text_area(key=f"lf_{tid}_note").input("joined the wrong table")
+    at.button(key=f"lf_{tid}_cat_sql_logic_error").click()
+    at.run()
+    assert not at.exception
+    [label] = store.labels_for(tid, viewer=None, blind=False)
+    assert (label.annotator, label.category, label.source) == ("ana", "sql_logic_error", "human")
+    assert label.secondary_category == "answer_format_error"
+    assert label.first_error_step == 1
+    assert label.note == "joined the wrong table"
+    assert label.taxonomy_version == default_taxonomy().version
+    assert label.seconds_on_item is not None and label.seconds_on_item >= 0
+    assert label.prelabel_shown is False
+    # The taxonomy the label refers to is kept in the store.
+    assert store.get_taxonomy_version(default_taxonomy().version) is not None
+    # On to the next item.
+    assert current_item(at) != tid
+    assert any("Saved SQL Logic Error" in s.value for s in at.success)
+
+
+def test_skip_moves_on_and_queue_ends(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    at = open_page("ana")
+    tid = current_item(at)
+    at.button(key=f"lf_{tid}_skip").click()
+    at.run()
+    assert any("skipped 1 item" in i.value for i in at.info)
+    assert store.labels_for(tid, viewer=None, blind=False) == []
+
+
+def save_prelabel(store: Store, tid: str, category: str, confidence: float) -> None:
+    key = PrelabelKey(tid, default_taxonomy().version, "rules-1", "heuristic")
+    store.save_prelabel(PrelabelRecord(key, LabelResult(
+        category=category, confidence=confidence, first_error_step=2,
+        rationale="step 2: the query filters on the wrong column", labeller="heuristic",
+        labeller_version="1")))
+
+
+def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    [(tid, _, _)] = store.assignments("ana")
+    save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
+    at = open_page("ana")
+    assert "the query filters on the wrong column" in texts(at)
+    at.button(key=f"lf_{tid}_accept").click()
+    at.run()
+    [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
+    assert label.category == "semantic_misunderstanding"
+    assert label.prelabel_shown is True
+    assert label.first_error_step == 2  # the pre-label's step was the default
+
+
+def test_hidden_prelabel_is_revealed_after_commit(env: tuple[Workspace, Store],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, store = env
+    monkeypatch.setenv("FAILLAB_HIDE_PRELABEL", "1")
+    st.cache_resource.clear()
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    [(tid, _, _)] = store.assignments("ana")
+    save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
+    at = open_page("ana")
+    assert "the query filters on the wrong column" not in texts(at)
+    assert not [b for b in at.button if b.key == f"lf_{tid}_accept"]
+    at.button(key=f"lf_{tid}_cat_stuck_in_loop").click()
+    at.run()
+    [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
+    assert label.prelabel_shown is False
+    assert any("hidden LLM pre-label was Semantic Misunderstanding (differs)" in s.value
+               for s in at.success)
+
+
+def test_blind_annotator_never_sees_another_label(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana", "ben"], overlap=2, double_share=1.0, limit=1)
+    [(tid, _, _)] = store.assignments("ana")
+    store.add_label(tid, "stuck_in_loop", annotator="ben", taxonomy_version="v",
+                    note="BEN-PRIVATE-NOTE")
+    at = open_page("ana")
+    assert current_item(at) == tid
+    assert "BEN-PRIVATE-NOTE" not in texts(at)
+    assert "Stuck-in-Loop" not in [str(v) for d in at.dataframe for v in d.value.values.ravel()]
+    # A lead sees both on the same item (if it is in their queue they see it in the table).
+    assert [lab.annotator for lab in store.labels_for(tid, viewer="lea", blind=True)] == ["ben"]
+
+
+def test_lead_creates_assignments_annotator_cannot(env: tuple[Workspace, Store]) -> None:
+    _, store = env
+    at = open_page("ana")
+    assert not [f for f in at.get("form") if getattr(f, "form_id", "") == "assign_form"]
+    assert "Your queue is empty" in " ".join(s.value for s in at.success)
+    lead = open_page("lea")
+    lead.multiselect(key="assign_annotators").set_value(["ana", "ben"])
+    lead.number_input(key="assign_limit").set_value(10)
+    lead.slider(key="assign_share").set_value(0.5)
+    lead.button[[b.label for b in lead.button].index("Create assignments")].click()
+    lead.run()
+    assert not lead.exception
+    assigned = store.assignments()
+    # 10 items, half of them (stratified) doubly annotated.
+    assert len({t for t, _, _ in assigned}) == 10
+    assert len(assigned) == 15
+    progress = {p.annotator: p.assigned for p in store.progress()}
+    assert progress["ana"] + progress["ben"] == 15

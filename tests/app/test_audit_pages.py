@@ -1,0 +1,186 @@
+"""Validity-audit pages in-process (AppTest) on the demo workspace: blind review with progress,
+adjudication with optimistic locking, and the report."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from faillab.settings import Settings
+from labeling.audit import candidate_pool, create_audit, plan_audit
+from labeling.store import Store, open_store
+from tests.conftest import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+RUNS = ["sim-small/t0.0", "sim-kimi-like/t0.0"]
+
+
+@pytest.fixture
+def env(demo_workspace: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store, list[str]]]:
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()  # settings, workspace and store are cached per process
+    st.cache_data.clear()
+    ws = Workspace(root)
+    store = open_store(Settings.from_env().annotations_url())
+    store.add_user("lea", "lead")
+    store.add_user("max", "lead")
+    plan = plan_audit(candidate_pool(ws, RUNS), n=6, seed=0)
+    create_audit(store, plan, name="demo-audit", annotators=["ana", "ben"])
+    yield ws, store, [c.task_id for c in plan.items]
+    store.close()
+    st.cache_resource.clear()
+
+
+def open_page(user: str, page: str) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.session_state["identity_name"] = user
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [str(d.value) for d in at.dataframe] + [c.value for c in at.code]
+    parts += [e.value for e in at.error] + [i.value for i in at.info]
+    parts += [t.value or "" for t in at.text_area]
+    # Untrusted text is shown Markdown-escaped; drop the escapes to compare with the data.
+    return "\n".join(str(p) for p in parts).replace("\\", "")
+
+
+def test_review_is_blind_and_advances(env: tuple[Workspace, Store, list[str]]) -> None:
+    _, store, tids = env
+    store.record_judgment("demo-audit", tids[0], "ben", False, reason="cohort_unit",
+                          note="BEN-SECRET-NOTE")
+    at = open_page("ana", "views/audit_review.py")
+    shown = texts(at)
+    assert "Task 1 of 6" in shown
+    assert "BEN-SECRET-NOTE" not in shown and "ben" not in shown
+    # Blind to models: no run name, and the reference SQL was re-run in the sandbox.
+    assert "sim-" not in shown
+    assert any("re-run now" in m.value for m in at.markdown)
+    assert at.get("progress")[0].proto.text.startswith("Your progress: 0 of 6")
+
+    key = f"demo-audit_{tids[0]}"
+    at.text_area(key=f"audit_note_{key}").input("ana thinks it is fine")
+    at.button(key=f"audit_valid_{key}").click()
+    at.run()
+    assert not at.exception
+    [mine] = [j for j in store.audit_judgments("demo-audit") if j.annotator == "ana"]
+    assert (mine.task_id, mine.valid, mine.note) == (tids[0], True, "ana thinks it is fine")
+    assert "Task 2 of 6" in texts(at)
+    assert at.get("progress")[0].proto.text.startswith("Your progress: 1 of 6")
+
+    # Invalid needs a reason code.
+    key2 = f"demo-audit_{tids[1]}"
+    at.button(key=f"audit_invalid_{key2}").click()
+    at.run()
+    assert "Pick a reason code" in texts(at)
+    at.selectbox(key=f"audit_reason_{key2}").set_value("answer_format")
+    at.button(key=f"audit_invalid_{key2}").click()
+    at.run()
+    judged = {j.task_id: j for j in store.audit_judgments("demo-audit") if j.annotator == "ana"}
+    assert judged[tids[1]].valid is False and judged[tids[1]].reason == "answer_format"
+
+    # Going back shows ana's own saved judgment, still not ben's.
+    at.button(key="audit_review_prev").click()
+    at.run()
+    at.button(key="audit_review_prev").click()
+    at.run()
+    shown = texts(at)
+    assert "Task 1 of 6" in shown and "Saved: valid" in shown
+    assert "ana thinks it is fine" in shown and "BEN-SECRET-NOTE" not in shown
+
+
+def test_adjudication_with_optimistic_locking(env: tuple[Workspace, Store, list[str]]) -> None:
+    _, store, tids = env
+    store.record_judgment("demo-audit", tids[2], "ana", True, note="ANA-NOTE")
+    store.record_judgment("demo-audit", tids[2], "ben", False, reason="code_granularity",
+                          note="BEN-NOTE")
+    store.record_judgment("demo-audit", tids[3], "ana", True)
+    store.record_judgment("demo-audit", tids[3], "ben", True)
+
+    denied = open_page("ana", "views/audit_adjudicate.py")
+    assert any("for leads or admins" in e.value for e in denied.error)
+
+    at = open_page("lea", "views/audit_adjudicate.py")
+    assert at.selectbox(key="audit_adj_task").options == [f"{tids[2]} (open)"]
+    shown = texts(at)
+    assert "ANA-NOTE" in shown and "BEN-NOTE" in shown and "Medical-code granularity" in shown
+    key = f"demo-audit_{tids[2]}"
+    at.button(key=f"audit_adj_save_{key}").click()
+    at.run()
+    assert "Pick a verdict and a reason." in texts(at)
+    at.radio(key=f"audit_adj_valid_{key}").set_value("invalid")
+    at.selectbox(key=f"audit_adj_reason_{key}").set_value("code_granularity")
+    at.button(key=f"audit_adj_save_{key}").click()
+    at.run()
+    assert not at.exception
+    [verdict] = store.audit_adjudications("demo-audit")
+    assert (verdict.valid, verdict.decided_by, verdict.version) == (False, "lea", 1)
+
+    # A second lead changes it meanwhile; lea's next save is refused, not silently applied.
+    store.adjudicate_audit_item("demo-audit", tids[2], "max", valid=True, reason="other",
+                                expected_version=1)
+    at.toggle(key="audit_adj_only_open").set_value(False)
+    at.run()
+    at.radio(key=f"audit_adj_valid_{key}").set_value("valid")
+    at.button(key=f"audit_adj_save_{key}").click()
+    at.run()
+    assert any("changed by max" in e.value for e in at.error)
+    assert store.audit_adjudications("demo-audit")[0].version == 2
+    at.button(key=f"audit_adj_reload_{key}").click()
+    at.run()
+    at.button(key=f"audit_adj_save_{key}").click()
+    at.run()
+    assert not at.error
+    [verdict] = store.audit_adjudications("demo-audit")
+    assert (verdict.valid, verdict.decided_by, verdict.version) == (True, "lea", 3)
+
+
+def test_report_page(env: tuple[Workspace, Store, list[str]]) -> None:
+    _, store, tids = env
+    for k, tid in enumerate(tids):
+        store.record_judgment("demo-audit", tid, "ana", True)
+        store.record_judgment("demo-audit", tid, "ben", k != 0, reason="temporal_wording")
+    store.adjudicate_audit_item("demo-audit", tids[0], "lea", valid=True, reason="other",
+                                expected_version=None)
+    denied = open_page("ana", "views/audit_report.py")
+    assert any("for leads or admins" in e.value for e in denied.error)
+    at = open_page("lea", "views/audit_report.py")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Audited tasks"] == "6"
+    assert metrics["Valid after adjudication"] == "100.0%"
+    assert metrics["Raw agreement"] == "83.3%"
+    frames = {tuple(d.value.columns): d.value for d in at.dataframe}
+    summary = frames[("metric", "value", "count")]
+    assert "Candidate tasks" in set(summary["metric"])
+    assert "Raw annotator agreement" in set(summary["metric"])
+    assert "Borderline temporal wording" in set(frames[("reason", "tasks")]["reason"])
+    assert "chance" in texts(at)  # the plain-language kappa explanation
+    assert len(at.get("download_button")) == 4
+
+
+def test_pages_without_an_audit(env: tuple[Workspace, Store, list[str]],
+                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty"
+    shutil.copytree(env[0].root, empty, ignore=shutil.ignore_patterns("annotations.sqlite*"))
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(empty))
+    st.cache_resource.clear()
+    open_store(Settings.from_env().annotations_url()).add_user("lea", "lead")
+    for page in ("views/audit_review.py", "views/audit_adjudicate.py", "views/audit_report.py"):
+        at = open_page("lea", page)
+        assert any("No audit yet" in i.value for i in at.info), page

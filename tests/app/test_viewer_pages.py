@@ -1,0 +1,111 @@
+"""AppTest runs of the viewer pages on the demo workspace (the real page scripts, in-process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+
+
+@pytest.fixture
+def app(demo_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(demo_workspace))
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_overview_shows_counts(app: AppTest, demo_workspace: Path) -> None:
+    summary = Workspace(demo_workspace).summary()
+    values = [m.value for m in app.metric]
+    assert f"{summary['trajectories']:,}" in values
+    assert f"{summary['failed']:,}" in values
+    assert len(app.dataframe) == 2  # by run/model and by intent x scope
+    runs = app.dataframe[0].value
+    assert set(runs["run"]) == set(Workspace(demo_workspace).frame()["run"])
+
+
+def test_browse_filters_push_down(app: AppTest, demo_workspace: Path) -> None:
+    app.switch_page("views/browse.py").run()
+    assert not app.exception
+    frame = Workspace(demo_workspace).frame()
+    app.segmented_control(key="browse_outcome").set_value("failed").run()
+    shown = app.dataframe[0].value
+    assert len(shown) == min(1000, int((~frame["success"]).sum()))
+    assert not shown["success"].any()
+    intent = sorted(frame["intent"].unique())[0]
+    app.multiselect(key="browse_intents").set_value([intent]).run()
+    shown = app.dataframe[0].value
+    assert set(shown["intent"]) == {intent}
+    expected = int(((~frame["success"]) & (frame["intent"] == intent)).sum())
+    assert any(f"{expected:,} trajectories match" in c.value for c in app.caption)
+
+
+def test_trajectory_page_renders_steps_and_answer(app: AppTest, demo_workspace: Path) -> None:
+    ws = Workspace(demo_workspace)
+    failed = ws.list(failed=True)[0]["id"]
+    traj = ws.get(failed)
+    assert traj is not None
+    app.switch_page("views/trajectory.py")
+    app.query_params["id"] = failed
+    app.run()
+    assert not app.exception
+    codes = [c.value for c in app.code]
+    assert traj.task.reference_sql in codes
+    sql_steps = [s.code for s in traj.steps if s.kind == "sql"]
+    assert all(sql in codes for sql in sql_steps)
+    assert any(m.value == "wrong" for m in app.metric)  # exact match of a failure
+
+
+def test_trajectory_page_reruns_sql_in_sandbox(app: AppTest, demo_workspace: Path) -> None:
+    ws = Workspace(demo_workspace)
+    failed = ws.list(failed=True)[0]["id"]
+    app.switch_page("views/trajectory.py")
+    app.query_params["id"] = failed
+    app.run()
+    app.button(key=f"rerun_btn_{failed}_reference").click().run()
+    assert not app.exception
+    assert any("Re-run against ehr.duckdb" in c.value for c in app.caption)
+
+
+def test_unknown_trajectory_id_is_a_clear_error(app: AppTest) -> None:
+    app.switch_page("views/trajectory.py")
+    app.query_params["id"] = "does-not-exist"
+    app.run()
+    assert not app.exception
+    assert any("No trajectory with id" in e.value for e in app.error)
+
+
+def test_browse_filters_by_final_failure_label(
+    demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from labeling.store import open_store
+    from taxonomy import default_taxonomy
+
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    ws = Workspace(root)
+    failed = [r["id"] for r in ws.list(failed=True)[:3]]
+    store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
+    store.ensure_user("ann", "annotator")
+    version = default_taxonomy().version
+    for tid in failed[:2]:
+        store.add_label(tid, "sql_logic_error", annotator="ann", taxonomy_version=version)
+    store.add_label(failed[2], "stuck_in_loop", annotator="ann", taxonomy_version=version)
+    store.close()
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("views/browse.py").run()
+    at.multiselect(key="browse_failure_labels").set_value(["sql_logic_error"]).run()
+    assert not at.exception
+    assert sorted(at.dataframe[0].value["id"]) == sorted(failed[:2])

@@ -1,0 +1,99 @@
+"""Two annotators review the same audit item in two browser sessions; neither sees the other's
+judgment, and one judgment is made with the keyboard shortcut."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from faillab.settings import Settings
+from labeling.audit import candidate_pool, create_audit, plan_audit
+from labeling.store import open_store
+from tests.browser.conftest import StreamlitServer, screenshot, wait_idle
+from trajectories.workspace import Workspace
+
+pytestmark = pytest.mark.browser
+
+NOTE_ANA = "ana-private-note-7731"
+NOTE_BEN = "ben-private-note-4420"
+
+
+@pytest.fixture(scope="module")
+def audit_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+                 ) -> Iterator[tuple[StreamlitServer, str, list[str]]]:
+    root = tmp_path_factory.mktemp("audit_browser") / "ws"
+    shutil.copytree(demo_workspace, root)
+    url = Settings.from_env({"FAILLAB_WORKSPACE": str(root)}).annotations_url()
+    store = open_store(url)
+    plan = plan_audit(candidate_pool(Workspace(root), ["sim-small/t0.0"]), n=4, seed=0)
+    create_audit(store, plan, name="browser-audit", annotators=["ana", "ben"])
+    store.close()
+    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    try:
+        yield server, url, [c.task_id for c in plan.items]
+    finally:
+        server.stop()
+
+
+def sign_in(browser: Browser, server: StreamlitServer, name: str) -> Page:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{server.url}/audit-review")
+    wait_idle(page)
+    box = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+    box.fill(name)
+    box.press("Enter")
+    wait_idle(page)
+    expect(page.get_by_text("Task 1 of 4")).to_be_visible()
+    return page
+
+
+def test_two_annotators_review_blind(browser: Browser,
+                                     audit_server: tuple[StreamlitServer, str, list[str]]) -> None:
+    server, url, tids = audit_server
+    ana = sign_in(browser, server, "ana")
+    ben = sign_in(browser, server, "ben")
+    try:
+        # Ana writes a note, leaves the text box, and judges with the keyboard (V).
+        ana.get_by_role("textbox", name="Note").fill(NOTE_ANA)
+        ana.get_by_role("heading", name="Your judgment").click()  # blur: commits the note
+        wait_idle(ana)
+        ana.keyboard.press("v")
+        wait_idle(ana)
+        expect(ana.get_by_text("Task 2 of 4")).to_be_visible()
+        screenshot(ana, "audit-review-ana-after-shortcut")
+
+        # Ben judges the same first task with the button.
+        ben.get_by_role("textbox", name="Note").fill(NOTE_BEN)
+        ben.get_by_role("heading", name="Your judgment").click()
+        wait_idle(ben)
+        ben.get_by_role("button", name=re.compile(r"^Valid")).click()
+        wait_idle(ben)
+        expect(ben.get_by_text("Task 2 of 4")).to_be_visible()
+
+        # Both go back to task 1: each sees their own note and never the other's.
+        for page, own, other in ((ana, NOTE_ANA, NOTE_BEN), (ben, NOTE_BEN, NOTE_ANA)):
+            page.get_by_role("button", name="Previous").click()
+            wait_idle(page)
+            expect(page.get_by_text("Task 1 of 4")).to_be_visible()
+            expect(page.get_by_role("textbox", name="Note")).to_have_value(own)
+            assert other not in page.content()
+            assert "sim-small" not in page.content()  # blind to runs, too
+        screenshot(ana, "audit-review-ana-task1")
+        screenshot(ben, "audit-review-ben-task1")
+    finally:
+        ana.context.close()
+        ben.context.close()
+
+    store = open_store(url)
+    try:
+        got = {(j.annotator, j.task_id): (j.valid, j.note)
+               for j in store.audit_judgments("browser-audit")}
+    finally:
+        store.close()
+    assert got == {("ana", tids[0]): (True, NOTE_ANA), ("ben", tids[0]): (True, NOTE_BEN)}

@@ -1,0 +1,202 @@
+"""``faillab audit`` end to end: a workspace shaped like EHR-Complex (3,915 tasks, 954 unsolved)
+-> create -> import judgments -> report reproducing the paper's Table 11."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faillab.cli import main
+from faillab.settings import Settings
+from labeling.store import open_store
+from tests.conftest import make_trajectory
+from trajectories.model import Outcome, Run, Task
+from trajectories.workspace import Workspace
+
+N_TASKS, N_UNSOLVED = 3915, 954
+INTENTS = ["Demographics", "Vitals", "Medications", "Cost", "Labs", "Diagnoses"]
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(autouse=True)
+def _local_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The store must be the SQLite file inside each test's workspace.
+    monkeypatch.delenv("FAILLAB_DATABASE_URL", raising=False)
+    monkeypatch.delenv("FAILLAB_WORKSPACE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def complex_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run over 3,915 tasks, of which the first 954 (in id order) failed."""
+    root = tmp_path_factory.mktemp("cli_audit") / "ws"
+    ws = Workspace(root).create()
+    run = Run(name="strong", model="strong", rollout=0)
+    trajs = []
+    for i in range(N_TASKS):
+        task = Task(id=f"task-{i:04d}", question=f"Question {i} for patient {10000 + i}?",
+                    intent=INTENTS[(i * 7) % 6], scope="patient" if i % 5 < 3 else "population",
+                    template_id=f"tpl-{i % 800}", reference_sql="SELECT 1", ground_truth=[[1]])
+        trajs.append((make_trajectory(task=task, run=run, steps=[], final_answer=1,
+                                      outcome=Outcome(success=i >= N_UNSOLVED)), None))
+    ws.add(trajs)
+    return root
+
+
+def _copy(src: Path, tmp_path: Path) -> str:
+    import shutil
+
+    dst = tmp_path / "ws"
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def _table11_csv(task_ids: list[str], path: Path) -> Path:
+    """458 both valid, 17 + 18 split, 7 both invalid; adjudicated to 475 valid."""
+    assert len(task_ids) == 500
+    rows = []
+    for k, tid in enumerate(task_ids):
+        if k < 458:
+            a, b = True, True
+        elif k < 475:
+            a, b = True, False
+        elif k < 493:
+            a, b = False, True
+        else:
+            a, b = False, False
+        reason = "" if a and b else "temporal_wording"
+        rows.append([tid, "annotator-1", "valid" if a else "invalid", reason, "", "review"])
+        rows.append([tid, "annotator-2", "1" if b else "0", reason, "", ""])
+        if a != b:
+            # 17 of the 35 disagreements are settled as valid: 458 + 17 = 475.
+            final = k < 475
+            rows.append([tid, "lead", "true" if final else "false", "cohort_unit",
+                         "settled jointly", "adjudication"])
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["task_id", "annotator", "valid", "reason", "note", "stage"])
+        writer.writerows(rows)
+    return path
+
+
+def test_create_import_report_reproduces_table_11(complex_ws: Path, tmp_path: Path) -> None:
+    ws = _copy(complex_ws, tmp_path)
+    code, out, err = invoke("audit", "create", "--workspace", ws, "--runs", "strong",
+                            "--n", "500", "--seed", "0", "--annotators", "annotator-1,annotator-2",
+                            "--name", "ehr-complex", "--json")
+    assert code == 0, err
+    created = json.loads(out)
+    assert (created["pool_size"], created["total_tasks"], created["sample_size"]) == (954, 3915,
+                                                                                      500)
+    assert round(created["candidate_share"], 3) == 0.244
+    assert sum(s["allocated"] for s in created["strata"]) == 500
+    assert all(s["allocated"] >= 1 for s in created["strata"])
+
+    # Same seed, same sample.
+    code, out, err = invoke("audit", "create", "--workspace", ws, "--n", "500", "--seed", "0",
+                            "--annotators", "annotator-1,annotator-2", "--name", "again")
+    assert code == 0, err
+    assert "954 / 3,915 tasks (24.4%)" in out
+    store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
+    first = [i.task_id for i in store.audit_items("ehr-complex")]
+    assert first == [i.task_id for i in store.audit_items("again")]
+    assert len(set(first)) == 500 and all(int(t[5:]) < N_UNSOLVED for t in first)
+
+    code, out, _ = invoke("audit", "list", "--workspace", ws, "--json")
+    assert [a["audit"] for a in json.loads(out)] == ["ehr-complex", "again"]
+
+    judgments = _table11_csv(first, tmp_path / "judgments.csv")
+    code, out, err = invoke("audit", "import-judgments", str(judgments), "--workspace", ws,
+                            "--audit", "ehr-complex", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"audit": "ehr-complex", "imported": 1035}
+
+    code, out, err = invoke("audit", "report", "--workspace", ws, "--audit", "ehr-complex",
+                            "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_items"] == 500
+    assert report["raw_agreement"] == pytest.approx(0.930)
+    assert round(report["cohens_kappa"], 2) == 0.25
+    assert round(report["pabak"], 2) == 0.86
+    assert report["valid_rate_adjudicated"] == pytest.approx(0.95)
+    assert report["valid_rate_by_annotator"] == {"annotator-1": pytest.approx(0.95),
+                                                 "annotator-2": pytest.approx(0.952)}
+    low, high = report["cohens_kappa_ci"]
+    assert low < report["cohens_kappa"] < high
+    for key in ("gwet_ac1", "prevalence_index", "bias_index"):
+        assert isinstance(report[key], float)
+    assert report["candidate_rate"] == pytest.approx(954 / 3915)
+    assert report["audit_rate"] == pytest.approx(500 / 954)
+
+    # The default --audit is the newest one ("again", nothing judged), so name it explicitly.
+    code, md, _ = invoke("audit", "report", "--workspace", ws, "--audit", "ehr-complex",
+                         "--format", "md")
+    assert code == 0
+    for text in ("24.4%", "954 / 3,915", "52.4%", "500 / 954", "95.0%", "475 / 500",
+                 "95.2%", "476 / 500", "93.0%", "465 / 500", "| Cohen's κ | 0.25 |",
+                 "| PABAK | 0.86 |"):
+        assert text in md, text
+    code, latex, _ = invoke("audit", "report", "--workspace", ws, "--audit", "ehr-complex",
+                            "--format", "latex")
+    assert code == 0 and r"Cohen's $\kappa$ & 0.25" in latex
+    code, csv_text, _ = invoke("audit", "report", "--workspace", ws, "--audit", "ehr-complex",
+                               "--format", "csv")
+    assert code == 0 and csv_text.startswith("metric,value,count")
+    code, out, _ = invoke("audit", "report", "--workspace", ws, "--format", "json")
+    assert json.loads(out)["audit"] == "again"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("task_id,annotator,valid\nT0,ana,1\nT0,ben,maybe\n", "row 2"),
+        ("task_id,annotator,valid\nT0,ana,1\nT1,ana,\n", "row 2"),
+        ("task_id,annotator,valid,stage\nT0,ana,1,review\nT0,ben,0,final\n", "row 2"),
+        ("task_id,annotator,reason\nT0,ana,other\n", "missing column(s): valid"),
+    ],
+    ids=["bad-valid", "missing-value", "bad-stage", "missing-column"],
+)
+def test_bad_rows_store_nothing(complex_ws: Path, tmp_path: Path, body: str,
+                                expected: str) -> None:
+    ws = _copy(complex_ws, tmp_path)
+    code, _, err = invoke("audit", "create", "--workspace", ws, "--n", "20", "--name", "a1",
+                          "--annotators", "ana,ben")
+    assert code == 0, err
+    bad = tmp_path / "bad.csv"
+    bad.write_text(body.replace("T0", "task-0001").replace("T1", "unknown-task"))
+    code, out, err = invoke("audit", "import-judgments", str(bad), "--workspace", ws)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: bad.csv: ") and expected in err
+    store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
+    assert store.audit_judgments("a1") == []
+    assert len(store.audit_items("a1")) == 20  # the unknown task of row 2 was not added either
+
+
+def test_unknown_tasks_are_allowed_and_errors_are_one_line(complex_ws: Path,
+                                                          tmp_path: Path) -> None:
+    ws = _copy(complex_ws, tmp_path)
+    code, _, err = invoke("audit", "report", "--workspace", ws)
+    assert code == 1 and err == "error: no audit yet: create one with 'faillab audit create'\n"
+    code, _, err = invoke("audit", "create", "--workspace", ws, "--runs", "nope")
+    assert code == 1 and err.startswith("error: unknown run(s): nope") and err.count("\n") == 1
+    code, _, err = invoke("audit", "create", "--workspace", ws, "--annotators", "solo")
+    assert code == 1 and "at least 2 annotators" in err
+    code, out, err = invoke("audit", "create", "--workspace", ws, "--n", "5", "--name", "small")
+    assert code == 0, err
+    assert "annotators: open" in out
+    extra = tmp_path / "extra.csv"
+    extra.write_text("task_id,annotator,valid\nnot-in-workspace,ana,valid\n")
+    code, out, err = invoke("audit", "import-judgments", str(extra), "--workspace", ws)
+    assert code == 0, err
+    code, out, _ = invoke("audit", "report", "--workspace", ws, "--format", "json")
+    assert json.loads(out)["n_items"] == 6
+    code, _, err = invoke("audit", "report", "--workspace", ws, "--audit", "nope")
+    assert code == 1 and "unknown audit 'nope'" in err

@@ -1,0 +1,137 @@
+"""Fixtures running the annotation-store tests on a SQLite file and on PostgreSQL.
+
+PostgreSQL: one freshly created database per test session (dropped at the end), so parallel
+runs never collide. Inside it, `db_url` gives each test a new empty schema (selected through
+`search_path`), and `store` reuses one migrated schema whose tables are truncated per test.
+If the server is unreachable the PostgreSQL cases are skipped locally but fail under CI=true,
+so CI can never go green without having tested PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.exc import OperationalError
+
+from labeling.store import Store, open_store
+from labeling.store.models import Base
+
+POSTGRES_URL = os.environ.get(
+    "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """URL of a throwaway database created for this test session."""
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        conn = admin.connect()
+    except OperationalError as exc:
+        admin.dispose()
+        message = (
+            f"PostgreSQL is unreachable at {POSTGRES_URL} ({exc.orig}). "
+            "Start it or set FAILLAB_TEST_POSTGRES_URL."
+        )
+        if _in_ci():
+            pytest.fail(
+                f"CI=true requires PostgreSQL for the store tests: {message}", pytrace=False
+            )
+        pytest.skip(message)
+    name = f"faillab_test_{uuid.uuid4().hex[:16]}"
+    conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.close()
+        admin.dispose()
+
+
+def fresh_postgres_url(database_url: str) -> str:
+    """A new empty schema in the session database, as a URL whose search_path points at it."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    finally:
+        engine.dispose()
+    url = make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database on each backend (nothing migrated yet)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'annotations.sqlite'}"
+    return fresh_postgres_url(request.getfixturevalue("postgres_database"))
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once per session; tests get a copy (much faster)."""
+    path = tmp_path_factory.mktemp("template") / "annotations.sqlite"
+    open_store(f"sqlite:///{path}").close()  # closing checkpoints the WAL into the main file
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_store_url(postgres_database: str) -> Iterator[str]:
+    """A schema migrated to head once per session; each test starts from truncated tables."""
+    url = fresh_postgres_url(postgres_database)
+    open_store(url).close()
+    yield url
+
+
+def _truncate(url: str) -> None:
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            # TRUNCATE does not fire the row-level triggers guarding history, by design.
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A migrated, empty store on each backend."""
+    if request.param == "sqlite":
+        target = tmp_path / "annotations.sqlite"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+        url = f"sqlite:///{target}"
+    else:
+        url = request.getfixturevalue("postgres_store_url")
+        _truncate(url)
+    opened = open_store(url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def team(store: Store) -> Store:
+    """The store with two annotators, a lead and an admin."""
+    store.add_user("ana", "annotator")
+    store.add_user("ben", "annotator")
+    store.add_user("lea", "lead")
+    store.add_user("root", "admin")
+    return store

@@ -1,0 +1,115 @@
+"""Many writers at once: threads, processes, and two leads racing on one decision."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from labeling.store import Adjudication, ConflictError, Store, open_store
+
+THREADS = 20
+PROCESSES = 4
+PER_WRITER = 200
+
+
+def _write_labels(store: Store, annotator: str, n: int) -> None:
+    for i in range(n):
+        store.add_label(f"traj-{i % 50}", "wrong_table", annotator=annotator, taxonomy_version="v1")
+
+
+def _process_worker(url: str, annotator: str, n: int) -> None:
+    # Runs in a spawned interpreter: opens the store itself (which races on migrations too).
+    store = open_store(url)
+    try:
+        store.ensure_user(annotator)
+        _write_labels(store, annotator, n)
+    finally:
+        store.close()
+
+
+def test_twenty_threads_lose_no_label(store: Store) -> None:
+    names = [f"worker{i}" for i in range(THREADS)]
+    for name in names:
+        store.add_user(name)
+    barrier = threading.Barrier(THREADS)
+
+    def work(name: str) -> None:
+        barrier.wait()  # start together to maximise contention
+        _write_labels(store, name, PER_WRITER)
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        for future in [pool.submit(work, n) for n in names]:
+            future.result()
+    frame = store.labels_df()
+    assert len(frame) == THREADS * PER_WRITER
+    assert frame.groupby("annotator").size().to_dict() == dict.fromkeys(names, PER_WRITER)
+    assert len(store.history(entity="label")) == THREADS * PER_WRITER
+
+
+def test_processes_lose_no_label(db_url: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_process_worker, args=(db_url, f"proc{i}", PER_WRITER))
+        for i in range(PROCESSES)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0, f"writer process failed with exit code {p.exitcode}"
+    store = open_store(db_url)
+    try:
+        frame = store.labels_df()
+        assert len(frame) == PROCESSES * PER_WRITER
+        assert set(frame.groupby("annotator").size()) == {PER_WRITER}
+    finally:
+        store.close()
+
+
+def _race(store: Store, leads: list[str], expected_version: int | None) -> list[object]:
+    barrier = threading.Barrier(len(leads))
+
+    def decide(lead: str) -> object:
+        barrier.wait()
+        try:
+            return store.adjudicate(
+                "t-race",
+                f"cat_by_{lead}",
+                "looked at step 3",
+                lead,
+                expected_version=expected_version,
+            )
+        except ConflictError as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(leads)) as pool:
+        return list(pool.map(decide, leads))
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_two_leads_racing_on_an_update(team: Store, repeat: int) -> None:
+    team.add_user("max", "lead")
+    first = team.adjudicate("t-race", "start", "initial", "lea", expected_version=None)
+    outcomes = _race(team, ["lea", "max"], first.version)
+    wins = [o for o in outcomes if isinstance(o, Adjudication)]
+    losses = [o for o in outcomes if isinstance(o, ConflictError)]
+    assert len(wins) == 1 and len(losses) == 1
+    winner = wins[0].decided_by
+    assert f"changed by {winner}" in str(losses[0]) and "reload" in str(losses[0])
+    stored = team.get_adjudication("t-race")
+    assert stored is not None
+    assert stored.version == first.version + 1 and stored.category == f"cat_by_{winner}"
+    assert [h.action for h in team.history("adjudication", "t-race")] == ["create", "update"]
+
+
+def test_two_leads_racing_on_the_first_decision(team: Store) -> None:
+    team.add_user("max", "lead")
+    outcomes = _race(team, ["lea", "max"], None)
+    wins = [o for o in outcomes if isinstance(o, Adjudication)]
+    losses = [o for o in outcomes if isinstance(o, ConflictError)]
+    assert len(wins) == 1 and len(losses) == 1
+    assert f"changed by {wins[0].decided_by}" in str(losses[0])
+    assert len(team.history("adjudication", "t-race")) == 1

@@ -1,0 +1,42 @@
+"""The pre-label cache (PrelabelStore protocol) and run progress."""
+
+from __future__ import annotations
+
+import pytest
+
+from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, PrelabelStore
+from labeling.store import Store, StoreError
+
+
+def test_prelabel_upsert_and_failure_records(store: Store) -> None:
+    cache: PrelabelStore = store  # the store satisfies the protocol
+    key = PrelabelKey("t1", "v1", "p1", "gemini-x")
+    assert cache.get_prelabel(key) is None
+    cache.save_prelabel(PrelabelRecord(key=key, result=None, error="timeout", attempts=3))
+    failed = cache.get_prelabel(key)
+    assert failed is not None and not failed.ok and failed.error == "timeout"
+    result = LabelResult("bad_join", 0.8, 3, "step 3: ...", "gemini", "2", "other")
+    ok = PrelabelRecord(key=key, result=result, input_tokens=100, output_tokens=20)
+    cache.save_prelabel(ok)
+    assert cache.get_prelabel(key) == ok
+    other_prompt = PrelabelKey("t1", "v1", "p2", "gemini-x")
+    assert cache.get_prelabel(other_prompt) is None
+    assert store.prelabel_count() == 1
+
+
+def test_run_progress(store: Store) -> None:
+    run_id = store.start_prelabel_run("gemini", "gemini-x", total=10, pid=1234)
+    run = store.update_prelabel_run(
+        run_id, done=4, labelled=3, cached=1, calls=3, tokens=900, estimated_cost=0.02
+    )
+    assert (run.status, run.done, run.pid, run.finished_at) == ("running", 4, 1234, None)
+    run = store.update_prelabel_run(run_id, status="done", done=10)
+    assert run.finished_at is not None
+    assert store.get_prelabel_run(run_id) == run
+    second = store.start_prelabel_run("heuristic", "heuristic")
+    assert [r.id for r in store.latest_prelabel_runs()] == [second, run_id]
+    with pytest.raises(StoreError):
+        store.update_prelabel_run(run_id, colour="blue")
+    with pytest.raises(StoreError):
+        store.update_prelabel_run(run_id, status="paused")
+    assert store.get_prelabel_run(999) is None
