@@ -11,23 +11,16 @@ import streamlit as st
 
 from app.auth import require_user
 from app.state import get_store
-from app.widgets.audit_item import load_context, reason_label, render_item
+from app.widgets.audit_item import load_context, pick_audit, reason_label, render_item
 from app.widgets.safe import escape_markdown, plain
-from labeling.audit import REASON_CODES, audit_disagreements, latest_audit
+from labeling.audit import REASON_CODES, audit_disagreements
 from labeling.store import ConflictError, StoreError
 
 st.title("Validity audit: adjudication")
 user = require_user("lead", "admin")
 store = get_store()
 
-audits = [name for name, _ in store.list_audits()]
-if not audits:
-    st.info("No audit yet. Create one with `faillab audit create --runs R1,R2`.")
-    st.stop()
-newest = latest_audit(store)
-audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0,
-                     key="audit_adj_audit")
-assert audit is not None
+audit = pick_audit(store, key="audit_adj_audit")
 
 disagreements = audit_disagreements(store, audit)
 n_open = sum(1 for d in disagreements if d.verdict is None)

@@ -13,14 +13,13 @@ import streamlit as st
 
 from app.auth import require_user
 from app.state import get_store
-from app.widgets.audit_item import reason_label
+from app.widgets.audit_item import pick_audit, reason_label
 from app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     KAPPA_PARADOX_EXPLAINED,
     AuditError,
     audit_definition,
     audit_report,
-    latest_audit,
     summary_table,
 )
 
@@ -28,14 +27,7 @@ st.title("Validity audit: report")
 require_user("lead", "admin")
 store = get_store()
 
-audits = [name for name, _ in store.list_audits()]
-if not audits:
-    st.info("No audit yet. Create one with `faillab audit create --runs R1,R2`.")
-    st.stop()
-newest = latest_audit(store)
-audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0,
-                     key="audit_report_audit")
-assert audit is not None
+audit = pick_audit(store, key="audit_report_audit")
 
 try:
     report = audit_report(store, audit)

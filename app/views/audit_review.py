@@ -11,23 +11,16 @@ import streamlit as st
 
 from app.auth import require_user
 from app.state import get_store
-from app.widgets.audit_item import load_context, reason_label, render_item
+from app.widgets.audit_item import load_context, pick_audit, reason_label, render_item
 from app.widgets.safe import escape_markdown
-from labeling.audit import REASON_CODES, latest_audit, review_queue
+from labeling.audit import REASON_CODES, review_queue
 from labeling.store import StoreError
 
 st.title("Validity audit: review")
 user = require_user()
 store = get_store()
 
-audits = [name for name, _ in store.list_audits()]
-if not audits:
-    st.info("No audit yet. A lead creates one with `faillab audit create --runs R1,R2`.")
-    st.stop()
-newest = latest_audit(store)
-audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0,
-                     key="audit_review_audit")
-assert audit is not None
+audit = pick_audit(store, key="audit_review_audit")
 
 queue = review_queue(store, audit, user.name)
 if not queue:

@@ -15,7 +15,15 @@ import streamlit as st
 
 from app.state import get_settings, workspace
 from app.widgets.safe import escape_markdown, plain
-from labeling.audit import REASON_LABELS, Candidate, ItemContext, item_context, task_record
+from labeling.audit import (
+    REASON_LABELS,
+    Candidate,
+    ItemContext,
+    item_context,
+    latest_audit,
+    task_record,
+)
+from labeling.store import Store
 from trajectories.sandbox import QueryResult
 
 
@@ -128,3 +136,15 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
                 _table(ev.result, key=f"audit_evidence_{key}_{i}")
             else:
                 st.error(escape_markdown(str(ev.error)))
+
+
+def pick_audit(store: Store, key: str) -> str:
+    """The audit selector shared by the audit pages (newest first); stops the page if none."""
+    audits = [name for name, _ in store.list_audits()]
+    if not audits:
+        st.info("No audit yet. A lead creates one with `faillab audit create --runs R1,R2`.")
+        st.stop()
+    newest = latest_audit(store)
+    audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0, key=key)
+    assert audit is not None
+    return str(audit)
