@@ -87,6 +87,20 @@ def create_assignments(
     )
 
 
+def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25) -> int:
+    """Give `user` up to `n` failures nobody is assigned yet (single annotation).
+
+    Lets one person start labelling without a lead planning overlap first (local use); items
+    already in anyone's queue are left alone so a lead's overlap plan is never disturbed.
+    """
+    taken = {tid for tid, _, _ in store.assignments()}
+    frame = failed_frame(ws)
+    free = [str(t) for t in frame["id"] if str(t) not in taken][:n]
+    if not free:
+        return 0
+    return store.assign(free, [user], overlap=1, double_share=0.0, queue="self-service")
+
+
 def queue_for(
     store: Store,
     failed_ids: Iterable[str],

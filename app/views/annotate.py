@@ -17,7 +17,7 @@ from app.widgets.queue import render_assignment_form, render_progress
 from app.widgets.rubric import render_rubric
 from app.widgets.safe import escape_markdown, plain
 from app.widgets.steps import render_steps
-from labeling.queue import failed_frame, prelabel_for, queue_for
+from labeling.queue import failed_frame, prelabel_for, queue_for, take_unassigned
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
@@ -93,6 +93,10 @@ def labelling_panel(me: User, hide: bool) -> None:
                 st.rerun(scope="fragment")
         else:
             st.success("Your queue is empty. A lead assigns more work on this page.")
+            if st.button("Take 25 unassigned failures", key="annotate_take"):
+                n = take_unassigned(store, ws, me.name, 25)
+                st.toast(f"{n} failures added to your queue" if n else "No unassigned failures")
+                _next_item()
         return
     tid = todo[0]
     traj = _load(tid, tuple(p.name for p in ws.part_files()))

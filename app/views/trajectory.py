@@ -58,7 +58,7 @@ plain(task.question)
 meta = {
     "intent": task.intent, "scope": task.scope, "template": task.template_id,
     "split": task.split, "task": task.id,
-    "noise pair": (f"{task.pair_id} ({task.variant}, {task.noise_type})"
+    "noise pair": (f"{task.pair_id} ({', '.join(v for v in (task.variant, task.noise_type) if v)})"
                    if task.pair_id else None),
 }
 st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
@@ -73,7 +73,7 @@ with left:
         rerun_button(f"{traj.id}_{index}", sql)
 
     # The steps scroll in their own pane so the answer column stays in view beside them.
-    with st.container(height=900, border=False, key="steps_pane"):
+    with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
         render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
 with right:
     render_answer_panel(traj)

@@ -15,7 +15,7 @@ def _rubric_text(taxonomy_json: str) -> str:
 
 def render_rubric(taxonomy: Taxonomy, *, height: int = 520) -> None:
     """The rubric in a scrollable box; rubric_markdown escapes every markup character."""
-    with st.container(height=height, border=True, key="rubric_box"):
+    with st.container(height=height, border=True, key="rubric_box", autoscroll=False):
         st.markdown(_rubric_text(taxonomy.to_json()))
 
 

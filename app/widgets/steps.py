@@ -36,8 +36,9 @@ def _observation(step: Step, expand_all: bool) -> None:
             st.dataframe(pd.DataFrame(table.rows, columns=table.columns), hide_index=True,
                          height=min(38 + 35 * len(table.rows), 320))
         else:
+            # Short observations show whole; long ones (already in an expander) scroll.
             st.code(text, language=None, wrap_lines=True,
-                    height=min(400, 30 + 18 * text.count("\n")))
+                    height="content" if not should_collapse(text) else 400)
 
 
 def render_message(index: int, step: Step, expand_all: bool) -> None:

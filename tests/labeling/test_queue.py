@@ -166,3 +166,25 @@ def test_llm_vs_human_split_by_prelabel_exposure(st_: Store) -> None:
     row_a = out["all"].set_index("category").loc["a"]
     assert row_a["precision"] == pytest.approx(2 / 3)
     assert row_a["recall"] == 1.0
+
+
+def test_take_unassigned_leaves_planned_items_alone(tmp_path: Path, demo_workspace: Path) -> None:
+    import shutil
+
+    from labeling.queue import failed_frame, take_unassigned
+    from labeling.store import open_store
+    from trajectories.workspace import Workspace
+
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    ws = Workspace(root)
+    store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
+    for name in ("lead", "solo"):
+        store.ensure_user(name, "annotator")
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    store.assign(failed[:5], ["lead"], overlap=1)
+    assert take_unassigned(store, ws, "solo", 10) == 10
+    mine = {tid for tid, user, _ in store.assignments("solo")}
+    assert len(mine) == 10 and not mine & set(failed[:5])
+    assert mine <= set(failed)
+    store.close()
