@@ -253,3 +253,22 @@ def test_demo_code_does_not_import_streamlit() -> None:
     src = Path(pkg.__file__).parent
     for f in src.glob("*.py"):
         assert "streamlit" not in f.read_text()
+
+
+def test_demo_output_validates_against_the_json_schema(demo_workspace: Path) -> None:
+    import json as _json
+
+    import jsonschema
+
+    from trajectories.workspace import Workspace
+
+    schema = _json.loads((Path(__file__).resolve().parents[2] / "trajectories" / "schema"
+                          / "trajectory.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    ws = Workspace(demo_workspace)
+    checked = 0
+    for batch in ws.iter_payload_batches():
+        for _, payload, _ in batch:
+            validator.validate(_json.loads(payload))
+            checked += 1
+    assert checked == ws.summary()["trajectories"]

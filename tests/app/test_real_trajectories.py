@@ -1,0 +1,57 @@
+"""Every real tau-bench trajectory (simulated user, schema look-ups, tool errors) renders on the
+Trajectory page without an error, and its SQL re-runs against the EHRSQL database."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import EHRSQL_SQLITE, REPO, require_shared
+from trajectories.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def real_workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    files = sorted(require_shared(EHRSQL_SQLITE).parent.parent.joinpath(
+        "trajectories", "ai612-student").glob("*.json"))
+    ws = Workspace(tmp_path_factory.mktemp("real") / "ws")
+    ws.import_files(files)
+    ws.set_ehr_database(EHRSQL_SQLITE)
+    return ws
+
+
+def test_every_real_trajectory_renders(real_workspace: Workspace,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(real_workspace.root))
+    at = AppTest.from_file(str(REPO / "app" / "main.py"), default_timeout=60).run()
+    rows = real_workspace.list()
+    assert len(rows) == 165
+    for row in rows:
+        at.switch_page("views/trajectory.py")
+        at.query_params["id"] = row["id"]
+        at.run()
+        assert not at.exception, (row["id"], at.exception)
+        traj = real_workspace.get(row["id"])
+        assert traj is not None
+        codes = {c.value for c in at.code}
+        assert all(s.code in codes for s in traj.steps if s.kind == "sql")
+
+
+def test_real_sql_steps_rerun_against_ehrsql(real_workspace: Workspace,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(real_workspace.root))
+    at = AppTest.from_file(str(REPO / "app" / "main.py"), default_timeout=60).run()
+    # A trajectory whose first SQL step succeeded when the agent ran it.
+    for row in real_workspace.list():
+        traj = real_workspace.get(row["id"])
+        assert traj is not None
+        ok = [i for i, s in enumerate(traj.steps) if s.kind == "sql" and not s.error]
+        if ok:
+            break
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = row["id"]
+    at.run()
+    at.button(key=f"rerun_btn_{row['id']}_{ok[0]}").click().run()
+    assert not at.exception
+    assert not at.error or all("refused" not in e.value for e in at.error)
+    assert any("Re-run against mimic_iv.sqlite" in c.value for c in at.caption)
