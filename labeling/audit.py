@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from labeling.audit_export import summary_rows
 from labeling.audit_report import AuditItem as ReportItem
 from labeling.audit_report import AuditReport, Judgment, build_audit_report
 from labeling.sampling import SampleResult, stratified_sample
@@ -497,7 +498,7 @@ def audit_report(store: Store, audit: str, *,
 def summary_table(report: AuditReport) -> list[dict[str, str]]:
     """The Table-11-style rows (metric, value, count) exactly as the Markdown/LaTeX exports
     show them, so the page and the downloaded files can never disagree."""
-    return [{"metric": m, "value": v, "count": c} for m, v, c in report._summary_rows()]
+    return [{"metric": m, "value": v, "count": c} for m, v, c in summary_rows(report)]
 
 
 KAPPA_PARADOX_EXPLAINED = (
