@@ -51,11 +51,13 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
             files.extend(sorted(q for q in p.iterdir() if q.suffix in {".json", ".jsonl"}))
         else:
             files.append(p)
-    bar = tqdm(total=len(files), unit="file", delay=0.5, disable=as_json or len(files) < 2,
-               file=sys.stderr)
+    # Counts records, so one huge file shows progress too; appears only after half a second.
+    bar = tqdm(unit=" trajectories", delay=0.5, disable=as_json, file=sys.stderr)
 
-    def progress(done: int, total: int) -> None:
-        bar.update(done - bar.n)
+    def progress(files_done: int, files_total: int, records: int) -> None:
+        bar.set_postfix_str(f"file {min(files_done + 1, files_total)}/{files_total}",
+                            refresh=False)
+        bar.update(records - bar.n)
 
     try:
         report = ws.import_files(files, fmt=fmt, run=run, model=model,

@@ -244,18 +244,24 @@ class Workspace:
         run: str | None = None,
         model: str | None = None,
         skip_invalid: bool = False,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int, int], None] | None = None,
     ) -> ImportReport:
         """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
         ``ImportProblem`` and nothing is written. Records stream into hidden staged parts that
-        are renamed into place only when every file has been read, so memory stays bounded."""
+        are renamed into place only when every file has been read, so memory stays bounded.
+        ``progress(files_done, files, records_read)`` is called after each file and every
+        1,000 records."""
         report = ImportReport(files=len(paths))
         rejects: list[dict[str, str]] = []
+        records = 0
         with self._write_lock():
             batch = _StagedImport(self, self.existing_ids())
             try:
                 for done, path in enumerate(paths, start=1):
                     for item in iter_file(Path(path), fmt, run=run, model=model):
+                        records += 1
+                        if progress and records % 1000 == 0:
+                            progress(done - 1, len(paths), records)
                         if item.problem is not None:
                             if not skip_invalid:
                                 raise item.problem
@@ -265,7 +271,7 @@ class Workspace:
                         elif item.trajectory is not None:
                             batch.offer(item.trajectory, str(path))
                     if progress:
-                        progress(done, len(paths))
+                        progress(done, len(paths), records)
                 batch.commit()
             except BaseException:
                 batch.abort()

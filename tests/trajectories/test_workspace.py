@@ -135,3 +135,11 @@ def test_reader_sees_consistent_data_while_another_process_imports(tmp_path: Pat
     assert proc.wait(timeout=60) == 0
     assert reader.summary()["trajectories"] == 1200
     assert seen == sorted(seen)
+
+
+def test_progress_reports_records_within_a_file(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    calls: list[tuple[int, int, int]] = []
+    ws.import_files([write_native(tmp_path / "big.jsonl", 2500)],
+                    progress=lambda *args: calls.append(args))
+    assert calls == [(0, 1, 1000), (0, 1, 2000), (1, 1, 2500)]
