@@ -656,3 +656,15 @@ def test_every_real_failure_gets_a_label(real_trajectory_files: list[Path]) -> N
         assert result.rationale
     # More than one category: the rules are not collapsing onto one answer.
     assert len({r.category for r in results}) >= 3
+
+
+def test_null_spelled_as_text_on_an_unanswerable_task_is_answer_format() -> None:
+    t = traj([user("How many ICU stays did patient 99999999 have?"),
+              sql("SELECT count(*) FROM icustays WHERE subject_id = 99999999", "[(0,)]"),
+              say("NULL")], ground_truth=None, final_answer="NULL")
+    result = label(t)
+    assert result.category == "answer_format_error"
+    assert result.first_error_step is not None and "JSON null" in result.rationale
+    # Saying nothing at all is not "the right conclusion in the wrong form".
+    silent = traj([user("How many?"), sql("SELECT 1")], ground_truth=None, final_answer="")
+    assert label(silent).category != "answer_format_error" or label(silent).confidence < 0.75

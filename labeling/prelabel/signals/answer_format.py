@@ -21,6 +21,14 @@ def detect_answer_format(trajectory: Trajectory, ans: Answers | None = None) -> 
     answer = trajectory.final_answer
     ans = ans or answers(trajectory)
     gold, pred = ans.gold, ans.pred
+    if trajectory.task.ground_truth is None and isinstance(answer, str) and answer.strip() and \
+            answer.strip().casefold() in _NULL_TEXTS:
+        # Unanswerable task answered with the word "NULL" rather than a JSON null: the right
+        # conclusion in the wrong form (a strict harness fails it; our exact match forgives it).
+        step = _answer_step(trajectory)
+        return [Signal(ANSWER_FORMAT, 0.75, step, _cite_step(
+            trajectory, step, f"the task has no answer and the agent said so, but as the text "
+            f"{answer.strip()[:20]!r} instead of a JSON null."))]
     if _is_null_table(gold) or _is_null_table(pred):
         return []
     assert gold is not None and pred is not None
