@@ -122,7 +122,12 @@ def labelling_panel(me: User, hide: bool) -> None:
         render_rubric(taxonomy, height=420)
     with left:
         expand_all = st.toggle("Expand all steps", key=f"annotate_{tid}_expand")
-        render_steps(traj.steps, expand_all=expand_all)
+
+        def pick_step(index: int, tid: str = tid) -> None:
+            # Runs before the next script run, so the form's step picker shows the choice.
+            st.session_state[f"lf_{tid}_step"] = index
+
+        render_steps(traj.steps, expand_all=expand_all, pick=pick_step, key_prefix=tid)
         with st.expander("Answer vs ground truth", expanded=True):
             render_answer_panel(traj)
 

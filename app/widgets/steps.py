@@ -54,7 +54,8 @@ def render_message(index: int, step: Step, expand_all: bool) -> None:
 
 
 def render_action(index: int, step: Step, expand_all: bool,
-                  rerun: Callable[[int, str], None] | None) -> None:
+                  rerun: Callable[[int, str], None] | None,
+                  pick: Callable[[int], None] | None = None, key_prefix: str = "") -> None:
     title = f"**{index}. {KIND_LABEL[step.kind]}**"
     if step.name:
         title += f" · {escape_markdown(step.name)}"
@@ -75,12 +76,19 @@ def render_action(index: int, step: Step, expand_all: bool,
         if step.kind == StepKind.SQL and rerun is not None:
             rerun(index, step.code or "")
         _observation(step, expand_all)
+        if pick is not None:
+            st.button("Mark as first faulty step", key=f"pick_{key_prefix}_{index}",
+                      on_click=pick, args=(index,), type="tertiary",
+                      icon=":material/flag:")
 
 
 def render_steps(steps: list[Step], *, expand_all: bool,
-                 rerun: Callable[[int, str], None] | None = None) -> None:
+                 rerun: Callable[[int, str], None] | None = None,
+                 pick: Callable[[int], None] | None = None, key_prefix: str = "") -> None:
+    """``pick``, when given, adds a "Mark as first faulty step" button to every action step
+    (the label form uses it so the faulty step is chosen on the trajectory itself)."""
     for index, step in enumerate(steps):
         if step.kind == StepKind.MESSAGE:
             render_message(index, step, expand_all)
         else:
-            render_action(index, step, expand_all, rerun)
+            render_action(index, step, expand_all, rerun, pick, key_prefix)

@@ -174,3 +174,19 @@ def test_lead_creates_assignments_annotator_cannot(env: tuple[Workspace, Store])
     assert len(assigned) == 15
     progress = {p.annotator: p.assigned for p in store.progress()}
     assert progress["ana"] + progress["ben"] == 15
+
+
+def test_first_faulty_step_can_be_picked_on_the_trajectory(
+    env: tuple[Workspace, Store],
+) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    at = open_page("ana")
+    tid = current_item(at)
+    pick_buttons = [b for b in at.button if b.key and b.key.startswith(f"pick_{tid}_")]
+    assert pick_buttons, "every action step offers 'Mark as first faulty step'"
+    chosen = pick_buttons[-1]
+    index = int(str(chosen.key).rsplit("_", 1)[1])
+    chosen.click().run()
+    assert not at.exception
+    assert at.selectbox(key=f"lf_{tid}_step").value == index
