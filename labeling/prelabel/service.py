@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,18 +150,12 @@ class PrelabelOptions:
 
 
 @dataclass
-class RunProgress:
-    """Live counters of a run, as written to its ``prelabel_runs`` record."""
+class RunProgress(RunStats):
+    """Live counters of a run (the runner's counters plus how far it got), as written to its
+    ``prelabel_runs`` record."""
 
     total: int = 0
     done: int = 0
-    labelled: int = 0
-    cached: int = 0
-    failed: int = 0
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    estimated_cost_usd: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -313,17 +307,9 @@ def _run_fields(p: RunProgress) -> dict[str, object]:
 
 
 def _progress_from_stats(stats: RunStats, total: int) -> RunProgress:
-    return RunProgress(
-        total=total,
-        done=stats.labelled + stats.cached + stats.failed,
-        labelled=stats.labelled,
-        cached=stats.cached,
-        failed=stats.failed,
-        calls=stats.calls,
-        input_tokens=stats.input_tokens,
-        output_tokens=stats.output_tokens,
-        estimated_cost_usd=stats.estimated_cost_usd,
-    )
+    counters = {f.name: getattr(stats, f.name) for f in fields(RunStats) if f.name != "errors"}
+    return RunProgress(total=total, done=stats.labelled + stats.cached + stats.failed,
+                       **counters)
 
 
 def run_prelabelling(
