@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import get_store, open_trajectory_link, workspace
+from app.state import get_settings, get_store, open_trajectory_link, workspace
 from labeling.queue import ids_with_final_category
 from taxonomy import default_taxonomy
 from trajectories.views import BrowseFilter, browse, facets
@@ -14,6 +14,12 @@ from trajectories.views import BrowseFilter, browse, facets
 def cached_facets(root: str, parts: tuple[str, ...]) -> dict[str, list[str]]:
     # Distinct values only change when parts are added; the part names key the cache.
     return facets(workspace())
+
+
+@st.cache_data(ttl=15, max_entries=16, show_spinner=False)
+def labelled_ids(url: str, categories: tuple[str, ...]) -> list[str]:
+    # Final labels change as people annotate; a few seconds of staleness keeps Browse fast.
+    return ids_with_final_category(get_store(), list(categories))
 
 
 st.title("Browse")
@@ -43,7 +49,8 @@ flt = BrowseFilter(
     runs=runs, models=models, intents=intents, scopes=scopes, templates=templates,
     success={"failed": False, "succeeded": True}.get(outcome or "all"),
     disagreement_only=disagreement, text=text,
-    ids=ids_with_final_category(get_store(), failure_labels) if failure_labels else None,
+    ids=(labelled_ids(get_settings().annotations_url(), tuple(sorted(failure_labels)))
+         if failure_labels else None),
 )
 st.session_state["browse_filter"] = flt
 df, total = browse(ws, flt)
