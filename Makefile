@@ -39,9 +39,11 @@ lint: install
 demo: install
 	$(BIN)/faillab demo --workspace $(WORKSPACE)
 
+BENCH_WS ?= /tmp/faillab-bench-ws
+
 bench: install
-	$(BIN)/python bench/bench_import.py
-	$(BIN)/python bench/bench_viewer.py
+	$(BIN)/python bench/bench_import.py --keep $(BENCH_WS)
+	$(BIN)/python bench/bench_viewer.py --workspace $(BENCH_WS)
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_prelabel.py
 
