@@ -34,7 +34,8 @@ def sandbox() -> None:
 def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | None,
           row_cap: int | None, as_json: bool) -> None:
     """Run one read-only SQL statement (time-limited, row-capped, no file access)."""
-    from trajectories.sandbox import SandboxError, run_readonly
+    from trajectories.sandbox import SandboxError
+    from trajectories.sandbox_isolated import run_isolated
 
     ws, settings = _ws(workspace)
     path = db or ws.ehr_path
@@ -44,7 +45,7 @@ def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | 
             "'faillab sandbox build --mimic-dir DIR' or 'faillab sandbox use FILE'"
         )
     try:
-        result = run_readonly(path, sql, timeout_s=timeout_s or settings.sql_timeout_s,
+        result = run_isolated(path, sql, timeout_s=timeout_s or settings.sql_timeout_s,
                               row_cap=row_cap or settings.sql_row_cap)
     except SandboxError as err:
         raise UserError(str(err)) from None

@@ -35,9 +35,9 @@ from trajectories.sandbox import (
     QueryResult,
     SandboxError,
     describe_tables,
-    run_readonly,
     tables_in_sql,
 )
+from trajectories.sandbox_isolated import run_isolated
 from trajectories.workspace import Workspace
 
 __all__ = [
@@ -358,7 +358,7 @@ def _quote_ident(name: str) -> str:
 def _run(db: Path, sql: str, timeout_s: float, row_cap: int) -> tuple[QueryResult | None,
                                                                           str | None]:
     try:
-        return run_readonly(db, sql, timeout_s=timeout_s, row_cap=row_cap), None
+        return run_isolated(db, sql, timeout_s=timeout_s, row_cap=row_cap), None
     except SandboxError as err:
         return None, str(err)
 

@@ -12,10 +12,11 @@ from app.state import get_settings, workspace
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run_cached(db_path: str, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
-    from trajectories.sandbox import SandboxError, run_readonly
+    from trajectories.sandbox import SandboxError
+    from trajectories.sandbox_isolated import run_isolated
 
     try:
-        result = run_readonly(Path(db_path), sql, timeout_s=timeout_s, row_cap=row_cap)
+        result = run_isolated(Path(db_path), sql, timeout_s=timeout_s, row_cap=row_cap)
     except SandboxError as err:
         return {"error": str(err)}
     return {"columns": result.columns, "rows": result.json_rows(),

@@ -1,0 +1,258 @@
+"""Queries run in a worker process: same answers as in-process, and bombs cannot hurt the caller."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from trajectories.sandbox import (
+    QueryFailed,
+    QueryRefused,
+    QueryTimeout,
+    SandboxError,
+    run_readonly,
+)
+from trajectories.sandbox_isolated import (
+    MEMORY_MESSAGE,
+    IsolatedSandbox,
+    run_isolated,
+    shutdown,
+)
+
+PATIENTS = [(1, "F", 70), (2, "M", 45), (3, "F", 33), (4, "M", 81), (5, "F", 59)]
+ADMISSIONS = [(10, 1, "EMERGENCY"), (11, 1, "ELECTIVE"), (12, 3, "URGENT")]
+# Builds a 1 GB string in one scalar call: DuckDB cannot interrupt it, and turning it into a
+# Python string takes seconds more, so only killing the worker stops it on time.
+UNINTERRUPTIBLE = "SELECT repeat('x', 1000000000)"
+
+
+@pytest.fixture()
+def duck_db(tmp_path: Path) -> Path:
+    path = tmp_path / "ehr.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE patients (subject_id INTEGER, gender VARCHAR, anchor_age INTEGER)")
+    con.executemany("INSERT INTO patients VALUES (?, ?, ?)", PATIENTS)
+    con.execute("CREATE TABLE admissions (hadm_id INTEGER, subject_id INTEGER, kind VARCHAR)")
+    con.executemany("INSERT INTO admissions VALUES (?, ?, ?)", ADMISSIONS)
+    con.close()
+    return path
+
+
+@pytest.fixture()
+def lite_db(tmp_path: Path) -> Path:
+    path = tmp_path / "ehr.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE patients (subject_id INTEGER, gender TEXT, anchor_age INTEGER)")
+    con.executemany("INSERT INTO patients VALUES (?, ?, ?)", PATIENTS)
+    con.execute("CREATE TABLE admissions (hadm_id INTEGER, subject_id INTEGER, kind TEXT)")
+    con.executemany("INSERT INTO admissions VALUES (?, ?, ?)", ADMISSIONS)
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.fixture(params=["duck_db", "lite_db"])
+def db(request: pytest.FixtureRequest) -> Path:
+    return Path(request.getfixturevalue(request.param))
+
+
+@pytest.fixture()
+def pool() -> Iterator[IsolatedSandbox]:
+    sandbox = IsolatedSandbox(workers=2)
+    yield sandbox
+    sandbox.close()
+    assert sandbox.worker_pids() == []
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS line")
+
+
+# --------------------------------------------------------------------------- same answers
+
+
+JOIN_SQL = (
+    "SELECT p.subject_id, p.gender, count(a.hadm_id) AS n FROM patients p "
+    "LEFT JOIN admissions a ON a.subject_id = p.subject_id "
+    "GROUP BY p.subject_id, p.gender ORDER BY p.subject_id"
+)
+
+
+def test_select_matches_run_readonly(db: Path) -> None:
+    expected = run_readonly(db, JOIN_SQL)
+    got = run_isolated(db, JOIN_SQL)
+    assert got.columns == expected.columns == ["subject_id", "gender", "n"]
+    assert got.rows == expected.rows
+    assert got.truncated is False
+
+    capped = run_isolated(db, "SELECT subject_id FROM patients ORDER BY 1", row_cap=2)
+    assert capped.rows == [(1,), (2,)] and capped.truncated is True
+
+
+def test_duckdb_value_types_survive_the_trip(duck_db: Path) -> None:
+    sql = (
+        "SELECT 1.50::DECIMAL(10, 2) AS d, DATE '2020-01-02' AS day, "
+        "TIMESTAMP '2020-01-02 03:04:05' AS ts, TIMESTAMPTZ '2020-01-02 03:04:05+02' AS tz, "
+        "INTERVAL 3 DAY AS iv, '00000000-0000-0000-0000-000000000001'::UUID AS u, "
+        "[1, 2] AS l, {'a': 1} AS s, 'ab'::BLOB AS b, NULL AS nothing, 'nan'::DOUBLE AS nan"
+    )
+    expected = run_readonly(duck_db, sql).rows[0]
+    got = run_isolated(duck_db, sql).rows[0]
+    assert got[:-1] == expected[:-1]
+    assert [type(v) for v in got] == [type(v) for v in expected]
+    assert got[-1] != got[-1]  # NaN
+
+
+# --------------------------------------------------------------------------- same exceptions
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("DELETE FROM patients", QueryRefused),
+        ("SELECT 1; SELECT 2", QueryRefused),
+        ("   ", QueryRefused),
+        ("SELECT no_such_column FROM patients", QueryFailed),
+        ("SELECT * FROM no_such_table", QueryFailed),
+    ],
+)
+def test_errors_have_the_same_class_and_message(db: Path, sql: str, error: type) -> None:
+    with pytest.raises(error) as in_process:
+        run_readonly(db, sql)
+    with pytest.raises(error) as isolated:
+        run_isolated(db, sql)
+    assert str(isolated.value) == str(in_process.value)
+    assert "\n" not in str(isolated.value)
+
+
+def test_missing_database_fails_without_a_worker(tmp_path: Path, pool: IsolatedSandbox) -> None:
+    with pytest.raises(QueryFailed, match="database file not found"):
+        pool.run(tmp_path / "absent.duckdb", "SELECT 1")
+    assert pool.worker_pids() == []
+
+
+def test_interruptible_runaway_times_out_and_keeps_the_worker(
+    duck_db: Path, pool: IsolatedSandbox
+) -> None:
+    assert pool.run(duck_db, "SELECT 1").rows == [(1,)]
+    before = pool.worker_pids()
+    start = time.monotonic()
+    with pytest.raises(QueryTimeout, match=r"^stopped: exceeded 1\.0 s$"):
+        pool.run(duck_db, "SELECT count(*) FROM range(1000000000000) a", timeout_s=1.0)
+    assert time.monotonic() - start < 1.0 + 10
+    # The worker's own watchdog stopped it, so the same worker answers the next query.
+    assert pool.worker_pids() == before
+    assert pool.run(duck_db, "SELECT count(*) FROM patients").rows == [(5,)]
+
+
+def test_sqlite_runaway_times_out(lite_db: Path, pool: IsolatedSandbox) -> None:
+    sql = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "SELECT count(*) FROM c"
+    )
+    start = time.monotonic()
+    with pytest.raises(QueryTimeout):
+        pool.run(lite_db, sql, timeout_s=1.0)
+    assert time.monotonic() - start < 1.0 + 10
+
+
+# --------------------------------------------------------------------------- bombs
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELECT length(repeat('x', 2000000000))", "SELECT repeat('x', 2000000000)"]
+)
+def test_memory_bomb_is_stopped_without_touching_the_parent(
+    duck_db: Path, pool: IsolatedSandbox, sql: str
+) -> None:
+    assert pool.run(duck_db, "SELECT 1").rows == [(1,)]
+    rss_before = _rss_kb()
+    start = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        pool.run(duck_db, sql, timeout_s=5.0)
+    assert time.monotonic() - start < 5.0 + 10
+    assert str(info.value) == MEMORY_MESSAGE
+    assert _rss_kb() - rss_before < 50_000  # kB
+    assert pool.run(duck_db, "SELECT count(*) FROM patients").rows == [(5,)]
+
+
+def test_uninterruptible_query_is_killed_and_the_worker_replaced(
+    duck_db: Path, pool: IsolatedSandbox
+) -> None:
+    assert pool.run(duck_db, "SELECT 1").rows == [(1,)]
+    first = pool.worker_pids()
+    assert len(first) == 1
+    rss_before = _rss_kb()
+    start = time.monotonic()
+    with pytest.raises(QueryTimeout, match=r"^stopped: exceeded 1\.0 s$"):
+        pool.run(duck_db, UNINTERRUPTIBLE, timeout_s=1.0)
+    assert time.monotonic() - start < 1.0 + 10
+    assert _rss_kb() - rss_before < 50_000  # kB
+    assert pool.worker_pids() == []  # killed, not left running
+    assert pool.run(duck_db, "SELECT count(*) FROM patients").rows == [(5,)]
+    second = pool.worker_pids()
+    assert len(second) == 1 and second != first
+
+
+def test_small_memory_limit_stops_a_big_value(duck_db: Path, pool: IsolatedSandbox) -> None:
+    # 300 MB of text fits DuckDB's own limit, but not a worker allowed 1.5 GiB of address space
+    # (the interpreter with DuckDB loaded already takes most of that).
+    with pytest.raises(QueryFailed, match="more memory than the sandbox allows"):
+        pool.run(duck_db, "SELECT repeat('x', 300000000)", memory_limit_bytes=3 << 29)
+    assert pool.run(duck_db, "SELECT 2").rows == [(2,)]
+
+
+def test_worker_killed_from_outside_is_replaced(duck_db: Path, pool: IsolatedSandbox) -> None:
+    import os
+    import signal
+
+    assert pool.run(duck_db, "SELECT 1").rows == [(1,)]
+    (pid,) = pool.worker_pids()
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    assert pool.run(duck_db, "SELECT 3").rows == [(3,)]
+    assert pool.worker_pids() != [pid]
+
+
+# --------------------------------------------------------------------------- concurrency, shutdown
+
+
+def test_concurrent_callers_get_their_own_answers(duck_db: Path, lite_db: Path) -> None:
+    sandbox = IsolatedSandbox(workers=2)
+    results: dict[int, object] = {}
+
+    def ask(i: int) -> None:
+        path = duck_db if i % 2 else lite_db
+        sql = f"SELECT {i} AS i, count(*) AS n FROM patients WHERE subject_id <= {i % 6}"
+        try:
+            results[i] = sandbox.run(path, sql).rows
+        except SandboxError as err:  # pragma: no cover - reported by the assert below
+            results[i] = err
+
+    try:
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert results == {i: [(i, min(i % 6, 5))] for i in range(12)}
+        assert 1 <= len(sandbox.worker_pids()) <= 2
+    finally:
+        sandbox.close()
+
+
+def test_shutdown_stops_the_shared_worker_and_the_next_call_restarts_it(duck_db: Path) -> None:
+    assert run_isolated(duck_db, "SELECT 1").rows == [(1,)]
+    shutdown()
+    assert run_isolated(duck_db, "SELECT 2").rows == [(2,)]
+    shutdown()

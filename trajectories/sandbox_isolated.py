@@ -1,0 +1,481 @@
+"""Run sandbox queries in a separate worker process, so no query can hurt the caller.
+
+``run_readonly`` (in :mod:`trajectories.sandbox`) already refuses writes, interrupts long queries
+and caps rows, but it runs inside the calling process. A single scalar expression that builds an
+enormous value (``SELECT repeat('x', 2000000000)``) cannot be interrupted there and can take tens
+of seconds and several GB of the app's memory. ``run_isolated`` sends the query to a long-lived
+worker process instead:
+
+* The worker is a fresh Python interpreter started with ``subprocess`` (fork immediately
+  followed by exec: the "spawn" start method, done directly). Nothing of the parent's memory, in
+  particular no DuckDB connection, is carried over. ``multiprocessing``'s own spawn context is
+  not used because it re-imports the parent's ``__main__`` in the child, and under Streamlit
+  ``__main__`` is the page script being run, which must not run again in the worker.
+* The worker lowers its address-space limit (``RLIMIT_AS``, 3 GiB by default) before every
+  query and calls ``run_readonly``. Running out of that space, or dying, becomes
+  ``QueryFailed("stopped: the query needed more memory than the sandbox allows")`` and the
+  worker is replaced.
+* The parent enforces a hard deadline of ``timeout_s`` plus a short grace. On overrun it kills
+  the worker (SIGKILL) and raises ``QueryTimeout`` with the usual message; the next call starts a
+  new worker.
+* Results come back as plain data: the fields of ``QueryResult`` (values limited to the types
+  DuckDB and SQLite produce, anything else turned into text) or an error class name plus its
+  one-line message. The parent unpickles with an allow-list of classes and refuses replies
+  larger than ``MAX_REPLY_BYTES``.
+
+Workers start lazily on first use and are reused. A pool of two lets two callers (threads of
+the app) run at once; further callers wait for a free worker. ``shutdown`` stops the workers and
+runs at interpreter exit; a worker whose parent disappears sees its pipe close and exits after
+the query at hand.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime as dt
+import decimal
+import io
+import os
+import pickle
+import queue
+import resource
+import subprocess
+import sys
+import threading
+import uuid
+import zoneinfo
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from trajectories.sandbox import (
+    QueryFailed,
+    QueryRefused,
+    QueryResult,
+    QueryTimeout,
+    SandboxError,
+    _check_db_path,
+    _check_sql_text,
+    _timeout_error,
+)
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT_BYTES",
+    "MEMORY_MESSAGE",
+    "IsolatedSandbox",
+    "run_isolated",
+    "shutdown",
+]
+
+# Address space the worker may use while running a query. The interpreter with DuckDB loaded
+# already maps about 1.2 GB of it (mostly reserved, not resident), and DuckDB's own memory limit
+# is 2 GB, so 3 GiB lets every query DuckDB itself would run through.
+DEFAULT_MEMORY_LIMIT_BYTES = 3 << 30
+# Extra seconds the parent waits beyond ``timeout_s`` before it kills the worker. The worker's
+# own watchdog normally answers with a timeout well inside this.
+GRACE_S = 2.0
+# Longest wait for a new worker to report that it is ready.
+STARTUP_TIMEOUT_S = 60.0
+# Largest reply the parent accepts; a bigger result is refused in the worker already.
+MAX_REPLY_BYTES = 64 << 20
+DEFAULT_WORKERS = 2
+
+MEMORY_MESSAGE = "stopped: the query needed more memory than the sandbox allows"
+_ERRORS: dict[str, type[SandboxError]] = {
+    cls.__name__: cls for cls in (QueryRefused, QueryTimeout, QueryFailed, SandboxError)
+}
+# Words in an engine message that mean an allocation failed.
+_OOM_MARKERS = ("out of memory", "bad allocation", "bad_alloc", "cannot allocate memory")
+_READY = b"ready"
+_BOOT = "import sys; from trajectories.sandbox_isolated import _worker_main; " \
+        "_worker_main(int(sys.argv[1]))"
+
+
+# --------------------------------------------------------------------------- public entry points
+
+
+def run_isolated(
+    db_path: Path,
+    sql: str,
+    *,
+    timeout_s: float = 5.0,
+    row_cap: int = 1000,
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+) -> QueryResult:
+    """``run_readonly`` in a worker process: same result, same exceptions, one-line messages.
+
+    Whatever the query does, this returns or raises within about ``timeout_s + GRACE_S``
+    seconds (plus the worker's start-up on first use) and the calling process's memory is not
+    touched beyond the (row-capped) result.
+    """
+    return _default_sandbox().run(
+        db_path, sql, timeout_s=timeout_s, row_cap=row_cap, memory_limit_bytes=memory_limit_bytes
+    )
+
+
+def shutdown() -> None:
+    """Stop the shared workers (registered with ``atexit``); a later call starts new ones."""
+    global _default
+    with _default_lock:
+        sandbox, _default = _default, None
+    if sandbox is not None:
+        sandbox.close()
+
+
+_default: IsolatedSandbox | None = None
+_default_lock = threading.Lock()
+
+
+def _default_sandbox() -> IsolatedSandbox:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = IsolatedSandbox()
+        return _default
+
+
+atexit.register(shutdown)
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+class IsolatedSandbox:
+    """A small pool of worker processes; thread-safe. Most code wants ``run_isolated``."""
+
+    def __init__(
+        self,
+        workers: int = DEFAULT_WORKERS,
+        *,
+        grace_s: float = GRACE_S,
+        startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    ) -> None:
+        self.grace_s = max(float(grace_s), 0.0)
+        self.startup_timeout_s = float(startup_timeout_s)
+        # LIFO: a lone caller keeps reusing the same warm worker.
+        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        self._workers = [_Worker() for _ in range(max(int(workers), 1))]
+        for worker in self._workers:
+            self._idle.put(worker)
+
+    def run(
+        self,
+        db_path: Path,
+        sql: str,
+        *,
+        timeout_s: float = 5.0,
+        row_cap: int = 1000,
+        memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+    ) -> QueryResult:
+        # The cheap checks run here, so a missing file or empty SQL starts no worker.
+        path = _check_db_path(db_path)
+        _check_sql_text(sql)
+        request = (
+            os.path.abspath(path),  # the worker's working directory is ours, but be explicit
+            sql,
+            max(float(timeout_s), 0.0),
+            max(int(row_cap), 0),
+            int(memory_limit_bytes),
+            MAX_REPLY_BYTES,
+        )
+        worker = self._idle.get()
+        try:
+            reply = worker.call(
+                request,
+                deadline_s=max(float(timeout_s), 0.0) + self.grace_s,
+                startup_timeout_s=self.startup_timeout_s,
+                timeout_s=float(timeout_s),
+            )
+        finally:
+            self._idle.put(worker)
+        return _decode(reply)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers (for tests and diagnostics)."""
+        return [pid for w in self._workers if (pid := w.pid()) is not None]
+
+    def close(self) -> None:
+        """Stop every worker process. The pool stays usable: a later call starts new workers."""
+        for worker in self._workers:
+            worker.stop()
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe. Used by one thread at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards against close() racing a call
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def call(
+        self, request: tuple[Any, ...], *, deadline_s: float, startup_timeout_s: float,
+        timeout_s: float,
+    ) -> tuple[Any, ...]:
+        with self._lock:
+            conn = self._ensure_started(startup_timeout_s)
+            finished = False
+            try:
+                conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+                if not conn.poll(deadline_s):
+                    self._kill()
+                    finished = True
+                    raise _timeout_error(timeout_s)
+                try:
+                    raw = conn.recv_bytes(MAX_REPLY_BYTES + 65536)
+                except EOFError:
+                    # The worker died mid-query: killed by the kernel or crashed while
+                    # allocating. Either way the query asked for too much.
+                    self._kill()
+                    finished = True
+                    raise QueryFailed(MEMORY_MESSAGE) from None
+                except OSError:
+                    self._kill()
+                    finished = True
+                    raise QueryFailed(_too_large_message(MAX_REPLY_BYTES + 65536)) from None
+                reply = _loads(raw)
+                if reply[-1]:  # the worker retires itself after a memory failure
+                    self._reap()
+                finished = True
+                return reply
+            finally:
+                if not finished:
+                    # Interrupted (KeyboardInterrupt, broken pipe, bad reply): the worker's
+                    # state is unknown, so replace it.
+                    self._kill()
+
+    def stop(self) -> None:
+        with self._lock:
+            conn = self._conn
+            if conn is not None and self._proc is not None and self._proc.poll() is None:
+                try:
+                    conn.send_bytes(pickle.dumps(None))
+                    self._proc.wait(timeout=1.0)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            self._kill()
+
+    # -- internals (call with self._lock held)
+
+    def _ensure_started(self, startup_timeout_s: float) -> Connection:
+        if self._proc is not None and self._proc.poll() is None and self._conn is not None:
+            return self._conn
+        self._kill()
+        parent_end, child_end = Pipe(duplex=True)
+        fd = child_end.fileno()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(fd)],
+                pass_fds=(fd,),
+                stdin=subprocess.DEVNULL,
+                env=_worker_env(),
+                # Own session: a Ctrl-C in the terminal goes to the parent, which then stops
+                # the worker itself.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            parent_end.close()
+            raise QueryFailed(f"cannot start the sandbox worker: {exc}") from None
+        finally:
+            child_end.close()
+        self._proc, self._conn = proc, parent_end
+        try:
+            ready = parent_end.poll(startup_timeout_s) and parent_end.recv_bytes(64) == _READY
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            code = proc.poll()
+            self._kill()
+            detail = f"exit code {code}" if code is not None else "no answer"
+            raise QueryFailed(f"the sandbox worker did not start ({detail})")
+        return parent_end
+
+    def _reap(self) -> None:
+        """Wait briefly for a worker that is exiting by itself, then make sure it is gone."""
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=2.0)
+        self._kill()
+
+    def _kill(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+            proc.wait()
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # Make this package importable in the worker however the parent found it.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _too_large_message(limit: int) -> str:
+    return (
+        f"stopped: the result is larger than the sandbox passes back "
+        f"(limit {limit / (1 << 20):.0f} MiB); select fewer rows or columns"
+    )
+
+
+def _decode(reply: tuple[Any, ...]) -> QueryResult:
+    kind = reply[0]
+    if kind == "ok":
+        _, columns, rows, truncated, elapsed_ms, _retire = reply
+        return QueryResult(
+            columns=[str(c) for c in columns],
+            rows=[tuple(r) for r in rows],
+            truncated=bool(truncated),
+            elapsed_ms=float(elapsed_ms),
+        )
+    if kind == "error":
+        _, name, message, _retire = reply
+        raise _ERRORS.get(str(name), QueryFailed)(str(message))
+    raise QueryFailed("the sandbox worker sent a reply it should not have")
+
+
+# Classes a reply may name. Everything else in a reply is built from pickle's own opcodes
+# (None, bool, int, float, str, bytes, list, tuple, dict, set).
+_REPLY_CLASSES = {
+    ("datetime", "date"): dt.date,
+    ("datetime", "datetime"): dt.datetime,
+    ("datetime", "time"): dt.time,
+    ("datetime", "timedelta"): dt.timedelta,
+    ("datetime", "timezone"): dt.timezone,
+    ("decimal", "Decimal"): decimal.Decimal,
+    ("uuid", "UUID"): uuid.UUID,
+    ("zoneinfo", "ZoneInfo"): zoneinfo.ZoneInfo,
+}
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _REPLY_CLASSES[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a reply") from None
+
+
+def _loads(raw: bytes) -> tuple[Any, ...]:
+    try:
+        reply = _ReplyUnpickler(io.BytesIO(raw)).load()
+    except Exception as exc:
+        raise QueryFailed(f"the sandbox worker sent an unreadable reply: {exc}") from None
+    if not isinstance(reply, tuple) or len(reply) not in (4, 6):
+        raise QueryFailed("the sandbox worker sent a reply it should not have")
+    return reply
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+def _worker_main(fd: int) -> None:
+    """Entry point of the worker process: answer requests until the pipe closes."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    conn = Connection(fd)
+    from trajectories import sandbox  # loads DuckDB before any limit applies
+
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    conn.send_bytes(_READY)
+    while True:
+        try:
+            raw = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        request = pickle.loads(raw)  # from our parent only
+        if request is None:
+            return
+        db_path, sql, timeout_s, row_cap, memory_limit, max_reply = request
+        soft = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+            reply, retire = _answer(sandbox.run_readonly, Path(db_path), sql, timeout_s,
+                                    row_cap, max_reply)
+        except MemoryError:
+            reply, retire = _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True
+        try:
+            conn.send_bytes(reply)
+        except (EOFError, OSError):
+            return
+        if retire:
+            # After an allocation failure the heap may be in a poor state: start afresh.
+            return
+
+
+def _answer(run: Any, path: Path, sql: str, timeout_s: float, row_cap: int,
+            max_reply: int) -> tuple[bytes, bool]:
+    """The pickled reply for one request, and whether the worker should exit after it."""
+    try:
+        result = run(path, sql, timeout_s=timeout_s, row_cap=row_cap)
+    except MemoryError:
+        return _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True
+    except SandboxError as err:
+        message = str(err)
+        if isinstance(err, QueryFailed) and any(m in message.lower() for m in _OOM_MARKERS):
+            return _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True
+        return _error_reply(type(err).__name__, message), False
+    except Exception as exc:  # a bug, not the query's fault: report it on one line
+        text = f"sandbox worker error: {type(exc).__name__}: {exc}"
+        return _error_reply("QueryFailed", text), False
+    rows = [tuple(_plain(v) for v in row) for row in result.rows]
+    payload = ("ok", [str(c) for c in result.columns], rows, bool(result.truncated),
+               float(result.elapsed_ms), False)
+    buf = io.BytesIO()
+    _ReplyPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(payload)
+    if buf.tell() > max_reply:
+        return _error_reply("QueryFailed", _too_large_message(max_reply)), False
+    return buf.getvalue(), False
+
+
+def _error_reply(name: str, message: str, *, retire: bool = False) -> bytes:
+    return pickle.dumps(("error", name, message, retire), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _reduce_zoneinfo(tz: zoneinfo.ZoneInfo) -> tuple[Any, tuple[str]]:
+    return (zoneinfo.ZoneInfo, (str(tz.key),))
+
+
+class _ReplyPickler(pickle.Pickler):
+    # ZoneInfo pickles through getattr() by default; rebuild it from its key instead, so the
+    # parent's allow-list needs only the class itself.
+    dispatch_table = {zoneinfo.ZoneInfo: _reduce_zoneinfo}
+
+
+_SCALARS = frozenset({
+    type(None), bool, int, float, str, bytes, decimal.Decimal, dt.date, dt.datetime, dt.time,
+    dt.timedelta, uuid.UUID,
+})  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """``value`` built only from the types a reply may carry; anything else becomes text."""
+    kind = type(value)
+    if (kind is dt.datetime or kind is dt.time) and value.tzinfo is not None:
+        tz = value.tzinfo
+        if type(tz) is dt.timezone or (type(tz) is zoneinfo.ZoneInfo and tz.key):
+            return value
+        offset = value.utcoffset()
+        return value.replace(tzinfo=dt.timezone(offset)) if offset is not None else str(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list or kind is tuple:
+        return kind(_plain(v) for v in value)
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if kind is set or kind is frozenset:
+        return kind(_plain(v) for v in value)
+    if kind is bytearray or kind is memoryview:
+        return bytes(value)
+    return str(value)
