@@ -66,7 +66,8 @@ def _password_mode() -> User | None:
 
 
 def _oidc_mode() -> User | None:
-    if not st.user.is_logged_in:
+    # .get: without an [auth] configuration st.user has no is_logged_in attribute at all.
+    if not st.user.get("is_logged_in", False):
         if st.sidebar.button("Sign in with single sign-on", key="oidc_login"):
             try:
                 st.login()

@@ -44,3 +44,19 @@ def test_right_password_signs_in_with_the_stored_role(password_app: AppTest) -> 
     assert not at.exception
     assert any("Signed in as lena (lead)" in c.value for c in at.sidebar.caption)
     assert not any("This page is for" in e.value for e in at.error)
+
+
+def test_oidc_mode_offers_single_sign_on_and_explains_missing_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(ws))
+    monkeypatch.setenv("FAILLAB_AUTH", "oidc")
+    at = AppTest.from_file(str(REPO / "app" / "main.py"), default_timeout=60).run()
+    at.switch_page("views/annotate.py").run()
+    assert any("Sign in" in i.value for i in at.info)  # the page waits for a person
+    at.sidebar.button(key="oidc_login").click().run()
+    assert not at.exception
+    # No [auth] section in secrets here: a clear message instead of a crash.
+    assert any("Single sign-on is not configured" in e.value for e in at.sidebar.error)
