@@ -668,3 +668,29 @@ def test_null_spelled_as_text_on_an_unanswerable_task_is_answer_format() -> None
     # Saying nothing at all is not "the right conclusion in the wrong form".
     silent = traj([user("How many?"), sql("SELECT 1")], ground_truth=None, final_answer="")
     assert label(silent).category != "answer_format_error" or label(silent).confidence < 0.75
+
+
+def test_demo_failures_cover_every_category_and_mostly_match_the_simulator(
+    demo_workspace: Path,
+) -> None:
+    from trajectories.workspace import Workspace
+
+    ws = Workspace(demo_workspace)
+    failed = set(ws.frame().query("~success")["id"])
+    names = {c.name: c.key for c in TAX.categories}
+    found: set[str] = set()
+    agree = total = 0
+    for batch in ws.iter_payload_batches():
+        for tid, payload, _ in batch:
+            if tid not in failed:
+                continue
+            t = Trajectory.model_validate_json(payload)
+            result = label(t)
+            found.add(result.category)
+            intended = (t.model_extra or {}).get("simulated_failure")
+            if intended:
+                total += 1
+                agree += result.category == names[intended]
+    assert found == set(TAX.keys)
+    # The simulator's intended category is a noisy reference; this floor guards regressions.
+    assert total > 100 and agree / total >= 0.6
