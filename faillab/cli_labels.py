@@ -71,12 +71,14 @@ def labels() -> None:
               show_default=True)
 @click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="File to write (default: standard output).")
+@click.option("--prelabels/--no-prelabels", default=True, show_default=True,
+              help="Also export the LLM/heuristic pre-labels (source llm).")
 @workspace_option
-def export_cmd(fmt: str, output: Path | None, workspace: Path | None) -> None:
-    """Every stored label (superseded ones too), oldest first."""
+def export_cmd(fmt: str, output: Path | None, prelabels: bool, workspace: Path | None) -> None:
+    """Every stored label (superseded ones too), oldest first, then the pre-labels."""
     store = open_annotations(workspace)
     try:
-        text = export_labels(store, fmt)
+        text = export_labels(store, fmt, include_prelabels=prelabels)
     finally:
         store.close()
     if output is None:

@@ -46,8 +46,10 @@ _FALSE = {"0", "false", "invalid", "no"}
 # -- export ---------------------------------------------------------------------------------
 
 
-def export_labels(store: Store, fmt: str = "csv") -> str:
-    """Every stored label (superseded ones too) as CSV or JSONL text, oldest first."""
+def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = True) -> str:
+    """Every stored label (superseded ones too) as CSV or JSONL text, oldest first, followed
+    by the LLM pre-labels (source ``llm``; ``annotator`` names the labeller and model, which
+    import ignores for LLM rows; ``note`` carries the rationale)."""
     rows = [
         {
             "trajectory_id": label.trajectory_id,
@@ -63,6 +65,22 @@ def export_labels(store: Store, fmt: str = "csv") -> str:
         }
         for label in store.all_labels()
     ]
+    if include_prelabels:
+        rows += [
+            {
+                "trajectory_id": p["trajectory_id"],
+                "annotator": p["labeller"],
+                "source": "llm",
+                "category": p["category"],
+                "secondary_category": p["secondary_category"],
+                "first_error_step": p["first_error_step"],
+                "confidence": p["confidence"],
+                "note": p["rationale"],
+                "taxonomy_version": p["taxonomy_version"],
+                "created_at": p["created_at"].isoformat(),
+            }
+            for p in store.successful_prelabels()
+        ]
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt != "csv":

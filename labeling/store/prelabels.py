@@ -104,6 +104,29 @@ class PrelabelsMixin(StoreBase):
         with self._write() as s:
             s.execute(stmt)
 
+    def successful_prelabels(self) -> list[dict[str, Any]]:
+        """Every pre-label that produced a category, oldest first (for exports)."""
+        with self._read() as s:
+            rows = s.scalars(
+                select(PrelabelRow)
+                .where(PrelabelRow.category.is_not(None), PrelabelRow.error.is_(None))
+                .order_by(PrelabelRow.created_at, PrelabelRow.id)
+            )
+            return [
+                {
+                    "trajectory_id": r.trajectory_id,
+                    "labeller": f"{r.labeller or r.model}:{r.model}",
+                    "category": r.category,
+                    "secondary_category": r.secondary_category,
+                    "first_error_step": r.first_error_step,
+                    "confidence": r.confidence,
+                    "rationale": r.rationale,
+                    "taxonomy_version": r.taxonomy_version,
+                    "created_at": r.created_at,
+                }
+                for r in rows
+            ]
+
     def prelabel_count(self) -> int:
         with self._read() as s:
             return s.scalar(select(func.count()).select_from(PrelabelRow)) or 0

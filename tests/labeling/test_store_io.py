@@ -209,3 +209,22 @@ def test_judgment_file_errors(audit: Store, tmp_path: Path) -> None:
             reasons={"ambiguous", "wrong_gt"},
         )
     assert audit.audit_judgments("validity-1") == []
+
+
+def test_export_includes_llm_prelabels_with_their_rationale(store: Store) -> None:
+    from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+
+    _seed(store)
+    key = PrelabelKey("t3", "v1", "rules-1", "heuristic")
+    result = LabelResult("other", 0.4, 3, "step 3: a guess", "heuristic", "1")
+    store.save_prelabel(PrelabelRecord(key, result))
+    store.save_prelabel(PrelabelRecord(PrelabelKey("t1", "v1", "rules-1", "heuristic"), None,
+                                       error="timeout"))  # failures are not labels
+    rows = list(csv.DictReader(io.StringIO(export_labels(store, "csv"))))
+    llm = [r for r in rows if r["trajectory_id"] == "t3"]
+    assert len(llm) == 1 and len(rows) == 3
+    assert llm[0]["source"] == "llm" and llm[0]["category"] == "other"
+    assert llm[0]["note"] == "step 3: a guess" and llm[0]["first_error_step"] == "3"
+    assert llm[0]["annotator"] == "heuristic:heuristic"
+    assert len(list(csv.DictReader(io.StringIO(
+        export_labels(store, "csv", include_prelabels=False))))) == 2
