@@ -25,13 +25,24 @@ Priority order (used to choose among signals of comparable strength, i.e. within
    identifiers unused 0.70; both ICD families found, one hardcoded 0.65; icd_version filter the
    question does not ask for 0.55; dictionary lookup then no code filter at all 0.50; empty
    final answer with an equality literal never seen in any output 0.45.
+   With a reference SQL: final identifiers equal to the reference's silence every code rule;
+   over the same tables, only one ICD family where the reference needs both 0.65, another
+   dictionary entry 0.60, a subset of the reference's identifiers 0.55. The icd_version rule
+   looks at the last version-filtered query only, and not at one covering both versions or
+   restricting to the version the reference restricts to.
 6. SQL Logic Error - right rows, wrong multiplicity 0.70; COUNT without DISTINCT over a JOIN
    when counting patients/admissions 0.60; final query fails and no answer 0.55; expected rows
    plus extra rows 0.50; reference needs DISTINCT, final query lacks it 0.50; expected rows
    inside wider extra rows 0.45; a strict subset of rows 0.40; temporal question without any
    time ordering/comparison 0.40; empty final answer otherwise 0.35.
-7. Semantic Misunderstanding - final query reads other (non-dictionary) tables than the
-   reference needs 0.50; otherwise the fallback guess 0.30 (0.20 with no steps at all).
+   Against a reference SQL over the same tables and identifiers (SQL inside Python cells
+   included): COUNT over rows where it counts DISTINCT 0.65; other GROUP BY keys 0.60; another
+   time window (INTERVAL) 0.60; time ordering replaced by a non-time key 0.55; a join on
+   subject_id alone where it links by hadm_id 0.50; a missing temporal condition 0.50; an extra
+   one 0.45. COUNT over a JOIN is not flagged when the reference counts joined rows too.
+7. Semantic Misunderstanding - final query reads other base tables (not dictionaries, not CTE
+   names) than the reference needs 0.50; otherwise the fallback guess 0.30 (0.20 with no
+   steps at all).
 
 The strongest other category (>= 0.40) becomes ``secondary_category``; competing explanations
 cost the primary 0.10 (a rival within 0.10) or 0.05 (any rival >= 0.50).
@@ -162,12 +173,14 @@ class HeuristicLabeller:
         if views is None:
             views = sg.action_views(trajectory)
         question = trajectory.task.question if isinstance(trajectory.task.question, str) else ""
+        ref = trajectory.task.reference_sql
+        reference = ref if isinstance(ref, str) else None
         ans = sg.answers(trajectory)
         detectors: list[_Detector] = [
             lambda v, t: sg.detect_variable_scope(v),
             sg.detect_loop,
             lambda v, t: sg.detect_answer_format(t, ans),
-            lambda v, t: sg.detect_code_lookup(v, question),
+            lambda v, t: sg.detect_code_lookup(v, question, reference),
             lambda v, t: sg.detect_sql_logic(v, t, ans),
             sg.detect_semantic,
         ]

@@ -694,3 +694,154 @@ def test_demo_failures_cover_every_category_and_mostly_match_the_simulator(
     assert found == set(TAX.keys)
     # The simulator's intended category is a noisy reference; this floor guards regressions.
     assert total > 100 and agree / total >= 0.6
+
+
+# ------------------------------------------------ rules checked against the reference SQL
+
+_BOTH_VERSIONS = (
+    "((d.icd_version = 9 AND d.icd_code IN ('51881')) OR "
+    "(d.icd_version = 10 AND d.icd_code IN ('J9601')))"
+)
+_DRUG_REF = (
+    "WITH adm AS (SELECT d.hadm_id FROM diagnoses_icd d WHERE " + _BOTH_VERSIONS + ")\n"
+    "SELECT p.drug, COUNT(DISTINCT p.hadm_id) AS n FROM prescriptions p "
+    "JOIN adm ON adm.hadm_id = p.hadm_id GROUP BY p.drug ORDER BY n DESC LIMIT 5"
+)
+
+
+def test_version_filter_covering_both_versions_is_not_a_code_error() -> None:
+    # Old: any icd_version = 9 in the SQL read as "restricts to ICD-9"; here both versions are
+    # covered and the real mistake is COUNT(*) over a join the reference counts DISTINCT.
+    final = (
+        "SELECT p.drug, COUNT(*) AS n FROM prescriptions p JOIN diagnoses_icd d "
+        "ON d.hadm_id = p.hadm_id WHERE " + _BOTH_VERSIONS + " GROUP BY p.drug "
+        "ORDER BY n DESC LIMIT 5"
+    )
+    t = traj(
+        [user("Which five drugs were prescribed in the most admissions with respiratory failure?"),
+         sql("SELECT icd_code, icd_version FROM d_icd_diagnoses WHERE long_title ILIKE '%resp%'",
+             "icd_code | icd_version\n51881 | 9\nJ9601 | 10"),
+         sql(final, "drug | n\nHeparin | 1419")],
+        question="Which five drugs were prescribed in the most admissions with respiratory "
+        "failure?",
+        ground_truth=[["Heparin", 303]], final_answer=[["Heparin", 1419]],
+        reference_sql=_DRUG_REF,
+    )
+    result = label(t)
+    assert result.category == "sql_logic_error"
+    assert "DISTINCT" in result.rationale
+    assert "restricts to ICD" not in result.rationale
+
+
+def test_version_filter_the_reference_shares_is_not_a_code_error() -> None:
+    ref = ("SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd "
+           "WHERE icd_version = 10 AND icd_code = 'J449'")
+    final = "SELECT COUNT(hadm_id) FROM diagnoses_icd WHERE icd_version = 10 AND icd_code = 'J449'"
+    t = traj([user("How many admissions had COPD coded?"), sql(final, "[(40,)]")],
+             question="How many admissions had COPD coded?", ground_truth=[[31]],
+             final_answer=[[40]], reference_sql=ref)
+    result = label(t)
+    assert result.category == "sql_logic_error"
+    assert "ICD" not in result.rationale.split("Also possible")[0]
+    # Without a reference the one-version filter is still flagged.
+    bare = traj([user("How many admissions had COPD coded?"), sql(final, "[(40,)]")],
+                question="How many admissions had COPD coded?", ground_truth=[[31]],
+                final_answer=[[40]])
+    assert any("restricts to ICD-10" in s.rationale for s in HeuristicLabeller().signals(bare))
+
+
+def test_version_named_in_the_question_is_not_flagged() -> None:
+    t = traj([user("q"), sql("SELECT COUNT(*) FROM diagnoses_icd WHERE icd_version = 9", "[(3,)]")],
+             question="How many diagnoses use version 9 of the ICD?")
+    assert not any("restricts to ICD" in s.rationale for s in HeuristicLabeller().signals(t))
+
+
+def test_final_codes_equal_to_reference_codes_silence_code_rules() -> None:
+    # The agent tried a dotted code first, then used exactly the reference's codes: the answer
+    # query was grounded right, so its error is the temporal window, not the code.
+    ref = ("SELECT MAX(c.valuenum) FROM chartevents c JOIN icustays s ON s.stay_id = c.stay_id "
+           "WHERE c.itemid = 226101 AND c.charttime < s.intime + INTERVAL 12 HOUR")
+    final = ref.replace("12 HOUR", "12 DAY")
+    t = traj([user("q"),
+              sql("SELECT * FROM diagnoses_icd WHERE icd_code = '428.0'", "[]"),
+              sql(final, "[(131,)]")],
+             question="What was the highest heart rate in the first 12 hours of the ICU stay?",
+             ground_truth=[[118]], final_answer=[[131]], reference_sql=ref)
+    result = label(t)
+    assert result.category == "sql_logic_error"
+    assert "12 day" in result.rationale and "12 hour" in result.rationale
+    assert not any(s.category == "medical_code_lookup_error"
+                   for s in HeuristicLabeller().signals(t))
+
+
+def test_other_identifier_than_the_reference_is_code_lookup() -> None:
+    ref = "SELECT ROUND(AVG(valuenum), 2) FROM chartevents WHERE itemid = 226104"
+    t = traj([user("q"), sql(ref.replace("226104", "226110"), "[(119.5,)]")],
+             question="Average non-invasive systolic blood pressure?", ground_truth=[[120.1]],
+             final_answer=[[119.5]], reference_sql=ref)
+    result = label(t)
+    assert result.category == "medical_code_lookup_error"
+    assert "226110" in result.rationale
+
+
+def test_one_icd_family_when_the_reference_needs_both_is_code_lookup() -> None:
+    final = ("SELECT COUNT(DISTINCT d.hadm_id) FROM diagnoses_icd d "
+             "WHERE d.icd_code IN ('J9601')")
+    ref = "SELECT COUNT(DISTINCT d.hadm_id) FROM diagnoses_icd d WHERE " + _BOTH_VERSIONS
+    t = traj([user("q"), sql(final, "[(4,)]")], question="How many admissions?",
+             ground_truth=[[9]], final_answer=[[4]], reference_sql=ref)
+    result = label(t)
+    assert result.category == "medical_code_lookup_error"
+    assert "ICD-10" in result.rationale and "51881" in result.rationale
+
+
+def test_count_over_join_is_fine_when_the_reference_counts_joined_rows_too() -> None:
+    # Old: "admission" in the question plus COUNT(*) over a JOIN was always SQL logic.
+    ref = ("SELECT p.drug, COUNT(*) AS n FROM prescriptions p JOIN admissions a "
+           "ON a.hadm_id = p.hadm_id WHERE a.subject_id = 1 GROUP BY p.drug")
+    t = traj([user("q"), sql(ref.replace("= 1", "= 2"), "drug | n\nHeparin | 3")],
+             question="Which drugs were prescribed in patient 1's first admission, and how often?",
+             ground_truth=[["Aspirin", 2]], final_answer=[["Heparin", 3]], reference_sql=ref)
+    assert not any("COUNT without DISTINCT" in s.rationale
+                   for s in HeuristicLabeller().signals(t))
+
+
+def test_grouping_or_time_ordering_unlike_the_reference_is_sql_logic() -> None:
+    ref = ("SELECT ROUND(AVG(c.valuenum), 2) FROM chartevents c JOIN icustays i "
+           "ON i.stay_id = c.stay_id WHERE c.itemid = 226104")
+    per_stay = ("SELECT ROUND(AVG(m), 2) FROM (SELECT c.stay_id, AVG(c.valuenum) AS m "
+                "FROM chartevents c JOIN icustays i ON i.stay_id = c.stay_id "
+                "WHERE c.itemid = 226104 GROUP BY c.stay_id) x")
+    t = traj([user("q"), sql(per_stay, "[(119.5,)]")], question="Average systolic pressure?",
+             ground_truth=[[119.9]], final_answer=[[119.5]], reference_sql=ref)
+    result = label(t)
+    assert result.category == "sql_logic_error" and "groups by stay_id" in result.rationale
+
+    ref2 = ("SELECT a.insurance FROM admissions a WHERE a.subject_id = 7 "
+            "ORDER BY a.admittime DESC LIMIT 1")
+    t2 = traj([user("q"), sql(ref2.replace("a.admittime", "a.hadm_id"), "[('Medicaid',)]")],
+              question="Insurance at patient 7's most recent admission?",
+              ground_truth=[["Medicare"]], final_answer=[["Medicaid"]], reference_sql=ref2)
+    result2 = label(t2)
+    assert result2.category == "sql_logic_error" and "orders by hadm_id" in result2.rationale
+
+
+def test_sql_inside_a_python_cell_is_compared_with_the_reference() -> None:
+    ref = ("SELECT COUNT(DISTINCT a.subject_id) FROM admissions a JOIN drgcodes g "
+           "ON g.hadm_id = a.hadm_id WHERE g.drg_severity = 3")
+    cell = 'df = con.sql("""\n' + ref.replace("COUNT(DISTINCT a.subject_id)", "COUNT(*)") + \
+        '\n""").df()\nprint(df)'
+    t = traj([user("q"), py(cell, "   n\n0  812")], question="How many distinct patients?",
+             ground_truth=[[301]], final_answer=[[812]], reference_sql=ref)
+    result = label(t)
+    assert result.category == "sql_logic_error" and "DISTINCT" in result.rationale
+
+
+def test_cte_names_are_not_tables_for_the_semantic_rule() -> None:
+    ref = ("WITH dx AS (SELECT hadm_id FROM diagnoses_icd WHERE icd_code = 'J449') "
+           "SELECT COUNT(*) FROM admissions a JOIN dx ON dx.hadm_id = a.hadm_id")
+    final = ref.replace("dx", "cohort")
+    t = traj([user("q"), sql(final, "[(5,)]")], question="How many?", ground_truth=[[4]],
+             final_answer=[[5]], reference_sql=ref)
+    assert not any(s.category == "semantic_misunderstanding"
+                   for s in HeuristicLabeller().signals(t))

@@ -252,3 +252,40 @@ def _lookup_dict(view: ActionView) -> str | None:
         if table in DICTIONARY_TABLES:
             return table
     return None
+
+
+# SQL passed as a string literal inside a Python cell (con.sql("""SELECT ..."""), pd.read_sql).
+_RE_PY_SQL = re.compile(
+    r"(\"\"\"|'''|\"|')\s*((?:select|with)\b(?:(?!\1).){10,}?)\1", re.I | re.S
+)
+_RE_ITEMID_FILTER = re.compile(r"\bitemid\s*(?:=\s*(\d+)|in\s*\(([^()]*)\))", re.I)
+_RE_ICD_FILTER = re.compile(
+    r"\bicd_code\s*(?:=\s*'([^']*)'|in\s*\(([^()]*)\)|like\s*'([^']*)')", re.I
+)
+_RE_INT = re.compile(r"\b\d+\b")
+
+
+def query_text(view: ActionView) -> str | None:
+    """The SQL an action ran: its own SQL, else the last SQL string literal in a Python cell."""
+    if view.sql:
+        return view.sql
+    if view.python and ("select" in view.python.lower()):
+        found = _RE_PY_SQL.findall(view.python)
+        if found:
+            return str(found[-1][1])
+    return None
+
+
+def code_literals(sql: str | None) -> frozenset[str]:
+    """Identifier literals a query filters on: itemids and ICD codes (upper-cased)."""
+    if not sql:
+        return frozenset()
+    out: set[str] = set()
+    for single, group in _RE_ITEMID_FILTER.findall(sql):
+        out.update(_RE_INT.findall(single or group))
+    for eq, group, like in _RE_ICD_FILTER.findall(sql):
+        if group:
+            out.update(q.strip().upper() for q in _RE_QUOTED.findall(group))
+        else:
+            out.add((eq or like).strip().upper())
+    return frozenset(out)

@@ -14,7 +14,9 @@ from labeling.prelabel.signals._common import (
     Signal,
     _cite,
     _lookup_dict,
+    code_literals,
 )
+from labeling.prelabel.signals._reference import compare_with_reference
 
 _ICD_DICTS = frozenset({"d_icd_diagnoses", "d_icd_procedures"})
 _RE_NUMBER_LIT = re.compile(r"\b\d+(?:\.\d+)?\b")
@@ -24,7 +26,12 @@ _RE_DOTTED_ICD = re.compile(
     r"'\s*(\d{3}\.\d{1,2}|[VE]\d{2,3}\.\d{1,2}|[A-Z]\d{2}\.[A-Z0-9]{1,4})\s*'"
 )
 _RE_ICD_VERSION = re.compile(r"\bicd_version\s*(?:=|==)\s*'?(9|10)\b", re.I)
-_RE_QUESTION_VERSION = re.compile(r"icd[\s\-_]?(?:9|10)\b|\bicd(?:9|10)", re.I)
+_RE_SUBQUERY_IDS = re.compile(r"\b(?:itemid|icd_code)\s+in\s*\(\s*select\b", re.I)
+_RE_ICD_VERSION_IN = re.compile(r"\bicd_version\s+in\s*\(([^()]*)\)", re.I)
+_RE_QUESTION_VERSION = re.compile(
+    r"icd[\s\-_]?(?:9|10)\b|\bicd(?:9|10)|\bversion\s*(?:9|10)\b|\b(?:ninth|tenth)\s+revision",
+    re.I,
+)
 
 
 def _looked_up_codes(view: ActionView, dict_table: str) -> set[str]:
@@ -50,6 +57,47 @@ def _literals(sql: str) -> set[str]:
     return out
 
 
+def _versions(sql: str) -> frozenset[str]:
+    """ICD versions a query selects by an icd_version filter (empty: no version filter)."""
+    found = set(_RE_ICD_VERSION.findall(sql))
+    for group in _RE_ICD_VERSION_IN.findall(sql):
+        found.update(re.findall(r"\b(?:9|10)\b", group))
+    return frozenset(found)
+
+
+def _version_restriction(
+    sql_views: list[ActionView], reference: str | None
+) -> tuple[ActionView, str] | None:
+    """The query where an ICD-version restriction that reaches the answer starts.
+
+    Only the last query with an icd_version filter counts (earlier ones were revised); it must
+    select one version (``(icd_version = 9 AND ...) OR (icd_version = 10 AND ...)`` covers
+    both), no later query may filter on codes of both families, and the reference SQL, when
+    known, must not restrict to that same version.
+    """
+    ok = [v for v in sql_views if not v.error]
+    tagged = [(v, _versions(v.sql or "")) for v in ok]
+    tagged = [(v, ver) for v, ver in tagged if ver]
+    if not tagged:
+        return None
+    last, versions = tagged[-1]
+    if len(versions) != 1:
+        return None
+    if isinstance(reference, str) and _versions(reference) == versions:
+        return None
+    for w in ok:
+        if w.index > last.index:
+            fams = {f for c in code_literals(w.sql) if (f := _icd_family(c))}
+            if len(fams) == 2:
+                return None
+    first = last
+    for v, ver in reversed(tagged):
+        if ver != versions:
+            break
+        first = v
+    return first, next(iter(versions))
+
+
 def _icd_family(code: str) -> str | None:
     if code[:1].isdigit():
         return "ICD-9"
@@ -60,7 +108,50 @@ def _icd_family(code: str) -> str | None:
     return None
 
 
-def detect_code_lookup(views: list[ActionView], question: str) -> list[Signal]:
+def _against_reference(views: list[ActionView], reference: str | None) -> list[Signal] | None:
+    """Identifiers of the final query against the reference SQL's: ``[]`` when they are the
+    same (the codes were grounded right, so no code rule should fire), signals when they
+    differ over the same tables, ``None`` when the reference says nothing either way."""
+    cmp = compare_with_reference(views, reference)
+    if cmp is None or not cmp.final_codes:
+        return None
+    got, want = cmp.final_codes, cmp.reference_codes
+    if got == want:
+        return []
+    if not cmp.same_tables or not want:
+        return None
+    missing, extra = sorted(want - got), sorted(got - want)
+    if extra and _RE_SUBQUERY_IDS.search(cmp.reference):
+        return None  # the reference resolves some identifiers by name: which ones is unknown
+    got_fams = {f for c in got if (f := _icd_family(c))}
+    missing_fams = {f for c in missing if (f := _icd_family(c))}
+    if not extra and len(got_fams) == 1 and missing_fams and not missing_fams & got_fams:
+        conf = 0.65
+        detail = (
+            f"uses only {next(iter(got_fams))} codes; the reference also needs "
+            f"{', '.join(missing[:5])} ({', '.join(sorted(missing_fams))})."
+        )
+    elif not extra:
+        conf = 0.55
+        detail = (
+            f"uses {len(got)} of the reference's identifiers, without "
+            f"{', '.join(missing[:5])}."
+        )
+    else:
+        conf = 0.6
+        detail = (
+            f"filters on {', '.join(extra[:5])} where the reference uses "
+            f"{', '.join(missing[:5]) or 'other identifiers'}: another dictionary entry."
+        )
+    return [Signal(CODE_LOOKUP, conf, cmp.final.index, _cite(cmp.final, detail))]
+
+
+def detect_code_lookup(
+    views: list[ActionView], question: str, reference: str | None = None
+) -> list[Signal]:
+    by_reference = _against_reference(views, reference)
+    if by_reference is not None:
+        return by_reference
     signals: list[Signal] = []
     sql_views = [v for v in views if v.sql]
 
@@ -86,22 +177,21 @@ def detect_code_lookup(views: list[ActionView], question: str) -> list[Signal]:
             break
 
     if not _RE_QUESTION_VERSION.search(question or ""):
-        for v in sql_views:
-            version = _RE_ICD_VERSION.search(v.sql or "")
-            if version and not v.error:
-                signals.append(
-                    Signal(
-                        CODE_LOOKUP,
-                        0.55,
-                        v.index,
-                        _cite(
-                            v,
-                            f"restricts to ICD-{version.group(1)} although the question "
-                            "names no ICD version.",
-                        ),
-                    )
+        restricted = _version_restriction(sql_views, reference)
+        if restricted is not None:
+            v, version = restricted
+            signals.append(
+                Signal(
+                    CODE_LOOKUP,
+                    0.55,
+                    v.index,
+                    _cite(
+                        v,
+                        f"restricts to ICD-{version} although the question names no ICD "
+                        "version.",
+                    ),
                 )
-                break
+            )
 
     lookups_seen = 0
     for pos, v in enumerate(views):
@@ -156,10 +246,14 @@ def detect_code_lookup(views: list[ActionView], question: str) -> list[Signal]:
             final_sql = later[-1].sql or ""
             used = _literals(final_sql) & {c.upper() for c in codes}
             used_families = {f for c in used if (f := _icd_family(c))}
+            ref_families = {
+                f for c in code_literals(reference) if (f := _icd_family(c))
+            }
             if (
                 len(families) == 2
                 and len(used_families) == 1
                 and dict_table not in later[-1].tables
+                and ref_families != used_families  # the reference keeps to one family too
             ):
                 only = next(iter(used_families))
                 signals.append(

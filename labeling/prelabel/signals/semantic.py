@@ -10,8 +10,8 @@ from labeling.prelabel.signals._common import (
     Signal,
     _cite,
     _lookup_dict,
-    sql_tables,
 )
+from labeling.prelabel.signals._reference import base_tables
 from trajectories.model import Trajectory
 
 
@@ -21,8 +21,9 @@ def detect_semantic(views: list[ActionView], trajectory: Trajectory) -> list[Sig
     if not isinstance(ref, str) or not sql_views:
         return []
     final = sql_views[-1]
-    ref_tables = sql_tables(ref) - set(DICTIONARY_TABLES)
-    got_tables = final.tables - set(DICTIONARY_TABLES)
+    # CTE names are the agent's own: only base tables tell which clinical entity is read.
+    ref_tables = base_tables(ref)
+    got_tables = base_tables(final.sql or "") - set(DICTIONARY_TABLES)
     missing, extra = ref_tables - got_tables, got_tables - ref_tables
     if not (missing and extra):
         return []

@@ -23,6 +23,17 @@ from labeling.prelabel.signals._common import (
     has_final_answer,
     snippet,
 )
+from labeling.prelabel.signals._reference import (
+    compare_with_reference,
+    counts_distinct,
+    counts_rows,
+    group_keys,
+    intervals,
+    is_time_key,
+    join_keys,
+    order_keys,
+    time_comparisons,
+)
 from trajectories.model import Trajectory
 
 _RE_COUNT_NONDISTINCT = re.compile(r"\bcount\s*\(\s*(?!distinct\b)", re.I)
@@ -68,6 +79,78 @@ def _ungrounded_literal(
         first = next((v for v in sql_views if lit in (v.sql or "")), sql_views[-1])
         return lit, first
     return None
+
+
+def _reference_mechanics(views: list[ActionView], reference: object) -> list[Signal]:
+    """Same tables, same identifiers, other mechanics than the reference SQL: SQL logic.
+
+    Only differences that the texts show unambiguously are reported: COUNT over rows where the
+    reference counts DISTINCT, other GROUP BY keys, time ordering replaced by a non-time key,
+    missing, extra or different temporal filters. A flipped sort direction on the same time key
+    is not reported: "first" read as "last" is as much a misreading as a query mistake.
+    """
+    cmp = compare_with_reference(views, reference)
+    if cmp is None or not cmp.same_tables:
+        return []
+    if cmp.reference_codes and cmp.final_codes != cmp.reference_codes:
+        return []  # other identifiers: the code-lookup rules judge that difference
+    final, ref, v = cmp.final_sql, cmp.reference, cmp.final
+    found: list[tuple[float, str]] = []
+    if counts_distinct(ref) and not counts_distinct(final) and counts_rows(final):
+        found.append((0.65, "counts rows where the reference counts DISTINCT units"))
+    ref_groups, got_groups = group_keys(ref), group_keys(final)
+    if ref_groups is not None and got_groups is not None and ref_groups != got_groups:
+        want = "; ".join(sorted(", ".join(sorted(g)) for g in ref_groups)) or "none"
+        got = "; ".join(sorted(", ".join(sorted(g)) for g in got_groups)) or "none"
+        found.append((0.6, f"groups by {got} where the reference groups by {want}"))
+    got_join = join_keys(final)
+    if got_join == {"subject_id"} and "hadm_id" in ref.lower() and "hadm_id" not in got_join:
+        found.append(
+            (
+                0.5,
+                "joins on subject_id alone where the reference links rows by hadm_id (rows "
+                "from the patient's other admissions join in)",
+            )
+        )
+    ref_time_keys = {k for k, _ in order_keys(ref) if is_time_key(k)}
+    got_keys = order_keys(final)
+    if ref_time_keys and got_keys and not ref_time_keys & {k for k, _ in got_keys}:
+        others = ", ".join(sorted({k for k, _ in got_keys}))
+        found.append(
+            (
+                0.55,
+                f"orders by {others} where the reference orders by time "
+                f"({', '.join(sorted(ref_time_keys))})",
+            )
+        )
+    ref_iv, got_iv = intervals(ref), intervals(final)
+    ref_tc, got_tc = time_comparisons(ref), time_comparisons(final)
+    if ref_iv and got_iv and ref_iv != got_iv:
+        want = ", ".join(f"{n} {u}" for n, u in sorted(ref_iv))
+        got = ", ".join(f"{n} {u}" for n, u in sorted(got_iv))
+        found.append((0.6, f"a time window of {got} where the reference uses {want}"))
+    elif ref_tc - got_tc:
+        found.append(
+            (0.5, f"no temporal condition on {', '.join(sorted(ref_tc - got_tc))} "
+             "where the reference has one")
+        )
+    elif got_tc - ref_tc:
+        found.append(
+            (0.45, f"an extra temporal condition on {', '.join(sorted(got_tc - ref_tc))} "
+             "that the reference does not have")
+        )
+    if not found:
+        return []
+    conf, detail = max(found)
+    detail = "; ".join(d for _, d in sorted(found, reverse=True))
+    return [
+        Signal(
+            SQL_LOGIC,
+            conf,
+            v.index,
+            _cite(v, f"same tables and identifiers as the reference SQL, but {detail}."),
+        )
+    ]
 
 
 def detect_sql_logic(
@@ -162,8 +245,16 @@ def detect_sql_logic(
                 )
             )
 
+    ref = trajectory.task.reference_sql
     count_sqls = [v for v in ok_sql if "count" in (v.sql or "").lower()]
-    if count_sqls and _RE_UNIT_WORDS.search(question):
+    # A reference that itself counts joined rows shows that rows are the unit asked for.
+    ref_counts_joined_rows = (
+        isinstance(ref, str)
+        and bool(_RE_JOIN.search(ref))
+        and counts_rows(ref)
+        and not counts_distinct(ref)
+    )
+    if count_sqls and _RE_UNIT_WORDS.search(question) and not ref_counts_joined_rows:
         last_count = count_sqls[-1]
         if _RE_JOIN.search(last_count.sql or "") and _RE_COUNT_NONDISTINCT.search(
             last_count.sql or ""
@@ -186,7 +277,6 @@ def detect_sql_logic(
                 )
             )
 
-    ref = trajectory.task.reference_sql
     if isinstance(ref, str) and last_sql and not last_sql.error:
         final = last_sql.sql or ""
         if (
@@ -215,6 +305,8 @@ def detect_sql_logic(
                 _cite(last_sql, "the final query fails: " + snippet(last_sql.observation, 70)),
             )
         )
+
+    signals.extend(_reference_mechanics(views, ref))
 
     if (
         ok_sql
