@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ class Taxonomy:
             "categories": [c.to_dict() for c in self.categories],
         }
 
-    @property
+    @cached_property  # hashed on every label; the taxonomy is frozen, so compute once
     def content_hash(self) -> str:
         canonical = json.dumps(
             self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labeling.prelabel.signals._common import (
     DICTIONARY_TABLES,
@@ -60,6 +61,7 @@ class ReferenceComparison:
     reference_codes: frozenset[str]
 
 
+@lru_cache(maxsize=4096)  # the same SQL recurs across steps and rollouts of a task
 def base_tables(sql: str) -> frozenset[str]:
     """Tables a query reads, without CTE names and dictionary tables."""
     ctes = {m.lower() for m in _RE_CTE_NAME.findall(sql)}
