@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from trajectories.sandbox import (
@@ -25,36 +23,9 @@ from trajectories.sandbox_isolated import (
     shutdown,
 )
 
-PATIENTS = [(1, "F", 70), (2, "M", 45), (3, "F", 33), (4, "M", 81), (5, "F", 59)]
-ADMISSIONS = [(10, 1, "EMERGENCY"), (11, 1, "ELECTIVE"), (12, 3, "URGENT")]
 # Builds a 1 GB string in one scalar call: DuckDB cannot interrupt it, and turning it into a
 # Python string takes seconds more, so only killing the worker stops it on time.
 UNINTERRUPTIBLE = "SELECT repeat('x', 1000000000)"
-
-
-@pytest.fixture()
-def duck_db(tmp_path: Path) -> Path:
-    path = tmp_path / "ehr.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE patients (subject_id INTEGER, gender VARCHAR, anchor_age INTEGER)")
-    con.executemany("INSERT INTO patients VALUES (?, ?, ?)", PATIENTS)
-    con.execute("CREATE TABLE admissions (hadm_id INTEGER, subject_id INTEGER, kind VARCHAR)")
-    con.executemany("INSERT INTO admissions VALUES (?, ?, ?)", ADMISSIONS)
-    con.close()
-    return path
-
-
-@pytest.fixture()
-def lite_db(tmp_path: Path) -> Path:
-    path = tmp_path / "ehr.sqlite"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE patients (subject_id INTEGER, gender TEXT, anchor_age INTEGER)")
-    con.executemany("INSERT INTO patients VALUES (?, ?, ?)", PATIENTS)
-    con.execute("CREATE TABLE admissions (hadm_id INTEGER, subject_id INTEGER, kind TEXT)")
-    con.executemany("INSERT INTO admissions VALUES (?, ?, ?)", ADMISSIONS)
-    con.commit()
-    con.close()
-    return path
 
 
 @pytest.fixture(params=["duck_db", "lite_db"])
