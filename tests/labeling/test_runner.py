@@ -285,13 +285,11 @@ def test_sync_labeller_runs_through_the_same_runner() -> None:
     assert (again.cached, again.labelled, again.failed) == (3, 0, 1)
 
 
-def test_real_heuristic_labeller_if_present() -> None:
-    heuristic = pytest.importorskip("labeling.prelabel.heuristic")
-    cls = getattr(heuristic, "HeuristicLabeller", None)
-    if cls is None:
-        pytest.skip("no HeuristicLabeller in labeling.prelabel.heuristic")
+def test_real_heuristic_labeller_runs_through_the_runner() -> None:
+    from labeling.prelabel.heuristic import HeuristicLabeller
+
     store = MemoryStore()
-    stats = run_prelabels_sync(make_trajectories(5), cls(), TAX, store)
+    stats = run_prelabels_sync(make_trajectories(5), HeuristicLabeller(), TAX, store)
     assert (stats.calls, stats.labelled, stats.failed) == (0, 5, 0)
     assert all(r.result is not None and r.result.category in TAX.keys for r in store.saves)
 
