@@ -19,6 +19,7 @@ import streamlit as st
 from app.auth import require_user
 from app.state import get_settings, get_store, workspace
 from labeling.prelabel.gemini import privacy_notice
+from labeling.prelabel.routing import prelabel_confidences, route_prelabels
 from labeling.prelabel.service import (
     LABELLERS,
     PrelabelOptions,
@@ -27,8 +28,6 @@ from labeling.prelabel.service import (
     launch_worker,
     load_run_taxonomy,
     mark_dead_run,
-    prelabel_confidences,
-    route_prelabels,
     run_log_path,
 )
 from labeling.store import PrelabelRun

@@ -5,9 +5,7 @@ options, runs it with the annotation store as the cache (so a second run, or a r
 a crash, pays only for what is missing) and keeps a ``prelabel_runs`` record up to date while it
 goes, so that another process (the app page) can poll the progress.
 
-``route_prelabels`` decides which pre-labelled items people see first; it follows the same rule
-as the annotation queues (``Store.next_items``): below-threshold items, least confident first,
-then items without a usable pre-label, then a seeded spot-check share of the confident ones.
+Which pre-labelled items people see first is decided in ``labeling.prelabel.routing``.
 
 Privacy interlock (one rule for every entry point, enforced here so that it cannot be skipped by
 calling the worker directly): the heuristic labeller never sends data anywhere. Any Gemini run,
@@ -40,7 +38,6 @@ from labeling.prelabel.runner import (
     estimate_cost_usd,
     run_prelabels,
 )
-from labeling.store.labels import unit_hash
 from taxonomy import Taxonomy, TaxonomyError, default_taxonomy, load_taxonomy
 from trajectories.model import Trajectory
 
@@ -56,7 +53,6 @@ __all__ = [
     "PrelabelOptions",
     "PrelabelOutcome",
     "PrelabelServiceError",
-    "ReviewRouting",
     "RunProgress",
     "build_labeller",
     "external_allowed_by_env",
@@ -65,10 +61,8 @@ __all__ = [
     "launch_worker",
     "load_run_taxonomy",
     "mark_dead_run",
-    "prelabel_confidences",
     "privacy_text",
     "require_consent",
-    "route_prelabels",
     "run_log_path",
     "run_prelabelling",
     "sends_data",
@@ -471,70 +465,3 @@ def mark_dead_run(store: Store, run: PrelabelRun, returncode: int | None) -> Pre
     if run.status != "running" or returncode is None:
         return run
     return store.update_prelabel_run(run.id, status="failed")
-
-
-# -- routing ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReviewRouting:
-    """Which pre-labelled items people see first, and which are left to the labeller."""
-
-    low_confidence: list[str]  # below the threshold, least confident first
-    unlabelled: list[str]  # no usable pre-label: people must label them
-    spot_check: list[str]  # a seeded sample of the confident ones, to keep the labeller honest
-    automatic: list[str]  # confident and not sampled
-
-    @property
-    def to_people(self) -> list[str]:
-        return self.low_confidence + self.unlabelled + self.spot_check
-
-
-def route_prelabels(
-    confidences: Mapping[str, float | None],
-    *,
-    threshold: float,
-    spot_check_share: float,
-    seed: int = 0,
-) -> ReviewRouting:
-    """Split items by pre-label confidence (``None``: no usable pre-label).
-
-    The spot-check sample uses the same stable hash as the annotation queues, so the items the
-    page counts are the items annotators get, and it does not change as more items arrive
-    except by adding to it."""
-    if not 0.0 <= spot_check_share <= 1.0:
-        raise ValueError("spot_check_share must be between 0 and 1")
-    low: list[tuple[float, str]] = []
-    unlabelled: list[str] = []
-    confident: list[str] = []
-    for tid, conf in confidences.items():
-        if conf is None:
-            unlabelled.append(tid)
-        elif conf < threshold:
-            low.append((conf, tid))
-        else:
-            confident.append(tid)
-    confident.sort(key=lambda tid: unit_hash(seed, tid))
-    n_spot = round(spot_check_share * len(confident))
-    return ReviewRouting(
-        low_confidence=[tid for _, tid in sorted(low)],
-        unlabelled=sorted(unlabelled),
-        spot_check=confident[:n_spot],
-        automatic=sorted(confident[n_spot:]),
-    )
-
-
-def prelabel_confidences(
-    store: Store,
-    trajectory_ids: Iterable[str],
-    options: PrelabelOptions,
-    taxonomy: Taxonomy,
-) -> dict[str, PrelabelRecord | None]:
-    """The stored pre-label of each trajectory for this labeller and taxonomy (None: none yet).
-
-    One cache lookup per item: the store has no bulk read of pre-labels yet."""
-    _name, model, prompt_version = labeller_identity(options)
-    out: dict[str, PrelabelRecord | None] = {}
-    for tid in trajectory_ids:
-        out[tid] = store.get_prelabel(PrelabelKey(tid, taxonomy.version, prompt_version, model))
-    return out

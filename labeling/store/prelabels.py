@@ -40,6 +40,28 @@ def _run_record(row: PrelabelRunRow) -> PrelabelRun:
     )
 
 
+def _prelabel_record(row: PrelabelRow, key: PrelabelKey) -> PrelabelRecord:
+    result = None
+    if row.category is not None and row.error is None:
+        result = LabelResult(
+            category=row.category,
+            confidence=row.confidence if row.confidence is not None else 0.0,
+            first_error_step=row.first_error_step,
+            rationale=row.rationale or "",
+            labeller=row.labeller or "",
+            labeller_version=row.labeller_version or "",
+            secondary_category=row.secondary_category,
+        )
+    return PrelabelRecord(
+        key=key,
+        result=result,
+        error=row.error,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        attempts=row.attempts,
+    )
+
+
 class PrelabelsMixin(StoreBase):
     def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None:
         with self._read() as s:
@@ -51,27 +73,27 @@ class PrelabelsMixin(StoreBase):
                     PrelabelRow.model == key.model,
                 )
             ).first()
-            if row is None:
-                return None
-            result = None
-            if row.category is not None and row.error is None:
-                result = LabelResult(
-                    category=row.category,
-                    confidence=row.confidence if row.confidence is not None else 0.0,
-                    first_error_step=row.first_error_step,
-                    rationale=row.rationale or "",
-                    labeller=row.labeller or "",
-                    labeller_version=row.labeller_version or "",
-                    secondary_category=row.secondary_category,
+            return _prelabel_record(row, key) if row is not None else None
+
+    def get_prelabels(
+        self, taxonomy_version: str, prompt_version: str, model: str
+    ) -> dict[str, PrelabelRecord]:
+        """Every cached pre-label of one labeller configuration, by trajectory id, in one read
+        (pages that summarise a whole workspace must not query per item)."""
+        with self._read() as s:
+            rows = s.scalars(
+                select(PrelabelRow).where(
+                    PrelabelRow.taxonomy_version == taxonomy_version,
+                    PrelabelRow.prompt_version == prompt_version,
+                    PrelabelRow.model == model,
                 )
-            return PrelabelRecord(
-                key=key,
-                result=result,
-                error=row.error,
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                attempts=row.attempts,
             )
+            return {
+                row.trajectory_id: _prelabel_record(
+                    row, PrelabelKey(row.trajectory_id, taxonomy_version, prompt_version, model)
+                )
+                for row in rows
+            }
 
     def save_prelabel(self, record: PrelabelRecord) -> None:
         """Insert or replace the pre-label for `record.key` (one atomic upsert statement)."""

@@ -15,15 +15,14 @@ from pathlib import Path
 import pytest
 
 from labeling.prelabel.fake_gemini import FakeGemini
+from labeling.prelabel.routing import prelabel_confidences, route_prelabels
 from labeling.prelabel.runner import PrelabelRunAborted
 from labeling.prelabel.service import (
     ConsentRequiredError,
     PrelabelOptions,
     PrelabelServiceError,
     failed_trajectories,
-    prelabel_confidences,
     require_consent,
-    route_prelabels,
     run_prelabelling,
     worker_command,
 )

@@ -40,3 +40,16 @@ def test_run_progress(store: Store) -> None:
     with pytest.raises(StoreError):
         store.update_prelabel_run(run_id, status="paused")
     assert store.get_prelabel_run(999) is None
+
+
+def test_get_prelabels_reads_one_configuration_in_bulk(store: Store) -> None:
+    for tid in ("a", "b"):
+        store.save_prelabel(PrelabelRecord(PrelabelKey(tid, "v1", "p1", "m1"),
+                                           LabelResult("x", 0.5, 1, "r", "h", "1")))
+    store.save_prelabel(PrelabelRecord(PrelabelKey("c", "v1", "p1", "m1"), None, error="boom"))
+    store.save_prelabel(PrelabelRecord(PrelabelKey("a", "v1", "p1", "other-model"),
+                                       LabelResult("y", 0.9, None, "r", "h", "1")))
+    found = store.get_prelabels("v1", "p1", "m1")
+    assert set(found) == {"a", "b", "c"}
+    assert found["a"] == store.get_prelabel(PrelabelKey("a", "v1", "p1", "m1"))
+    assert found["c"].result is None and found["c"].error == "boom"
