@@ -2,20 +2,30 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-10)
+HASH := $(shell cat pyproject.toml | sha1sum | cut -c1-10)
+APP_STAMP := $(VENV)/.installed-app-$(HASH)
+DEV_STAMP := $(VENV)/.installed-dev-$(HASH)
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 WORKSPACE ?= workspace
 PORT ?= 8501
 
-.PHONY: run test install browser postgres lint bench demo clean
+.PHONY: run test install install-dev browser postgres lint bench demo clean
 
-$(STAMP): pyproject.toml
+# `make run` installs only what the app needs; `make test` adds the developer tools on top.
+$(APP_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	@rm -f $(VENV)/.installed-*
+	$(PIP) -e .
+	@rm -f $(VENV)/.installed-app-*
 	@touch $@
 
-install: $(STAMP)
+$(DEV_STAMP): $(APP_STAMP)
+	$(PIP) -e '.[dev]'
+	@rm -f $(VENV)/.installed-dev-*
+	@touch $@
+
+install: $(APP_STAMP)
+
+install-dev: $(DEV_STAMP)
 
 ## make run: set up, build the demo workspace when absent, serve http://localhost:$(PORT)
 run: install
@@ -23,7 +33,7 @@ run: install
 	$(BIN)/faillab serve --workspace $(WORKSPACE) --port $(PORT)
 
 ## make test: set up everything the tests need (chromium, PostgreSQL) and run the whole suite
-test: install browser postgres
+test: install-dev browser postgres
 	$(BIN)/python -m pytest
 
 browser:
@@ -32,7 +42,7 @@ browser:
 postgres:
 	@bash scripts/ensure_postgres.sh
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
@@ -41,7 +51,7 @@ demo: install
 
 BENCH_WS ?= /tmp/faillab-bench-ws
 
-bench: install
+bench: install-dev
 	$(BIN)/python bench/bench_import.py --keep $(BENCH_WS)
 	$(BIN)/python bench/bench_viewer.py --workspace $(BENCH_WS)
 	$(BIN)/python bench/bench_stats.py

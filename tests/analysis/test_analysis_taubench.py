@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import json
 from math import comb
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis.passk import pass_k
 from analysis.success import success_grid
-
-DATA = Path("/work/shared/data/trajectories/ai612-student")
-FILES = sorted(DATA.glob("*.json")) if DATA.is_dir() else []
-
-pytestmark = pytest.mark.skipif(not FILES, reason="recorded trajectories not available")
+from tests.conftest import REAL_TRAJECTORIES, require_shared
 
 
-def _load() -> pd.DataFrame:
+@pytest.fixture(scope="module")
+def df() -> pd.DataFrame:
+    """One row per recorded trajectory, straight from the raw files."""
     rows = []
-    for path in FILES:
+    for path in sorted(require_shared(REAL_TRAJECTORIES).glob("*.json")):
         for rec in json.loads(path.read_text()):
             rows.append(
                 {
@@ -54,8 +51,7 @@ def _by_hand(df: pd.DataFrame, run: str, k: int) -> tuple[float, float, int]:
     return sum(hats) / len(hats), sum(ats) / len(ats), len(hats)
 
 
-def test_pass_k_matches_rewards_per_run() -> None:
-    df = _load()
+def test_pass_k_matches_rewards_per_run(df: pd.DataFrame) -> None:
     out = pass_k(df)
     overall = out[(out["scope"] == "all") & (out["intent"] == "all")]
     assert set(overall["run"]) == set(df["run"])
@@ -74,8 +70,7 @@ def test_pass_k_matches_rewards_per_run() -> None:
     assert checked >= 4
 
 
-def test_pass_hat_4_is_share_of_tasks_with_all_four_rewards() -> None:
-    df = _load()
+def test_pass_hat_4_is_share_of_tasks_with_all_four_rewards(df: pd.DataFrame) -> None:
     out = pass_k(df)
     four = out[(out["scope"] == "all") & (out["intent"] == "all") & (out["k"] == 4)]
     for run, row in four.set_index("run").iterrows():
@@ -87,8 +82,7 @@ def test_pass_hat_4_is_share_of_tasks_with_all_four_rewards() -> None:
         assert row["pass_at_k"] == pytest.approx(any_ok[eligible].mean())
 
 
-def test_pass_1_equals_success_rate() -> None:
-    df = _load()
+def test_pass_1_equals_success_rate(df: pd.DataFrame) -> None:
     out = pass_k(df)
     one = out[(out["scope"] == "all") & (out["intent"] == "all") & (out["k"] == 1)]
     grid = success_grid(df).set_index("run")

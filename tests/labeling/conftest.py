@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 
 from labeling.store import Store, open_store
 from labeling.store.models import Base
+from tests.conftest import in_ci
 
 POSTGRES_URL = os.environ.get(
     "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -29,10 +30,6 @@ BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +44,7 @@ def postgres_database() -> Iterator[str]:
             f"PostgreSQL is unreachable at {POSTGRES_URL} ({exc.orig}). "
             "Start it or set FAILLAB_TEST_POSTGRES_URL."
         )
-        if _in_ci():
+        if in_ci():
             pytest.fail(
                 f"CI=true requires PostgreSQL for the store tests: {message}", pytrace=False
             )

@@ -10,14 +10,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.conftest import MIMIC_DEMO, require_shared
 from trajectories.ehr_build import MimicBuildError, build_duckdb_from_mimic, find_mimic_csvs
 from trajectories.sandbox import run_readonly
-
-MIMIC_DEMO = Path("/work/shared/data/mimic-iv-demo-2.2")
-needs_demo = pytest.mark.skipif(
-    not (MIMIC_DEMO / "hosp" / "patients.csv.gz").is_file(),
-    reason=f"MIMIC-IV demo not present at {MIMIC_DEMO}",
-)
 
 
 def _csv_rows(path: Path) -> int:
@@ -35,8 +30,8 @@ def _write_gz(path: Path, header: list[str], rows: list[list[str]]) -> None:
         fh.write(buf.getvalue())
 
 
-@needs_demo
 def test_build_from_demo_matches_csv_counts(tmp_path: Path) -> None:
+    require_shared(MIMIC_DEMO / "hosp" / "patients.csv.gz")
     out = tmp_path / "ehr" / "mimic.duckdb"
     messages: list[str] = []
     built = build_duckdb_from_mimic(
@@ -57,8 +52,8 @@ def test_build_from_demo_matches_csv_counts(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.parent.iterdir()) == ["mimic.duckdb"]
 
 
-@needs_demo
 def test_build_replaces_existing_database_atomically(tmp_path: Path) -> None:
+    require_shared(MIMIC_DEMO / "hosp" / "patients.csv.gz")
     out = tmp_path / "mimic.duckdb"
     build_duckdb_from_mimic(MIMIC_DEMO, out, tables=["patients"])
     build_duckdb_from_mimic(MIMIC_DEMO, out, tables=["d_labitems"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import EHRSQL_SQLITE, require_shared
 from trajectories.sandbox import (
     QueryFailed,
     QueryRefused,
@@ -23,7 +24,6 @@ from trajectories.sandbox import (
     tables_in_sql,
 )
 
-EHRSQL_SQLITE = Path("/work/shared/data/ehrsql-2024/mimic_iv.sqlite")
 
 def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
     """Every file under root with its content hash and mtime."""
@@ -388,8 +388,8 @@ def test_tables_in_sql() -> None:
 # --------------------------------------------------------------------------- real EHRSQL database
 
 
-@pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason=f"{EHRSQL_SQLITE} is not present")
 def test_real_ehrsql_sqlite() -> None:
+    require_shared(EHRSQL_SQLITE)
     stat_before = EHRSQL_SQLITE.stat()
     siblings_before = sorted(os.listdir(EHRSQL_SQLITE.parent))
     result = run_readonly(
