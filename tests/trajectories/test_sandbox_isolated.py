@@ -183,6 +183,21 @@ def test_small_memory_limit_stops_a_big_value(duck_db: Path, pool: IsolatedSandb
     assert pool.run(duck_db, "SELECT 2").rows == [(2,)]
 
 
+def _wait_until_dead(pid: int, deadline_s: float = 30.0) -> None:
+    """Poll until the killed child is waitable (without reaping it), instead of guessing a sleep."""
+    import os
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:
+            return  # already reaped
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} still alive {deadline_s} s after SIGKILL")
+
+
 def test_worker_killed_from_outside_is_replaced(duck_db: Path, pool: IsolatedSandbox) -> None:
     import os
     import signal
@@ -190,7 +205,7 @@ def test_worker_killed_from_outside_is_replaced(duck_db: Path, pool: IsolatedSan
     assert pool.run(duck_db, "SELECT 1").rows == [(1,)]
     (pid,) = pool.worker_pids()
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
+    _wait_until_dead(pid)
     assert pool.run(duck_db, "SELECT 3").rows == [(3,)]
     assert pool.worker_pids() != [pid]
 
