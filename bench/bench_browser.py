@@ -1,0 +1,260 @@
+"""What the user waits for, measured in a real Chromium through Playwright.
+
+Starts `faillab serve` on a workspace (the demo, or one built by bench_import.py) and times, from
+the user's action to the end of the app's script run as the browser sees it:
+
+- a trajectory deep link (`/trajectory?id=`) until fully rendered      target <= 1.0 s
+- J/K (next/previous failure) on the trajectory page                    target <= 0.5 s
+- Browse: a filter change and a page change                              target <= 0.5 s
+- Statistics: the first visit                                            target <= 2 s
+- the first SQL re-run on a trajectory                                   target <= 0.5 s
+- a label key on the Annotate page until the next item is shown          target <= 0.5 s
+
+Each figure is the median and p95 over --repeat actions (default 20). Not a test: figures go to
+docs/benchmarks.md.
+
+    .venv/bin/python bench/bench_browser.py --workspace workspace            # the demo
+    .venv/bin/python bench/bench_browser.py --workspace /tmp/faillab-bench-ws
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run",
+               "--disable-dev-shm-usage"]
+VIEWPORT = {"width": 1440, "height": 900}
+# Text each page shows once it has rendered everything (its last section).
+TRAJECTORY_READY = "Reference SQL"
+STATISTICS_READY = "LaTeX"
+CHART_DRAWN = ".js-plotly-plot .main-svg"
+
+# An action is finished when the app is idle again and the main area shows something other than
+# before (a button press can take two script runs: the press, then the page switch it causes).
+_MAIN_TEXT = "() => (document.querySelector(\"[data-testid='stMain']\") || document.body).innerText"
+_DONE = """(before) => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const main = document.querySelector("[data-testid='stMain']") || document.body;
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+      && main.innerText !== before;
+}"""
+_IDLE = """() => {
+  const app = document.querySelector("[data-testid='stApp']");
+  return app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+      && app.getAttribute('data-test-script-state') === 'notRunning';
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(workspace: Path, env: dict[str, str]) -> Iterator[str]:
+    port = _free_port()
+    faillab = Path(sys.executable).with_name("faillab")
+    log = open(Path(tempfile.gettempdir()) / f"bench-browser-{port}.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [str(faillab), "serve", "--workspace", str(workspace), "--port", str(port)],
+        env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def wait_idle(page: Page, timeout_ms: int = 60_000) -> None:
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    page.wait_for_function(_IDLE, timeout=timeout_ms)
+
+
+def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: int = 60_000) -> float:
+    """Seconds from the action until the app is idle with a changed main area."""
+    before = page.evaluate(_MAIN_TEXT)
+    start = time.perf_counter()
+    action()
+    page.wait_for_function(_DONE, arg=before, timeout=timeout_ms, polling=10)
+    return time.perf_counter() - start
+
+
+_SHOWS = """(text) => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const main = document.querySelector("[data-testid='stMain']");
+  return app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+      && app.getAttribute('data-test-script-state') === 'notRunning'
+      && main && main.innerText.includes(text)
+      && !document.querySelector("[data-testid='stSkeleton']");
+}"""
+
+
+def timed_load(page: Page, url: str, ready_text: str, ready_selector: str | None = None) -> float:
+    """Seconds from navigation until the app is idle, its main area shows `ready_text` (the last
+    thing the page renders) and no element is still a loading placeholder (Streamlit draws
+    skeletons until an element arrives): the page is complete, not just connected."""
+    start = time.perf_counter()
+    page.goto(url)
+    page.wait_for_function(_SHOWS, arg=ready_text, timeout=60_000, polling=10)
+    if ready_selector:  # e.g. a chart, drawn by the browser after the script run
+        page.wait_for_selector(ready_selector, timeout=60_000)
+    return time.perf_counter() - start
+
+
+def figures(seconds: list[float]) -> dict[str, Any]:
+    ordered = sorted(seconds)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"n": len(seconds), "median_s": round(statistics.median(seconds), 3),
+            "p95_s": round(p95, 3), "max_s": round(ordered[-1], 3)}
+
+
+def failed_ids(workspace: Path, n: int) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from trajectories.workspace import Workspace
+
+    rows = Workspace(workspace).list(failed=True, limit=n)
+    return [str(r["id"]) for r in rows]
+
+
+def identify(page: Page, name: str) -> None:
+    """Local mode: tell the app who is working (the sidebar's identity form)."""
+    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+    field.fill(name)
+    field.press("Enter")
+    wait_idle(page)
+    confirm = page.get_by_role("button", name="Continue")
+    if confirm.count():
+        confirm.first.click()
+        wait_idle(page)
+
+
+def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    ids = failed_ids(workspace, repeat + 1)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+
+        def new_page() -> Page:
+            return browser.new_context(viewport=VIEWPORT).new_page()
+
+        # Warm the server once (first imports, caches), as a team server would be.
+        warm = new_page()
+        timed_load(warm, f"{url}/trajectory?id={ids[0]}", TRAJECTORY_READY)
+        warm.context.close()
+
+        page = new_page()
+        results["trajectory_deep_link"] = figures(
+            [timed_load(page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
+             for tid in ids[:repeat]])
+
+        page.goto(f"{url}/trajectory?id={ids[0]}")
+        wait_idle(page)
+        page.wait_for_timeout(500)  # key listeners attach after the first paint
+        moves = []
+        for i in range(repeat):
+            key = "j" if i % 2 == 0 else "k"
+            moves.append(timed_rerun(page, lambda key=key: page.locator("body").press(key)))
+        results["trajectory_j_k"] = figures(moves)
+
+        rerun_page = new_page()
+        first_reruns = []
+        for tid in ids[:max(3, repeat // 4)]:
+            timed_load(rerun_page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
+            button = rerun_page.get_by_role("button", name="Re-run").first
+            if not button.count():
+                continue
+            first_reruns.append(timed_rerun(rerun_page, button.click))
+        if first_reruns:
+            results["first_sql_rerun"] = figures(first_reruns)
+
+        timed_load(page, f"{url}/browse", "Search question")
+        next_page = page.get_by_role("button", name="Next page")
+        if next_page.count():
+            results["browse_next_page"] = figures(
+                [timed_rerun(page, next_page.first.click) for _ in range(repeat)])
+        search = page.get_by_label("Search question", exact=False).and_(page.locator("input"))
+        if search.count():
+            filters = []
+            for i in range(repeat):
+                text = f"patients {i}" if i % 2 else "admission"
+                filters.append(timed_rerun(page, lambda text=text: (
+                    search.first.fill(text), search.first.press("Enter"))[-1]))
+            results["browse_filter"] = figures(filters)
+
+        stats = []
+        for _ in range(max(3, repeat // 4)):
+            fresh = new_page()
+            stats.append(timed_load(fresh, f"{url}/statistics", STATISTICS_READY, CHART_DRAWN))
+            fresh.context.close()
+        results["statistics_first_visit"] = figures(stats)
+
+        annotate = new_page()
+        annotate.goto(f"{url}/annotate")
+        wait_idle(annotate)
+        identify(annotate, "bench-annotator")
+        # Solo local use: take a batch of unassigned failures into this annotator's queue.
+        annotate.get_by_role("button", name="Take").first.click(timeout=30_000)
+        wait_idle(annotate)
+        annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
+        keys = []
+        for i in range(repeat):
+            key = str(1 + i % 6)
+            keys.append(timed_rerun(annotate, lambda key=key: annotate.locator("body").press(key)))
+        results["label_key_to_next_item"] = figures(keys)
+        browser.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workspace", type=Path, required=True)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    # Labels go to a scratch copy of the store so the benchmark never touches real annotations.
+    scratch = Path(tempfile.mkdtemp(prefix="faillab-bench-store-"))
+    env = {"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": f"sqlite:///{scratch}/labels.sqlite"}
+    try:
+        with serve(args.workspace, env) as url:
+            results = bench(url, args.workspace, args.repeat)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
