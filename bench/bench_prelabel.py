@@ -23,10 +23,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
-from labeling.prelabel.fake_gemini import FakeGemini
 from labeling.prelabel.gemini import GeminiLabeller
 from labeling.prelabel.runner import run_prelabels, run_prelabels_sync
 from taxonomy import default_taxonomy
+from tests.fake_gemini import FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
 
 TABLES = ["labevents", "prescriptions", "diagnoses_icd", "chartevents", "admissions", "icustays"]

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from labeling.prelabel.fake_gemini import FakeGemini
 from labeling.store import open_store
+from tests.fake_gemini import FakeGemini
 from trajectories.workspace import Workspace
 
 

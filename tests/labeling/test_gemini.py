@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from labeling.prelabel.fake_gemini import Behaviour, FakeGemini
 from labeling.prelabel.gemini import (
     GeminiConfigError,
     GeminiLabeller,
@@ -25,6 +24,7 @@ from labeling.prelabel.prompt import (
 )
 from labeling.prelabel.runner import FatalError, InvalidAnswerError, TransientError
 from taxonomy import builtin_taxonomies, default_taxonomy
+from tests.fake_gemini import Behaviour, FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
 
 TAX = default_taxonomy()

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from labeling.prelabel.fake_gemini import FakeGemini
 from labeling.prelabel.routing import prelabel_confidences, route_prelabels
 from labeling.prelabel.runner import PrelabelRunAborted
 from labeling.prelabel.service import (
@@ -29,6 +28,7 @@ from labeling.prelabel.service import (
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
 from tests.conftest import REPO
+from tests.fake_gemini import FakeGemini
 from trajectories.workspace import Workspace
 
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, RunStats
-from labeling.prelabel.fake_gemini import Behaviour, FakeGemini
 from labeling.prelabel.gemini import GeminiLabeller
 from labeling.prelabel.runner import (
     RETRY_AFTER_CEILING_S,
@@ -19,6 +18,7 @@ from labeling.prelabel.runner import (
     run_prelabels_sync,
 )
 from taxonomy import default_taxonomy
+from tests.fake_gemini import Behaviour, FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
 
 TAX = default_taxonomy()
