@@ -20,9 +20,11 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -78,6 +80,7 @@ def serve(workspace: Path, env: dict[str, str]) -> Iterator[str]:
     proc = subprocess.Popen(
         [str(faillab), "serve", "--workspace", str(workspace), "--port", str(port)],
         env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,  # one process group: the server and the Streamlit it starts
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -92,11 +95,12 @@ def serve(workspace: Path, env: dict[str, str]) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
         log.close()
 
 
