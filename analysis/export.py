@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from faillab.textsafe import csv_frame
+
 #: LaTeX text-mode escapes; backslash must be handled first or it would re-escape the others.
 _LATEX_ESCAPES = [
     ("\\", r"\textbackslash{}"),
@@ -59,9 +61,13 @@ def to_json(df: pd.DataFrame, indent: int | None = None) -> str:
 
 
 def to_csv(df: pd.DataFrame) -> str:
-    """CSV with a header row, no index, ``\\n`` line endings and empty fields for missing values."""
+    """CSV with a header row, no index, ``\\n`` line endings and empty fields for missing values.
+
+    Text cells that a spreadsheet would run as a formula are neutralised (see
+    :mod:`faillab.textsafe`); numbers are written as numbers.
+    """
     buf = io.StringIO()
-    df.to_csv(buf, index=False, lineterminator="\n")
+    csv_frame(df).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
 
 

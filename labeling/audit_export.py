@@ -14,6 +14,8 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from faillab.textsafe import csv_row
+
 if TYPE_CHECKING:
     from labeling.audit_report import AuditReport, RateCount
 
@@ -201,7 +203,7 @@ def to_csv(report: AuditReport) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["metric", "value", "count"])
     for metric, value, count in _csv_rows(report):
-        writer.writerow([metric, "" if value is None else repr(float(value)), count])
+        writer.writerow(csv_row([metric, "" if value is None else repr(float(value)), count]))
     return buf.getvalue()
 
 

@@ -12,6 +12,7 @@ import streamlit as st
 from app.auth import require_user
 from app.state import get_store
 from app.widgets.rubric import category_label
+from faillab.textsafe import csv_frame
 from labeling.queue import (
     PRELABEL_SLICES,
     latest_human_labels,
@@ -29,7 +30,7 @@ taxonomy = default_taxonomy()
 
 
 def download(frame: pd.DataFrame, name: str, *, index: bool = False) -> None:
-    st.download_button(f"Download {name}.csv", frame.to_csv(index=index).encode("utf-8"),
+    st.download_button(f"Download {name}.csv", csv_frame(frame).to_csv(index=index).encode("utf-8"),
                        file_name=f"{name}.csv", mime="text/csv", key=f"agreement_dl_{name}")
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from faillab.textsafe import csv_cell
 from labeling.store.errors import DataImportError, JudgmentImportError, LabelImportError
 from labeling.store.models import utcnow
 from labeling.store.records import SOURCES, STAGES
@@ -89,7 +90,7 @@ def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = T
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: "" if v is None else csv_cell(v) for k, v in row.items()})
     return out.getvalue()
 
 

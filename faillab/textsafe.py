@@ -1,0 +1,74 @@
+"""Making untrusted text safe to hand over: CSV cells for spreadsheets, text for terminals.
+
+Notes, run names, model names and answers come from annotators and imported files. Two
+helpers, used by every CSV writer and every CLI text output:
+
+* :func:`csv_cell` / :func:`csv_frame` neutralise spreadsheet formulas (the OWASP rule: a
+  text cell starting with ``= + - @``, tab or carriage return gets a leading single quote).
+  Numbers are never touched, so a negative value stays a number; a numeric *string* such
+  as ``"-3"`` typed in a note is text and is neutralised like any other.
+* :func:`terminal_text` removes terminal escape sequences and other control characters
+  (C0 except newline and tab, DEL, C1, and bidirectional overrides) from text printed by
+  the CLI. JSON output does not need it: ``json.dumps`` escapes every control character.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_row", "terminal_text"]
+
+#: A text cell starting with one of these is read as a formula by spreadsheet programs.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+# Whole escape sequences first (CSI ``ESC [ ... final`` and OSC ``ESC ] ... BEL|ST``, and the
+# 8-bit CSI/OSC introducers), so no printable remnant such as "[31m" is left behind.
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[@-_]?"
+)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` with a leading ``'`` when it is text a spreadsheet would run as a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def csv_row(values: Any) -> list[Any]:
+    """Every cell of one row through :func:`csv_cell`."""
+    return [csv_cell(v) for v in values]
+
+
+def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells, column names and index labels are safe for CSV."""
+    out = df.copy()
+    for column in out.columns:
+        series = out[column]
+        if pd.api.types.is_object_dtype(series.dtype) or pd.api.types.is_string_dtype(
+            series.dtype
+        ):
+            out[column] = series.map(csv_cell)
+    out.columns = [csv_cell(str(c)) for c in out.columns]
+    if pd.api.types.is_object_dtype(out.index.dtype) or pd.api.types.is_string_dtype(
+        out.index.dtype
+    ):
+        out.index = out.index.map(csv_cell)
+    return out
+
+
+def terminal_text(text: str, *, keep_newlines: bool = True) -> str:
+    """``text`` without escape sequences and control characters (tab kept).
+
+    With ``keep_newlines=False`` a newline becomes a space, for one-line fields such as a
+    run name in a listing.
+    """
+    if not keep_newlines:
+        text = text.replace("\r\n", " ").replace("\n", " ")
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
