@@ -15,12 +15,14 @@ import click
 
 from faillab.cli_common import (
     UserError,
+    echo_text,
     emit,
     json_option,
     open_workspace,
     settings_for,
     workspace_option,
 )
+from faillab.textsafe import terminal_text
 from trajectories.importers import FORMATS, ImportProblem
 from trajectories.workspace import WorkspaceError
 
@@ -127,7 +129,7 @@ def summary(workspace: Path | None, as_json: bool) -> None:
         emit(data)
     else:
         for key, value in data.items():
-            click.echo(f"{key.replace('_', ' ')}: {value}")
+            echo_text(f"{key.replace('_', ' ')}: {value}")
 
 
 @main.command("list")
@@ -145,7 +147,9 @@ def list_cmd(workspace: Path | None, failed: bool, run: str | None, limit: int |
         return
     for r in rows:
         mark = "ok  " if r["success"] else "FAIL"
-        click.echo(f"{mark} {r['id']}  {r['run']}  {r['model']}  task {r['task_id']}")
+        fields = (str(r[k]) for k in ("id", "run", "model", "task_id"))
+        tid, run_name, model, task = (terminal_text(f, keep_newlines=False) for f in fields)
+        click.echo(f"{mark} {tid}  {run_name}  {model}  task {task}")
 
 
 @main.command()

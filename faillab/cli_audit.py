@@ -11,8 +11,20 @@ from typing import Any
 
 import click
 
-from faillab.cli_common import UserError, emit, json_option, settings_for, workspace_option
+from faillab.cli_common import (
+    UserError,
+    check_output,
+    echo_text,
+    emit,
+    json_option,
+    settings_for,
+    workspace_option,
+    write_output,
+)
 from labeling.store import Store
+
+#: Report formats an ``--output`` extension implies.
+REPORT_SUFFIXES = {".json": "json", ".csv": "csv", ".md": "md", ".tex": "latex"}
 
 
 def _store(workspace: Path | None) -> Store:
@@ -119,6 +131,8 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
 
     from labeling.audit import AuditError, audit_report
 
+    if output is not None:
+        fmt = check_output(output, settings_for(workspace), fmt, suffixes=REPORT_SUFFIXES)
     store = _store(workspace)
     name = _audit_name(store, audit)
     try:
@@ -134,8 +148,10 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
     else:
         text = report.to_latex()
     if output is not None:
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        write_output(output, text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {output}", err=True)
+    elif fmt in ("md", "latex"):
+        echo_text(text.rstrip("\n"))
     else:
         click.echo(text.rstrip("\n"))
 

@@ -9,12 +9,20 @@ from pathlib import Path
 
 import click
 
-from faillab.cli_common import UserError, open_workspace, workspace_option
+from faillab.cli_common import (
+    UserError,
+    check_output,
+    open_workspace,
+    settings_for,
+    workspace_option,
+    write_output,
+)
 from faillab.cli_users import open_annotations
 from labeling.store import DataImportError, StoreError, export_labels, import_labels
 from taxonomy import Taxonomy, default_taxonomy
 
 _CATEGORY_FIELDS = ("category", "secondary_category")
+_LABEL_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 
 
 def _to_key(taxonomy: Taxonomy, value: object) -> object:
@@ -67,24 +75,37 @@ def labels() -> None:
 
 
 @labels.command("export")
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "json"]), default="csv",
+              show_default=True,
+              help="Output format; with --output the file's extension (.csv, .jsonl, .json) "
+                   "decides when --format is not given.")
 @click.option("--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="File to write (default: standard output).")
+              help="File to write (default: standard output). Never the label store or a file "
+                   "inside the workspace; a missing parent folder is created.")
 @click.option("--prelabels/--no-prelabels", default=True, show_default=True,
               help="Also export the LLM/heuristic pre-labels (source llm).")
 @workspace_option
 def export_cmd(fmt: str, output: Path | None, prelabels: bool, workspace: Path | None) -> None:
-    """Every stored label (superseded ones too), oldest first, then the pre-labels."""
+    """Every stored label (superseded ones too), oldest first, then the pre-labels.
+
+    CSV text cells that a spreadsheet would run as a formula (starting with = + - @, tab or
+    carriage return) get a leading single quote.
+    """
+    if output is not None:
+        fmt = check_output(output, settings_for(workspace), fmt, suffixes=_LABEL_SUFFIXES)
     store = open_annotations(workspace)
     try:
-        text = export_labels(store, fmt, include_prelabels=prelabels)
+        text = export_labels(store, "jsonl" if fmt == "json" else fmt,
+                             include_prelabels=prelabels)
     finally:
         store.close()
+    if fmt == "json":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        text = json.dumps(records, ensure_ascii=False, indent=1) + "\n"
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_output(output, text)
         click.echo(f"wrote {output}", err=True)
 
 

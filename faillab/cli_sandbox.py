@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from faillab.cli_common import UserError, settings_for
+from faillab.cli_common import UserError, check_output, settings_for
 from faillab.settings import Settings
 from trajectories.workspace import Workspace
 
@@ -69,6 +69,9 @@ def build(mimic_dir: Path, workspace: Path | None, output: Path | None) -> None:
     from trajectories.ehr_build import MimicBuildError, build_duckdb_from_mimic
 
     ws, _ = _ws(workspace)
+    if output is not None:
+        # The EHR database may live in the workspace, but never over the label store.
+        check_output(output, settings_for(workspace), "duckdb", inside_workspace=True)
     ws.create()
     out = output or ws.root / "ehr.duckdb"
     try:

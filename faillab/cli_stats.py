@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from faillab.cli_common import UserError, settings_for
+from faillab.cli_common import UserError, check_output, echo_text, settings_for, write_output
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,18 +78,24 @@ def _html(name: str, table: pd.DataFrame) -> str:
     return to_html_chart(chart_for(name, table))
 
 
-def _write(text: str, output: Path | None) -> None:
+def _write(text: str, output: Path | None, fmt: str) -> None:
     if not text.endswith("\n"):
         text += "\n"
     if output is None:
-        click.echo(text, nl=False)
+        # Markdown and LaTeX are read in a terminal: no escape sequence from a run name
+        # reaches it. JSON escapes control characters itself; CSV stays exact data.
+        if fmt in ("md", "latex"):
+            echo_text(text, nl=False)
+        else:
+            click.echo(text, nl=False)
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, "utf-8")
+    write_output(output, text)
     click.echo(f"wrote {output}", err=True)
 
 
 _SUFFIX = {"json": "json", "csv": "csv", "md": "md", "latex": "tex", "html": "html"}
+#: Formats an ``--output`` file's extension implies.
+_OUTPUT_SUFFIXES = {f".{ext}": fmt for fmt, ext in _SUFFIX.items()} | {".htm": "html"}
 
 
 def _emit_all(
@@ -101,25 +107,22 @@ def _emit_all(
         # Re-parse each table's JSON so the combined document uses the exporter's exact
         # value conversions (NaN -> null, numpy scalars unwrapped).
         combined: dict[str, Any] = {n: json.loads(to_json(t)) for n, t in tables.items()}
-        _write(json.dumps(combined, ensure_ascii=False, allow_nan=False) + "\n", output)
+        _write(json.dumps(combined, ensure_ascii=False, allow_nan=False) + "\n", output, fmt)
         return
     if fmt in ("html", "csv") and output is None:
         # Several charts / CSV files cannot share one stream meaningfully.
         raise UserError(f"'stats all --format {fmt}' writes one file per table: give --output DIR")
     if output is not None and fmt in ("html", "csv"):
-        if output.exists() and not output.is_dir():
-            raise UserError(f"{output} exists and is not a directory")
-        output.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
             text = _html(name, table) if fmt == "html" else _text_exporter(fmt, decimals)(table)
-            (output / f"{name}.{_SUFFIX[fmt]}").write_text(text, "utf-8")
+            write_output(output / f"{name}.{_SUFFIX[fmt]}", text)
         click.echo(f"wrote {len(tables)} files to {output}", err=True)
         return
     export = _text_exporter(fmt, decimals)
     # Markdown and LaTeX concatenate into one readable document with a heading per table.
     heading = (lambda n: f"## {n}\n") if fmt == "md" else (lambda n: f"% {n}")
     blocks = [f"{heading(name)}\n{export(table)}" for name, table in tables.items()]
-    _write("\n".join(blocks), output)
+    _write("\n".join(blocks), output, fmt)
 
 
 @click.command("stats")
@@ -156,6 +159,10 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
     choices = _table_choices()
     if table not in choices:
         raise UserError(f"unknown table {table!r}; choose one of {', '.join(choices)}")
+    if output is not None:
+        many = table == ALL and fmt in ("html", "csv")
+        fmt = check_output(output, settings_for(workspace), fmt, directory=many,
+                           suffixes=None if table == ALL else _OUTPUT_SUFFIXES)
     run_list = _split_runs(runs)
     ws = Workspace(settings_for(workspace).workspace)
     if not ws.exists():
@@ -190,7 +197,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         return
     result = tables[table]
     text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
-    _write(text, output)
+    _write(text, output, fmt)
 
 
 __all__ = ["FORMATS", "stats"]
