@@ -93,6 +93,16 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _reject_line(reject: dict[str, str]) -> str:
+    """One rejects-file line; text that is not valid Unicode (lone surrogates) is escaped."""
+    line = _json(reject)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(reject, ensure_ascii=True)
+    return line + "\n"
+
+
 def score(traj: Trajectory) -> bool:
     ordered = wants_order(traj.task.question, traj.task.answer_format)
     return exact_match(traj.final_answer, traj.task.ground_truth, ordered=ordered)
@@ -195,9 +205,23 @@ class Workspace:
         with open(self.root / ".write.lock", "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                self._clean_stale_staging()
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _clean_stale_staging(self) -> int:
+        """Delete staging files left by a writer that died (``kill -9``, power loss).
+
+        Every writer stages only while it holds the exclusive write lock, so a staging file
+        found by the new lock holder cannot belong to a live writer. Returns how many went.
+        """
+        stale = [*self.root.glob(".scores.parquet.tmp"), *self.root.glob(".rejects-*.tmp")]
+        if self.parts_dir.exists():
+            stale += self.parts_dir.glob(".part-*.tmp")
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return len(stale)
 
     def part_files(self) -> list[Path]:
         return sorted(self.parts_dir.glob(PART_GLOB)) if self.parts_dir.exists() else []
@@ -278,12 +302,15 @@ class Workspace:
                 raise
             finally:
                 self._invalidate()
+            if rejects:
+                # Written under the lock with a unique name: two imports in the same second
+                # each keep their own rejects file.
+                stamp = time.strftime("%Y%m%dT%H%M%S")
+                rejects_path = self.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
+                _atomic_write_text(rejects_path, "".join(_reject_line(r) for r in rejects))
+                report.rejects_file = rejects_path
         report.imported, report.duplicates = batch.added, batch.duplicates
         report.rejected = len(rejects)
-        if rejects:
-            rejects_path = self.root / f"rejects-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
-            _atomic_write_text(rejects_path, "".join(_json(r) + "\n" for r in rejects))
-            report.rejects_file = rejects_path
         return report
 
     def write_scores(self) -> dict[str, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,32 @@ class _BadJson:
     message: str
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Cheap test on the raw text before walking a record: an escaped or a decoded surrogate.
+_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+def _surrogate_field(value: Any, path: str = "") -> str | None:
+    """Dotted path of the first string holding a lone surrogate (``"\\ud800"`` escaped in
+    JSON decodes to one; it is not Unicode text and cannot be stored), else None."""
+    if isinstance(value, str):
+        return (path or "(record)") if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if _SURROGATE.search(str(key)):
+                return here
+            found = _surrogate_field(item, here)
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _surrogate_field(item, f"{path}.{i}" if path else str(i))
+            if found:
+                return found
+    return None
+
+
 def _sniff(record: Any) -> str:
     if isinstance(record, dict):
         if "messages" in record and "steps" not in record:
@@ -125,6 +152,12 @@ def iter_file(
     for location, record, raw in records:
         if isinstance(record, _BadJson):
             yield Parsed(location, None, ImportProblem(str(path), record.message, location), raw)
+            continue
+        bad_text = _surrogate_field(record) if _SURROGATE_HINT.search(raw) else None
+        if bad_text is not None:
+            yield Parsed(location, None, ImportProblem(
+                str(path), "lone surrogate escape (e.g. \\ud800) is not valid Unicode text",
+                location, bad_text), raw)
             continue
         if detected == "auto":
             detected = _sniff(record)
