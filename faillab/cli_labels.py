@@ -18,6 +18,7 @@ from faillab.cli_common import (
     write_output,
 )
 from faillab.cli_users import open_annotations
+from faillab.textsafe import csv_uncell
 from labeling.store import DataImportError, StoreError, export_labels, import_labels
 from taxonomy import Taxonomy, default_taxonomy
 
@@ -37,8 +38,10 @@ def normalise_categories(text: str, suffix: str, taxonomy: Taxonomy) -> str:
     """The file's text with category names replaced by keys, in the same format.
 
     The store's importer validates against an exact set of keys; people often write the
-    display names, so those are mapped first. Rows this cannot parse are passed through
-    unchanged, so the importer's own error (with its row number) is what the user sees.
+    display names, so those are mapped first. CSV cells an export neutralised against
+    formula injection (a leading ``'`` before ``= + - @``, tab or CR) lose that quote.
+    Rows this cannot parse are passed through unchanged, so the importer's own error (with
+    its row number) is what the user sees.
     """
     if suffix in (".jsonl", ".ndjson") or (suffix != ".csv" and text.lstrip().startswith("{")):
         lines = []
@@ -61,6 +64,8 @@ def normalise_categories(text: str, suffix: str, taxonomy: Taxonomy) -> str:
     header = [h.strip() for h in rows[0]]
     positions = [header.index(f) for f in _CATEGORY_FIELDS if f in header]
     for row in rows[1:]:
+        # Cells our exports neutralised against formula injection ('=...) read back as typed.
+        row[:] = [csv_uncell(cell) for cell in row]
         for i in positions:
             if i < len(row):
                 row[i] = str(_to_key(taxonomy, row[i]))

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_row", "terminal_text"]
+__all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_row", "csv_uncell", "terminal_text"]
 
 #: A text cell starting with one of these is read as a formula by spreadsheet programs.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -38,6 +38,13 @@ def csv_cell(value: Any) -> Any:
     """``value`` with a leading ``'`` when it is text a spreadsheet would run as a formula."""
     if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
         return "'" + value
+    return value
+
+
+def csv_uncell(value: str) -> str:
+    """Undo :func:`csv_cell` when reading a CSV file this program wrote (``'=x`` -> ``=x``)."""
+    if value.startswith("'") and value[1:].startswith(FORMULA_PREFIXES):
+        return value[1:]
     return value
 
 

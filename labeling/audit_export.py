@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from faillab.textsafe import csv_row
+from faillab.textsafe import csv_cell
 
 if TYPE_CHECKING:
     from labeling.audit_report import AuditReport, RateCount
@@ -203,7 +203,9 @@ def to_csv(report: AuditReport) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["metric", "value", "count"])
     for metric, value, count in _csv_rows(report):
-        writer.writerow(csv_row([metric, "" if value is None else repr(float(value)), count]))
+        # The value is a number (a negative kappa stays a number); only text is neutralised.
+        writer.writerow([csv_cell(metric), "" if value is None else repr(float(value)),
+                         csv_cell(count)])
     return buf.getvalue()
 
 
