@@ -43,7 +43,8 @@ class UserError(click.ClickException):
     """One clear line on stderr, exit status 1."""
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.message}", err=True)
+        # Messages quote file contents (field names, values): one line, no escape sequences.
+        click.echo(f"error: {terminal_text(self.message, keep_newlines=False)}", err=True)
 
 
 def echo_text(text: str, *, nl: bool = True, err: bool = False) -> None:

@@ -123,3 +123,14 @@ def test_lone_surrogate_in_a_json_list(real_trajectory_files: list[Path],
     code, out, err = invoke("import", str(src), "--workspace", str(tmp_path / "ws"),
                             "--skip-invalid", "--json")
     assert code == 0 and json.loads(out)["rejected"] == 1, err
+
+
+def test_import_error_quoting_the_file_prints_no_escape_sequences(tmp_path: Path) -> None:
+    rec = make_trajectory().model_dump(mode="json", exclude={"id"})
+    # The error names the field, and the field name comes from the file.
+    rec["task"]["\x1b]0;pwned\x07\x1b[2Jnote\nsecond line"] = "\ud800"
+    src = tmp_path / "hostile.jsonl"
+    src.write_text(json.dumps(rec) + "\n")
+    code, _, err = invoke("import", str(src), "--workspace", str(tmp_path / "ws"))
+    assert code == 1 and "line 1" in err and "task." in err and "note" in err, err
+    assert "\x1b" not in err and "\x07" not in err and len(err.strip().splitlines()) == 1
