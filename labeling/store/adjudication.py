@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from labeling.store.base import StoreBase, conflict_message, snapshot
 from labeling.store.errors import ConflictError, StoreError
 from labeling.store.labels import LabelsMixin
-from labeling.store.models import AdjudicationRow, HistoryRow, LabelRow
+from labeling.store.models import AdjudicationRow, HistoryRow, LabelRow, PrelabelRow
 from labeling.store.records import Adjudication, Disagreement, HistoryEntry
 
 if TYPE_CHECKING:
@@ -96,8 +96,12 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         expected_version: int | None,
         secondary_category: str | None = None,
         first_error_step: int | None = None,
+        taxonomy_version: str | None = None,
     ) -> Adjudication:
         """Set the final label of an item.
+
+        Categories must be keys of `taxonomy_version`; when it is not given, the version of
+        the item's latest label (human or LLM) is used, and an item with no label needs one.
 
         `expected_version` is the version the lead was shown: None when there was no
         adjudication yet. If someone else saved in between, nothing is written and
@@ -107,6 +111,10 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             raise StoreError("an adjudication needs a reason")
         if not category:
             raise StoreError("an adjudication needs a category")
+        version = taxonomy_version or self._item_taxonomy_version(trajectory_id)
+        category, secondary_category = self._valid_categories(
+            version, category, secondary_category
+        )
         try:
             with self._write() as s:
                 lead_row = self._lead_row(s, lead, "adjudicate")
@@ -142,6 +150,27 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             if current is None:
                 raise
             raise ConflictError(conflict_message(current.decided_by, current.updated_at)) from None
+
+    def _item_taxonomy_version(self, trajectory_id: str) -> str:
+        with self._read() as s:
+            version = s.scalars(
+                select(LabelRow.taxonomy_version)
+                .where(LabelRow.trajectory_id == trajectory_id)
+                .order_by(LabelRow.created_at.desc(), LabelRow.id.desc())
+                .limit(1)
+            ).first()
+            if version is None:
+                version = s.scalars(
+                    select(PrelabelRow.taxonomy_version)
+                    .where(PrelabelRow.trajectory_id == trajectory_id)
+                    .order_by(PrelabelRow.created_at.desc(), PrelabelRow.id.desc())
+                    .limit(1)
+                ).first()
+        if version is None:
+            raise StoreError(
+                f"{trajectory_id} has no label yet; give the taxonomy version to adjudicate it"
+            )
+        return version
 
     @staticmethod
     def _adjudication_record(row: AdjudicationRow, decided_by: str) -> Adjudication:

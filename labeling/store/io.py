@@ -15,9 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from labeling.store.errors import DataImportError, JudgmentImportError, LabelImportError
+from labeling.store.errors import (
+    DataImportError,
+    JudgmentImportError,
+    LabelImportError,
+    StoreError,
+)
 from labeling.store.models import utcnow
 from labeling.store.records import SOURCES, STAGES
+from taxonomy.model import default_taxonomy
 
 if TYPE_CHECKING:
     from labeling.store.repo import Store
@@ -37,7 +43,6 @@ EXPORT_COLUMNS = [
 LABEL_REQUIRED = ("trajectory_id", "annotator", "source", "category")
 JUDGMENT_REQUIRED = ("task_id", "annotator", "valid")
 JUDGMENT_COLUMNS = ("task_id", "annotator", "valid", "reason", "note", "stage")
-DEFAULT_TAXONOMY_VERSION = "unversioned"
 
 _TRUE = {"1", "true", "valid", "yes"}
 _FALSE = {"0", "false", "invalid", "no"}
@@ -190,13 +195,15 @@ def import_labels(
     text_or_path: str | Path,
     *,
     known_trajectory_ids: set[str],
-    categories: set[str],
-    default_taxonomy_version: str = DEFAULT_TAXONOMY_VERSION,
+    default_taxonomy_version: str | None = None,
 ) -> int:
     """Import labels from CSV or JSONL (content or a path); returns the number stored.
 
     Needs trajectory_id, annotator, source and category; the other export columns are
-    optional. A missing taxonomy_version falls back to `default_taxonomy_version`. Annotators
+    optional. A missing taxonomy_version falls back to `default_taxonomy_version` (default:
+    the default shipped taxonomy). Categories are checked by the store against each row's
+    taxonomy version; display names are mapped to keys, anything else refuses the file with
+    the row number. Annotators
     the store does not know are created with the annotator role. LLM rows carry no annotator
     (a name given there is ignored, as the exporter writes none).
     """
@@ -215,12 +222,20 @@ def import_labels(
         annotator = _text(rec.get("annotator")) if source == "human" else None
         if source == "human" and annotator is None:
             raise LabelImportError("a human label needs an annotator", row=number)
+        version = (
+            _text(rec.get("taxonomy_version"))
+            or default_taxonomy_version
+            or default_taxonomy().version
+        )
         category = _text(rec.get("category"))
-        if category is None or category not in categories:
-            raise LabelImportError(f"unknown category {category!r}", row=number)
-        secondary = _text(rec.get("secondary_category"))
-        if secondary is not None and secondary not in categories:
-            raise LabelImportError(f"unknown secondary category {secondary!r}", row=number)
+        if category is None:
+            raise LabelImportError("category is empty", row=number)
+        try:
+            category, secondary = store._valid_categories(
+                version, category, _text(rec.get("secondary_category")), names_ok=True
+            )
+        except StoreError as err:
+            raise LabelImportError(str(err), row=number) from None
         rows.append(
             {
                 "trajectory_id": tid,
@@ -233,7 +248,7 @@ def import_labels(
                 ),
                 "confidence": _parse_confidence(rec.get("confidence"), number),
                 "note": _text(rec.get("note")),
-                "taxonomy_version": _text(rec.get("taxonomy_version")) or default_taxonomy_version,
+                "taxonomy_version": version,
                 "created_at": _parse_time(rec.get("created_at"), number),
             }
         )

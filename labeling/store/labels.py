@@ -33,6 +33,7 @@ LABEL_COLUMNS = [
     "note",
     "taxonomy_version",
     "prelabel_shown",
+    "step_from_prelabel",
     "seconds_on_item",
     "created_at",
 ]
@@ -64,6 +65,7 @@ def label_record(row: LabelRow, names: Mapping[int, str]) -> Label:
         note=row.note,
         taxonomy_version=row.taxonomy_version,
         prelabel_shown=row.prelabel_shown,
+        step_from_prelabel=row.step_from_prelabel,
         seconds_on_item=row.seconds_on_item,
         created_at=row.created_at,
     )
@@ -91,17 +93,27 @@ class LabelsMixin(StoreBase):
         confidence: float | None = None,
         note: str | None = None,
         prelabel_shown: bool = False,
+        step_from_prelabel: bool = False,
         seconds_on_item: float | None = None,
         created_at: datetime | None = None,
     ) -> Label:
         """Record a label. A second label by the same annotator on an item supersedes the first
-        (both are kept; history records the change)."""
+        (both are kept; history records the change).
+
+        Categories must be keys of `taxonomy_version` (see `policy.check_category`).
+        `first_error_step` is what the labeller chose; `step_from_prelabel` says the human
+        explicitly accepted the pre-label's step rather than choosing one. Callers must not
+        prefill a step the human did not choose.
+        """
         if source not in SOURCES:
             raise StoreError(f"source must be one of {SOURCES}, not {source!r}")
         if source == "human" and not annotator:
             raise StoreError("a human label needs an annotator")
-        if not category:
-            raise StoreError("a label needs a category")
+        category, secondary_category = self._valid_categories(
+            taxonomy_version, category, secondary_category
+        )
+        if step_from_prelabel and first_error_step is None:
+            raise StoreError("step_from_prelabel needs the accepted first_error_step")
         labels = LabelRow.__table__
         with self._write_conn() as conn:
             annotator_id: int | None = None
@@ -142,6 +154,7 @@ class LabelsMixin(StoreBase):
                 "note": note,
                 "taxonomy_version": taxonomy_version,
                 "prelabel_shown": prelabel_shown,
+                "step_from_prelabel": step_from_prelabel,
                 "seconds_on_item": seconds_on_item,
                 "created_at": created_at or utcnow(),
             }
@@ -223,17 +236,13 @@ class LabelsMixin(StoreBase):
         stored entirely or not at all.
         """
         with self._write() as s:
-            users = {u.name: u for u in s.scalars(select(UserRow))}
-            for values in rows:
-                name = values.get("annotator")
-                if name and name not in users:
-                    users[name] = UserRow(name=name, role="annotator")
-                    s.add(users[name])
-            s.flush()
+            ids = self._upsert_users(
+                s, (str(v["annotator"]) for v in rows if v.get("annotator")), "annotator"
+            )
             for values in rows:
                 name = values.get("annotator")
                 row = LabelRow(
-                    annotator_id=users[name].id if name else None,
+                    annotator_id=ids[name] if name else None,
                     **{k: v for k, v in values.items() if k != "annotator"},
                 )
                 s.add(row)
