@@ -111,6 +111,8 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             raise StoreError("an adjudication needs a reason")
         if not category:
             raise StoreError("an adjudication needs a category")
+        with self._read() as s:
+            self._lead_row(s, lead, "adjudicate")  # permission before validation
         version = taxonomy_version or self._item_taxonomy_version(trajectory_id)
         category, secondary_category = self._valid_categories(
             version, category, secondary_category
