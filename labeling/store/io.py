@@ -22,6 +22,7 @@ from labeling.store.errors import (
     StoreError,
 )
 from labeling.store.models import utcnow
+from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import SOURCES, STAGES
 from taxonomy.model import default_taxonomy
 
@@ -51,10 +52,17 @@ _FALSE = {"0", "false", "invalid", "no"}
 # -- export ---------------------------------------------------------------------------------
 
 
-def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = True) -> str:
-    """Every stored label (superseded ones too) as CSV or JSONL text, oldest first, followed
-    by the LLM pre-labels (source ``llm``; ``annotator`` names the labeller and model, which
-    import ignores for LLM rows; ``note`` carries the rationale)."""
+def export_labels(
+    store: Store,
+    fmt: str = "csv",
+    *,
+    include_prelabels: bool = True,
+    viewer: Viewer = OPERATOR,
+) -> str:
+    """Every label `viewer` may see (superseded ones too) as CSV or JSONL text, oldest first,
+    followed by the LLM pre-labels (source ``llm``; ``annotator`` names the labeller and
+    model, which import ignores for LLM rows; ``note`` carries the rationale). The command
+    line exports as the operator; the app passes the signed-in viewer."""
     rows = [
         {
             "trajectory_id": label.trajectory_id,
@@ -68,7 +76,7 @@ def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = T
             "taxonomy_version": label.taxonomy_version,
             "created_at": label.created_at.isoformat(),
         }
-        for label in store.all_labels()
+        for label in store.all_labels(viewer)
     ]
     if include_prelabels:
         rows += [
@@ -84,7 +92,7 @@ def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = T
                 "taxonomy_version": p["taxonomy_version"],
                 "created_at": p["created_at"].isoformat(),
             }
-            for p in store.successful_prelabels()
+            for p in store.successful_prelabels(viewer)
         ]
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

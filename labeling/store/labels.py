@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
+from labeling.store import policy
 from labeling.store.base import StoreBase, jsonable, snapshot
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import AssignmentRow, LabelRow, PrelabelRow, UserRow, utcnow
-from labeling.store.records import LEAD_ROLES, SOURCES, Label, QueueProgress
+from labeling.store.policy import Viewer
+from labeling.store.records import SOURCES, Label, QueueProgress
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +71,12 @@ def label_record(row: LabelRow, names: Mapping[int, str]) -> Label:
         seconds_on_item=row.seconds_on_item,
         created_at=row.created_at,
     )
+
+
+def _visible(scope: policy.Scope, row: LabelRow, include_llm: bool = True) -> bool:
+    if row.source == "llm":
+        return include_llm and scope.may_see_llm(row.trajectory_id)
+    return scope.may_see_human(row.trajectory_id, row.annotator_id)
 
 
 def unit_hash(seed: int | str, key: str) -> float:
@@ -178,56 +186,53 @@ class LabelsMixin(StoreBase):
         self,
         trajectory_id: str,
         *,
-        viewer: str | None,
-        blind: bool,
+        viewer: Viewer | str | None,
+        blind: bool | None = None,
         include_llm: bool = True,
     ) -> list[Label]:
-        """Labels on one item, oldest first, as `viewer` may see them.
+        """Labels on one item, oldest first, as `viewer` may see them (see `policy`).
 
         Blind mode hides other people's labels from annotators, before and after they submit
-        their own, so agreement statistics measure independent judgments. Leads and admins
-        always see everything. LLM labels are not "other annotators" and follow `include_llm`
-        (whether the pre-label was visible is recorded separately, in `prelabel_shown`).
+        their own, so agreement statistics measure independent judgments; leads see
+        everything except on items they are assigned to and have not labelled yet. LLM labels
+        are not "other annotators" and follow `include_llm` and the viewer's pre-label hiding.
+        (`viewer` may still be given as a name with `blind`.)
         """
+        who = policy.as_viewer(viewer, blind)
         with self._read() as s:
+            scope = policy.scope_for(s, who)
             names = self._user_names(s)
             rows = s.scalars(
                 select(LabelRow)
                 .where(LabelRow.trajectory_id == trajectory_id)
                 .order_by(LabelRow.created_at, LabelRow.id)
             ).all()
-            sees_all = not blind
-            viewer_id: int | None = None
-            if blind and viewer is not None:
-                viewer_row = self._user_row(s, viewer)
-                viewer_id = viewer_row.id
-                sees_all = viewer_row.role in LEAD_ROLES
-            out = []
-            for row in rows:
-                if row.source == "llm":
-                    if include_llm:
-                        out.append(label_record(row, names))
-                elif sees_all or (viewer_id is not None and row.annotator_id == viewer_id):
-                    out.append(label_record(row, names))
-            return out
+            return [label_record(r, names) for r in rows if _visible(scope, r, include_llm)]
 
-    def labels_df(self, *, taxonomy_version: str | None = None) -> pd.DataFrame:
-        """Every label row (including superseded ones) for analysis, one row per label."""
+    def labels_df(
+        self, *, taxonomy_version: str | None = None, viewer: Viewer = policy.OPERATOR
+    ) -> pd.DataFrame:
+        """Every label row `viewer` may see (superseded ones too) for analysis, one per label."""
         with self._read() as s:
+            scope = policy.scope_for(s, viewer)
             names = self._user_names(s)
             query = select(LabelRow).order_by(LabelRow.created_at, LabelRow.id)
             if taxonomy_version is not None:
                 query = query.where(LabelRow.taxonomy_version == taxonomy_version)
-            records = [asdict(label_record(r, names)) for r in s.scalars(query)]
+            records = [
+                asdict(label_record(r, names)) for r in s.scalars(query) if _visible(scope, r)
+            ]
         import pandas as pd  # lazily: worker processes and the CLI rarely need it
 
         return pd.DataFrame.from_records(records, columns=LABEL_COLUMNS)
 
-    def all_labels(self) -> list[Label]:
+    def all_labels(self, viewer: Viewer = policy.OPERATOR) -> list[Label]:
+        """Every label `viewer` may see, oldest first (the operator: all of them)."""
         with self._read() as s:
+            scope = policy.scope_for(s, viewer)
             names = self._user_names(s)
             rows = s.scalars(select(LabelRow).order_by(LabelRow.created_at, LabelRow.id))
-            return [label_record(r, names) for r in rows]
+            return [label_record(r, names) for r in rows if _visible(scope, r)]
 
     def _insert_labels(self, rows: Sequence[Mapping[str, Any]], *, actor: str | None) -> int:
         """Insert validated label rows in one transaction, creating unknown annotators.

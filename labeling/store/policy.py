@@ -41,7 +41,7 @@ class Viewer:
     """
 
     name: str | None
-    blind: bool = True
+    blind: bool = True  # the workspace's blind-mode setting
     hide_prelabel: bool = False
 
 
@@ -85,10 +85,21 @@ def _user(session: Session, name: str) -> UserRow:
     return row
 
 
+def as_viewer(viewer: Viewer | str | None, blind: bool | None = None) -> Viewer:
+    """A `Viewer` from the older (name, blind) pair some callers still pass."""
+    if isinstance(viewer, Viewer):
+        return viewer
+    return Viewer(viewer, blind=True if blind is None else blind)
+
+
 def scope_for(session: Session, viewer: Viewer) -> Scope:
-    """Resolve `viewer` against the store (its role, assignments and own labels)."""
+    """Resolve `viewer` against the store (its role, assignments and own labels).
+
+    A nameless viewer is the operator when not blind, and sees no human label when blind
+    (nobody signed in).
+    """
     if viewer.name is None:
-        return Scope(sees_all=True)
+        return Scope(sees_all=not viewer.blind)
     row = _user(session, viewer.name)
     committed = frozenset(
         session.scalars(

@@ -14,6 +14,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store.base import StoreBase
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import PrelabelRow, PrelabelRunRow, utcnow
+from labeling.store.policy import OPERATOR, Viewer, scope_for
 from labeling.store.records import HEARTBEAT_STALE_S, RUN_STATUSES, PrelabelRun
 
 _RUN_COUNTERS = frozenset(
@@ -139,9 +140,11 @@ class PrelabelsMixin(StoreBase):
         with self._write() as s:
             s.execute(stmt)
 
-    def successful_prelabels(self) -> list[dict[str, Any]]:
-        """Every pre-label that produced a category, oldest first (for exports)."""
+    def successful_prelabels(self, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
+        """Every pre-label that produced a category and `viewer` may see, oldest first (for
+        exports)."""
         with self._read() as s:
+            scope = scope_for(s, viewer)
             rows = s.scalars(
                 select(PrelabelRow)
                 .where(PrelabelRow.category.is_not(None), PrelabelRow.error.is_(None))
@@ -160,6 +163,7 @@ class PrelabelsMixin(StoreBase):
                     "created_at": r.created_at,
                 }
                 for r in rows
+                if scope.may_see_llm(r.trajectory_id)
             ]
 
     def prelabel_count(self) -> int:
