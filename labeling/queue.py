@@ -24,6 +24,7 @@ from labeling.agreement import (
     labeller_vs_human,
     pairwise_cohens,
 )
+from labeling.store.policy import OPERATOR, Viewer
 
 if TYPE_CHECKING:
     from labeling.store import LlmOpinion, Store
@@ -147,20 +148,24 @@ def prelabel_for(store: Store, trajectory_id: str) -> PrelabelView | None:
 
 
 def ids_with_final_category(store: Store, category: str | Sequence[str],
-                            taxonomy_version: str | None = None) -> list[str]:
-    """Trajectory ids whose final label (any provenance) is `category` (or one of several)."""
+                            taxonomy_version: str | None = None, *,
+                            viewer: Viewer = OPERATOR) -> list[str]:
+    """Trajectory ids whose final label, as `viewer` may see it, is `category` (or one of
+    several). A blind annotator's "final label" is built from their own labels and the
+    pre-labels only, so the filter cannot reveal a colleague's label."""
     wanted = {category} if isinstance(category, str) else set(category)
-    final = store.final_labels(taxonomy_version)
+    final = store.final_labels(taxonomy_version, viewer=viewer)
     return sorted(final.loc[final["category"].isin(wanted), "trajectory_id"].astype(str))
 
 
 # -- agreement -----------------------------------------------------------------------------------
 
 
-def latest_human_labels(store: Store, taxonomy_version: str | None = None,
-                        ) -> dict[str, dict[str, str]]:
-    """annotator -> trajectory -> that annotator's latest primary category."""
-    df = store.labels_df(taxonomy_version=taxonomy_version)
+def latest_human_labels(store: Store, taxonomy_version: str | None = None, *,
+                        viewer: Viewer = OPERATOR) -> dict[str, dict[str, str]]:
+    """annotator -> trajectory -> that annotator's latest primary category (what `viewer`
+    may see)."""
+    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
     df = df[df["source"] == "human"]
     out: dict[str, dict[str, str]] = {}
     # labels_df is oldest first, so a later (superseding) label overwrites an earlier one.
@@ -239,14 +244,15 @@ def all_llm_opinions(store: Store, taxonomy_version: str | None = None,
 
 
 def llm_vs_human(store: Store, categories: Sequence[str],
-                 taxonomy_version: str | None = None) -> dict[str, pd.DataFrame]:
+                 taxonomy_version: str | None = None, *,
+                 viewer: Viewer = OPERATOR) -> dict[str, pd.DataFrame]:
     """Per-category precision, recall and override rate of the LLM against each human label.
 
     One comparison per (annotator, item) that has both a human label and an LLM opinion,
     sliced by whether the annotator saw the pre-label (`PRELABEL_SLICES`); empty slices are
     left out. The override rate of the "pre-label hidden" slice is the honest one.
     """
-    df = store.labels_df(taxonomy_version=taxonomy_version)
+    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
     humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
                                                          keep="last")
     opinions = all_llm_opinions(store, taxonomy_version)
@@ -265,3 +271,36 @@ def llm_vs_human(store: Store, categories: Sequence[str],
             cats = list(dict.fromkeys([*categories, *pred, *human]))
             out[key] = labeller_vs_human(pred, human, cats)
     return out
+
+
+@dataclass(frozen=True)
+class StepAgreement:
+    """Agreement on the first faulty step between annotators of the same item.
+
+    Counted only over labels whose step the human chose: a step accepted from the pre-label
+    (or none at all) would measure the pre-labeller, not the people.
+    """
+
+    pairs: int
+    agreeing: int
+    excluded_labels: int  # latest human labels left out: no step, or the pre-label's step
+
+    @property
+    def raw_agreement(self) -> float | None:
+        return self.agreeing / self.pairs if self.pairs else None
+
+
+def step_agreement(store: Store, taxonomy_version: str | None = None, *,
+                   viewer: Viewer = OPERATOR) -> StepAgreement:
+    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
+    humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
+                                                         keep="last")
+    chosen = humans[humans["first_error_step"].notna() & ~humans["step_from_prelabel"].astype(bool)]
+    pairs = agreeing = 0
+    for _, group in chosen.groupby("trajectory_id"):
+        steps = [int(v) for v in group["first_error_step"]]
+        for i in range(len(steps)):
+            for j in range(i + 1, len(steps)):
+                pairs += 1
+                agreeing += steps[i] == steps[j]
+    return StepAgreement(pairs, agreeing, len(humans) - len(chosen))
