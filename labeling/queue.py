@@ -72,6 +72,7 @@ def create_assignments(
     seed: int = 0,
     queue: str = "default",
     limit: int | None = None,
+    actor: str | None = None,
 ) -> int:
     """Assign the workspace's failures; a stratified `double_share` gets `overlap` people.
 
@@ -84,7 +85,7 @@ def create_assignments(
         frame = frame.head(limit)
     return store.assign(
         list(frame["id"]), annotators, overlap=overlap, double_share=double_share, seed=seed,
-        queue=queue, strata=strata_for(frame),
+        queue=queue, strata=strata_for(frame), actor=actor,
     )
 
 
@@ -99,7 +100,8 @@ def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25) -> int:
     free = [str(t) for t in frame["id"] if str(t) not in taken][:n]
     if not free:
         return 0
-    return store.assign(free, [user], overlap=1, double_share=0.0, queue="self-service")
+    return store.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",
+                        actor=user)
 
 
 def queue_for(

@@ -101,7 +101,7 @@ if st.button("Start", type="primary", key="prelabel_start",
         st.error("Only leads and admins may start runs.")
         st.stop()
     name, run_model, _ = labeller_identity(options)
-    run_id = store.start_prelabel_run(name, run_model)
+    run_id = store.start_prelabel_run(name, run_model, actor=user.name)
     try:
         proc = launch_worker(options, run_id=run_id, workspace_root=ws.root.resolve(),
                              database_url=settings.database_url)

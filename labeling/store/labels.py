@@ -347,8 +347,12 @@ class LabelsMixin(StoreBase):
         seed: int = 0,
         queue: str = "default",
         strata: Mapping[str, str] | None = None,
+        actor: str | None = None,
     ) -> int:
         """Assign items to annotators; returns the number of new assignments.
+
+        `actor` is the signed-in user asking (None: the command line, the operator). Leads and
+        admins assign anyone; an annotator may only take items for themselves (self-service).
 
         A `double_share` of the items (drawn at random with `seed`, within each stratum when
         `strata` maps item -> stratum) gets `overlap` annotators, so agreement can be
@@ -379,6 +383,8 @@ class LabelsMixin(StoreBase):
         rng.shuffle(order)  # so the round-robin is not correlated with input order
 
         with self._write() as s:
+            if actor is not None and people != [actor]:
+                self._lead_row(s, actor, "assign work to other people")
             user_ids = [self._user_row(s, name).id for name in people]
             load = dict.fromkeys(user_ids, 0)
             for uid, n in s.execute(
