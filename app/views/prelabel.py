@@ -159,6 +159,9 @@ def live_run() -> None:
         ("Tokens", f"{run.tokens:,}"), ("Est. cost", f"${run.estimated_cost:,.4f}"),
     ], strict=True):
         col.metric(label, value)
+    if run.status == "interrupted":
+        st.warning("The worker stopped reporting (its heartbeat is stale: killed or the machine "
+                   "restarted). Completed items are kept; start a run again to resume.")
     if run.status == "failed":
         tail = _log_tail(run.id)
         st.error("The run stopped before finishing; completed items are kept and the next run "
