@@ -19,6 +19,7 @@ from analysis.charts import CHARTS
 from analysis.failures import PROVENANCE_COLUMNS
 from analysis.success import NO_SCOPE, OTHER_INTENT
 from analysis.tables import TABLES, all_tables
+from labeling.store.policy import OPERATOR, Viewer
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -168,9 +169,11 @@ def filter_frame(
 # --- labels ------------------------------------------------------------------------------------
 
 
-def final_labels(store: Store, taxonomy_version: str | None = None) -> pd.DataFrame:
-    """The store's final labels (one row per labelled trajectory, with provenance)."""
-    return store.final_labels(taxonomy_version)
+def final_labels(store: Store, taxonomy_version: str | None = None, *,
+                 viewer: Viewer = OPERATOR) -> pd.DataFrame:
+    """The store's final labels (one row per labelled trajectory, with provenance), as
+    `viewer` may see them (the store decides; the command line is the operator)."""
+    return store.final_labels(taxonomy_version, viewer=viewer)
 
 
 def _llm_categories(store: Store, taxonomy_version: str | None) -> dict[str, str]:
@@ -179,7 +182,8 @@ def _llm_categories(store: Store, taxonomy_version: str | None) -> dict[str, str
     return {str(tid): str(o.category) for tid, o in opinions.items()}
 
 
-def labeller_pairs(store: Store, taxonomy_version: str | None = None) -> pd.DataFrame:
+def labeller_pairs(store: Store, taxonomy_version: str | None = None, *,
+                   viewer: Viewer = OPERATOR) -> pd.DataFrame:
     """LLM pre-label category vs the human verdict, one row per trajectory having both.
 
     The human side is the final label when it is human-derived (adjudicated, agreed or single
@@ -187,7 +191,7 @@ def labeller_pairs(store: Store, taxonomy_version: str | None = None) -> pd.Data
     Items the pre-labeller never labelled are left out rather than counted as overrides, since
     pre-labelling often covers only part of a workspace.
     """
-    final = final_labels(store, taxonomy_version)
+    final = final_labels(store, taxonomy_version, viewer=viewer)
     human = final[final["provenance"].isin(HUMAN_PROVENANCES) & final["category"].notna()]
     if human.empty:
         return pd.DataFrame(columns=PAIR_COLUMNS)

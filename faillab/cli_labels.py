@@ -134,7 +134,6 @@ def import_cmd(path: Path, workspace: Path | None) -> None:
     store = open_annotations(workspace)
     try:
         n = import_labels(store, text, known_trajectory_ids=known,
-                          categories=set(taxonomy.keys),
                           default_taxonomy_version=taxonomy.version)
     except DataImportError as err:
         raise UserError(f"{path}: {err} (nothing was imported)") from None

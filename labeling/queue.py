@@ -24,6 +24,7 @@ from labeling.agreement import (
     labeller_vs_human,
     pairwise_cohens,
 )
+from labeling.store.policy import OPERATOR, Viewer
 
 if TYPE_CHECKING:
     from labeling.store import LlmOpinion, Store
@@ -71,6 +72,7 @@ def create_assignments(
     seed: int = 0,
     queue: str = "default",
     limit: int | None = None,
+    actor: str | None = None,
 ) -> int:
     """Assign the workspace's failures; a stratified `double_share` gets `overlap` people.
 
@@ -83,7 +85,7 @@ def create_assignments(
         frame = frame.head(limit)
     return store.assign(
         list(frame["id"]), annotators, overlap=overlap, double_share=double_share, seed=seed,
-        queue=queue, strata=strata_for(frame),
+        queue=queue, strata=strata_for(frame), actor=actor,
     )
 
 
@@ -98,7 +100,8 @@ def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25) -> int:
     free = [str(t) for t in frame["id"] if str(t) not in taken][:n]
     if not free:
         return 0
-    return store.assign(free, [user], overlap=1, double_share=0.0, queue="self-service")
+    return store.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",
+                        actor=user)
 
 
 def queue_for(
@@ -147,20 +150,24 @@ def prelabel_for(store: Store, trajectory_id: str) -> PrelabelView | None:
 
 
 def ids_with_final_category(store: Store, category: str | Sequence[str],
-                            taxonomy_version: str | None = None) -> list[str]:
-    """Trajectory ids whose final label (any provenance) is `category` (or one of several)."""
+                            taxonomy_version: str | None = None, *,
+                            viewer: Viewer = OPERATOR) -> list[str]:
+    """Trajectory ids whose final label, as `viewer` may see it, is `category` (or one of
+    several). A blind annotator's "final label" is built from their own labels and the
+    pre-labels only, so the filter cannot reveal a colleague's label."""
     wanted = {category} if isinstance(category, str) else set(category)
-    final = store.final_labels(taxonomy_version)
+    final = store.final_labels(taxonomy_version, viewer=viewer)
     return sorted(final.loc[final["category"].isin(wanted), "trajectory_id"].astype(str))
 
 
 # -- agreement -----------------------------------------------------------------------------------
 
 
-def latest_human_labels(store: Store, taxonomy_version: str | None = None,
-                        ) -> dict[str, dict[str, str]]:
-    """annotator -> trajectory -> that annotator's latest primary category."""
-    df = store.labels_df(taxonomy_version=taxonomy_version)
+def latest_human_labels(store: Store, taxonomy_version: str | None = None, *,
+                        viewer: Viewer = OPERATOR) -> dict[str, dict[str, str]]:
+    """annotator -> trajectory -> that annotator's latest primary category (what `viewer`
+    may see)."""
+    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
     df = df[df["source"] == "human"]
     out: dict[str, dict[str, str]] = {}
     # labels_df is oldest first, so a later (superseding) label overwrites an earlier one.
@@ -239,14 +246,15 @@ def all_llm_opinions(store: Store, taxonomy_version: str | None = None,
 
 
 def llm_vs_human(store: Store, categories: Sequence[str],
-                 taxonomy_version: str | None = None) -> dict[str, pd.DataFrame]:
+                 taxonomy_version: str | None = None, *,
+                 viewer: Viewer = OPERATOR) -> dict[str, pd.DataFrame]:
     """Per-category precision, recall and override rate of the LLM against each human label.
 
     One comparison per (annotator, item) that has both a human label and an LLM opinion,
     sliced by whether the annotator saw the pre-label (`PRELABEL_SLICES`); empty slices are
     left out. The override rate of the "pre-label hidden" slice is the honest one.
     """
-    df = store.labels_df(taxonomy_version=taxonomy_version)
+    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
     humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
                                                          keep="last")
     opinions = all_llm_opinions(store, taxonomy_version)
@@ -265,3 +273,36 @@ def llm_vs_human(store: Store, categories: Sequence[str],
             cats = list(dict.fromkeys([*categories, *pred, *human]))
             out[key] = labeller_vs_human(pred, human, cats)
     return out
+
+
+@dataclass(frozen=True)
+class StepAgreement:
+    """Agreement on the first faulty step between annotators of the same item.
+
+    Counted only over labels whose step the human chose: a step accepted from the pre-label
+    (or none at all) would measure the pre-labeller, not the people.
+    """
+
+    pairs: int
+    agreeing: int
+    excluded_labels: int  # latest human labels left out: no step, or the pre-label's step
+
+    @property
+    def raw_agreement(self) -> float | None:
+        return self.agreeing / self.pairs if self.pairs else None
+
+
+def step_agreement(store: Store, taxonomy_version: str | None = None, *,
+                   viewer: Viewer = OPERATOR) -> StepAgreement:
+    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
+    humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
+                                                         keep="last")
+    chosen = humans[humans["first_error_step"].notna() & ~humans["step_from_prelabel"].astype(bool)]
+    pairs = agreeing = 0
+    for _, group in chosen.groupby("trajectory_id"):
+        steps = [int(v) for v in group["first_error_step"]]
+        for i in range(len(steps)):
+            for j in range(i + 1, len(steps)):
+                pairs += 1
+                agreeing += steps[i] == steps[j]
+    return StepAgreement(pairs, agreeing, len(humans) - len(chosen))

@@ -81,3 +81,24 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = generate_demo(root, seed=0, n_tasks=72, rollouts=2, n_patients=300)
     ws.add((t, "demo") for t in result.trajectories)
     return root
+
+
+# Category keys of the small test taxonomy that store tests label with (the store refuses any
+# category that is not a key of the label's taxonomy version).
+TEST_CATEGORY_KEYS = (
+    "a", "b", "c", "wrong_table", "bad_join", "other",
+    "semantic_misunderstanding", "sql_logic_error", "stuck_in_loop", "answer_format_error",
+)
+TEST_TAXONOMY_VERSIONS = ("v", "v1", "v-other", "other")
+
+
+def save_test_taxonomy(store: Any, versions: tuple[str, ...] = TEST_TAXONOMY_VERSIONS,
+                       keys: tuple[str, ...] = TEST_CATEGORY_KEYS) -> None:
+    """Keep a small test taxonomy in `store` under each of `versions`."""
+    snapshot = {
+        "name": "test_taxonomy", "version": "1",
+        "categories": [{"key": k, "name": f"Test {k}", "definition": f"test category {k}"}
+                       for k in keys],
+    }
+    for version in versions:
+        store.save_taxonomy_version(version, "test_taxonomy", snapshot)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app.auth import require_user
 from app.state import get_settings, get_store, open_trajectory_link, workspace
+from app.viewer import viewer_of
 from app.widgets.label_form import step_caption
 from app.widgets.rubric import category_label, render_rubric
 from app.widgets.safe import escape_markdown, plain
@@ -31,6 +32,7 @@ selected = st.session_state.get("adj_item")
 # The item on screen stays listed after someone decides it, so a lead who is mid-decision
 # sees the conflict message rather than the item vanishing under them.
 items = [d for d in store.disagreements(prelabel_threshold=settings.prelabel_threshold,
+                                        viewer=viewer_of(lead),
                                         include_adjudicated=True)
          if include_done or not d.adjudicated or d.trajectory_id == selected]
 if not items:
@@ -73,7 +75,7 @@ def _step_text(step: int | None) -> str:
 
 
 # -- what everyone said ------------------------------------------------------------------------
-labels = store.labels_for(tid, viewer=lead.name, blind=False, include_llm=False)
+labels = store.labels_for(tid, viewer=viewer_of(lead), include_llm=False)
 latest: dict[str, Label] = {}
 for lab in labels:  # oldest first: a re-label replaces the earlier one; history keeps both
     latest[str(lab.annotator)] = lab

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app.auth import require_user
 from app.state import get_store
+from app.viewer import viewer_of
 from app.widgets.rubric import category_label
 from faillab.textsafe import csv_frame
 from labeling.queue import (
@@ -24,7 +25,7 @@ from labeling.queue import (
 from taxonomy import default_taxonomy
 
 st.title("Agreement")
-require_user("lead", "admin")
+me = viewer_of(require_user("lead", "admin"))
 store = get_store()
 taxonomy = default_taxonomy()
 
@@ -38,7 +39,7 @@ versions = [taxonomy.version, *[v for v in store.taxonomy_versions() if v != tax
 version = st.selectbox("Taxonomy version", versions, key="agreement_version",
                        help="Labels made under different rubrics are never pooled.")
 keys = list(taxonomy.keys)
-ratings = latest_human_labels(store, version)
+ratings = latest_human_labels(store, version, viewer=me)
 if len(ratings) < 2:
     st.info("Agreement needs at least two annotators who labelled the same items.")
 else:
@@ -79,7 +80,7 @@ else:
         st.caption("No pair of annotators has labelled the same item yet.")
 
 st.subheader("LLM pre-label vs people")
-comparisons = llm_vs_human(store, keys, version)
+comparisons = llm_vs_human(store, keys, version, viewer=me)
 if not comparisons:
     st.info("No item has both a human label and an LLM pre-label yet.")
 else:

@@ -52,7 +52,7 @@ def _load(trajectory_id: str, parts_signature: tuple[str, ...]) -> Trajectory | 
 
 if user.role in LEAD_ROLES:
     with st.expander("Queues and assignments", expanded=not store.progress()):
-        render_assignment_form(store, ws)
+        render_assignment_form(store, ws, user.name)
 with st.expander("Progress per annotator", expanded=False):
     render_progress(store)
 

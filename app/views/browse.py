@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.auth import current_user
 from app.state import get_settings, get_store, open_trajectory_link, workspace
+from app.viewer import viewer_of
 from labeling.queue import ids_with_final_category
+from labeling.store import Viewer
 from taxonomy import default_taxonomy
 from trajectories.views import BrowseFilter, browse, facets
 
@@ -17,12 +20,14 @@ def cached_facets(root: str, parts: tuple[str, ...]) -> dict[str, list[str]]:
 
 
 @st.cache_data(ttl=15, max_entries=16, show_spinner=False)
-def labelled_ids(url: str, categories: tuple[str, ...]) -> list[str]:
+def labelled_ids(url: str, categories: tuple[str, ...], viewer: Viewer) -> list[str]:
     # Final labels change as people annotate; a few seconds of staleness keeps Browse fast.
-    return ids_with_final_category(get_store(), list(categories))
+    # Keyed by the viewer: the store shows each person only what they may see.
+    return ids_with_final_category(get_store(), list(categories), viewer=viewer)
 
 
 st.title("Browse")
+viewer = viewer_of(current_user())
 ws = workspace()
 options = cached_facets(str(ws.root), tuple(p.name for p in ws.part_files()))
 
@@ -42,14 +47,15 @@ with st.container(border=True):
                                     key="browse_failure_labels",
                                     format_func=lambda k: taxonomy.category(k).name,
                                     help="Final label: adjudicated, agreed, single person or "
-                                         "LLM only")
+                                         "LLM only. In blind mode annotators filter on their "
+                                         "own labels and the pre-labels only.")
     text = c9.text_input("Search question, task id or trajectory id", key="browse_text")
 
 flt = BrowseFilter(
     runs=runs, models=models, intents=intents, scopes=scopes, templates=templates,
     success={"failed": False, "succeeded": True}.get(outcome or "all"),
     disagreement_only=disagreement, text=text,
-    ids=(labelled_ids(get_settings().annotations_url(), tuple(sorted(failure_labels)))
+    ids=(labelled_ids(get_settings().annotations_url(), tuple(sorted(failure_labels)), viewer)
          if failure_labels else None),
 )
 st.session_state["browse_filter"] = flt

@@ -101,7 +101,7 @@ if st.button("Start", type="primary", key="prelabel_start",
         st.error("Only leads and admins may start runs.")
         st.stop()
     name, run_model, _ = labeller_identity(options)
-    run_id = store.start_prelabel_run(name, run_model)
+    run_id = store.start_prelabel_run(name, run_model, actor=user.name)
     try:
         proc = launch_worker(options, run_id=run_id, workspace_root=ws.root.resolve(),
                              database_url=settings.database_url)
@@ -159,6 +159,9 @@ def live_run() -> None:
         ("Tokens", f"{run.tokens:,}"), ("Est. cost", f"${run.estimated_cost:,.4f}"),
     ], strict=True):
         col.metric(label, value)
+    if run.status == "interrupted":
+        st.warning("The worker stopped reporting (its heartbeat is stale: killed or the machine "
+                   "restarted). Completed items are kept; start a run again to resume.")
     if run.status == "failed":
         tail = _log_tail(run.id)
         st.error("The run stopped before finishing; completed items are kept and the next run "

@@ -24,8 +24,11 @@ from analysis.sources import (
     run_temperatures,
 )
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
+from app.auth import current_user
 from app.state import get_settings, get_store, workspace
+from app.viewer import viewer_of
 from app.widgets.downloads import chart_downloads, table_downloads
+from labeling.store import Viewer
 from trajectories.workspace import Workspace
 
 TITLES = {
@@ -52,9 +55,10 @@ def _frame(signature: tuple[Any, ...], _ws: Workspace) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=LABELS_TTL_S, show_spinner="Loading labels…", max_entries=4)
-def _labels(url: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _labels(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
+    # The store decides what `viewer` may see (a blind annotator: own labels and pre-labels).
     store = get_store()
-    return store.final_labels(), labeller_pairs(store)
+    return store.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
 
 
 def _token(df: pd.DataFrame | None) -> int:
@@ -81,6 +85,7 @@ def _tables(
 
 
 st.title("Statistics")
+viewer = viewer_of(current_user())
 ws = workspace()
 if not ws.part_files():
     st.info(
@@ -95,7 +100,7 @@ frame = _frame(signature, ws)
 labels: pd.DataFrame | None = None
 pairs: pd.DataFrame | None = None
 try:
-    labels, pairs = _labels(get_settings().annotations_url())
+    labels, pairs = _labels(get_settings().annotations_url(), viewer)
 except Exception as err:  # a store outage must not hide the trajectory statistics
     st.warning(f"Labels could not be loaded, label tables are empty: {type(err).__name__}")
 

@@ -14,6 +14,7 @@ from typing import Literal
 import pandas as pd
 import streamlit as st
 
+from app.viewer import viewer_of
 from app.widgets.rubric import category_label
 from app.widgets.safe import escape_markdown, plain
 from labeling.queue import PrelabelView
@@ -57,8 +58,8 @@ def started_at(trajectory_id: str) -> float:
 
 def render_visible_labels(store: Store, trajectory_id: str, viewer: User, *, blind: bool,
                           taxonomy: Taxonomy) -> None:
-    """Labels already on the item that `viewer` may see (blind: only their own)."""
-    labels = store.labels_for(trajectory_id, viewer=viewer.name, blind=blind, include_llm=False)
+    """Labels already on the item that `viewer` may see; the store decides which."""
+    labels = store.labels_for(trajectory_id, viewer=viewer_of(viewer), include_llm=False)
     if not labels:
         return
     st.caption("Labels already on this item" + (" (yours only: blind mode)" if blind and
@@ -96,14 +97,25 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         _prelabel_box(prelabel, taxonomy)
 
     steps: list[int | None] = [None, *range(len(traj.steps))]
-    default_step = prelabel.first_error_step if show_prelabel and prelabel else None
+    # Never prefilled from the pre-label: a step is stored only when the person chose it, or
+    # ticked the box below to accept the pre-label's step (recorded as such).
     step = st.selectbox(
-        "First faulty step", steps,
-        index=steps.index(default_step) if default_step in steps else 0,
+        "First faulty step", steps, index=0,
         format_func=lambda i: "not set" if i is None else step_caption(traj, i),
         key=f"lf_{tid}_step",
         help="The earliest step where the trajectory went wrong.",
     )
+    accept_step = False
+    if show_prelabel and prelabel is not None and prelabel.first_error_step in steps[1:]:
+        accept_step = st.checkbox(
+            f"Use the pre-label's first faulty step ({prelabel.first_error_step})",
+            key=f"lf_{tid}_accept_step", disabled=step is not None,
+            help="Only when you checked it: the label records that the step came from the "
+                 "pre-label. A step chosen above wins.")
+    step_from_prelabel = step is None and accept_step and prelabel is not None
+    if step_from_prelabel:
+        assert prelabel is not None
+        step = prelabel.first_error_step
     keys = list(taxonomy.keys)
     secondary = st.selectbox("Secondary category (optional)", [None, *keys],
                              format_func=lambda k: "none" if k is None
@@ -140,6 +152,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
             note=note.strip() or None,
             # Recorded so the LLM-vs-human override rate can be split by anchoring exposure.
             prelabel_shown=show_prelabel,
+            step_from_prelabel=step_from_prelabel,
             seconds_on_item=round(time.monotonic() - t0, 1),
         )
     except StoreError as err:

@@ -20,7 +20,7 @@ def render_progress(store: Store) -> None:
         st.progress(share, text=f"{p.annotator}: {p.done} of {p.assigned} labelled")
 
 
-def render_assignment_form(store: Store, ws: Workspace) -> None:
+def render_assignment_form(store: Store, ws: Workspace, actor: str) -> None:
     """Leads and admins assign failures to annotators (re-running only adds what is missing)."""
     people = [u.name for u in store.list_users()]
     n_failed = len(failed_frame(ws))
@@ -47,7 +47,7 @@ def render_assignment_form(store: Store, ws: Workspace) -> None:
     try:
         created = create_assignments(store, ws, annotators, overlap=int(overlap),
                                      double_share=float(share), seed=int(seed),
-                                     limit=int(limit) or None)
+                                     limit=int(limit) or None, actor=actor)
     except StoreError as err:
         st.error(str(err))
         return

@@ -20,9 +20,11 @@ Callers show ``privacy_notice`` (see ``privacy_text``) before asking for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -38,6 +40,7 @@ from labeling.prelabel.runner import (
     estimate_cost_usd,
     run_prelabels,
 )
+from labeling.store.errors import StoreError
 from taxonomy import Taxonomy, TaxonomyError, default_taxonomy, load_taxonomy
 from trajectories.model import Trajectory
 
@@ -316,6 +319,7 @@ def run_prelabelling(
     labeller: AnyLabeller | None = None,
     env: Mapping[str, str] | None = None,
     update_every_s: float = 0.5,
+    heartbeat_every_s: float = 30.0,
     trajectories: Iterable[Trajectory] | None = None,
 ) -> PrelabelOutcome:
     """Pre-label the workspace's failures; see the module docstring.
@@ -362,6 +366,16 @@ def run_prelabelling(
             progress(live)
 
     items = trajectories if trajectories is not None else failed_trajectories(ws)
+    # A heartbeat between progress writes too (one slow LLM call can take minutes), so a run
+    # only reads as "interrupted" when this process is really gone.
+    stop_beating = threading.Event()
+
+    def beat() -> None:
+        while not stop_beating.wait(heartbeat_every_s):
+            with contextlib.suppress(StoreError):
+                store.heartbeat_prelabel_run(run_id)
+
+    threading.Thread(target=beat, name=f"prelabel-heartbeat-{run_id}", daemon=True).start()
 
     async def go() -> RunStats:
         try:
@@ -382,14 +396,17 @@ def run_prelabelling(
     try:
         stats = asyncio.run(go())
     except PrelabelRunAborted as e:
+        stop_beating.set()
         final = _progress_from_stats(e.stats, live.total)
         store.update_prelabel_run(run_id, status="failed", **_run_fields(final))
         raise
     except BaseException:
+        stop_beating.set()
         # Interrupted (SIGTERM, Ctrl-C) or a bug: what was saved stays saved; the record says
         # the run did not finish so the page stops showing it as running.
         store.update_prelabel_run(run_id, status="failed", **_run_fields(live))
         raise
+    stop_beating.set()
     final = _progress_from_stats(stats, live.total)
     store.update_prelabel_run(run_id, status="done", **_run_fields(final))
     return PrelabelOutcome(

@@ -21,6 +21,7 @@ from labeling.store.io import (
     import_labels,
 )
 from labeling.store.labels import LABEL_COLUMNS, LlmOpinion
+from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import (
     Adjudication,
     AuditAdjudication,
@@ -39,6 +40,7 @@ __all__ = [
     "EXPORT_COLUMNS",
     "FINAL_COLUMNS",
     "LABEL_COLUMNS",
+    "OPERATOR",
     "PROVENANCES",
     "Adjudication",
     "AuditAdjudication",
@@ -59,6 +61,7 @@ __all__ = [
     "Store",
     "StoreError",
     "User",
+    "Viewer",
     "export_labels",
     "head_revision",
     "import_audit_judgments",

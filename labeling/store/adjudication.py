@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
+from labeling.store import policy
 from labeling.store.base import StoreBase, conflict_message, snapshot
 from labeling.store.errors import ConflictError, StoreError
-from labeling.store.labels import LabelsMixin
-from labeling.store.models import AdjudicationRow, HistoryRow, LabelRow
+from labeling.store.labels import LabelsMixin, LlmOpinion
+from labeling.store.models import AdjudicationRow, HistoryRow, LabelRow, PrelabelRow
+from labeling.store.policy import Viewer
 from labeling.store.records import Adjudication, Disagreement, HistoryEntry
 
 if TYPE_CHECKING:
@@ -46,6 +49,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         prelabel_threshold: float = 0.8,
         taxonomy_version: str | None = None,
         include_adjudicated: bool = False,
+        viewer: Viewer = policy.OPERATOR,
     ) -> list[Disagreement]:
         """Items a lead should look at.
 
@@ -54,9 +58,11 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         from an LLM label whose confidence is at or above the threshold.
         """
         with self._read() as s:
-            humans = self._latest_human_labels(s, taxonomy_version)
-            opinions = self._llm_opinions(s, taxonomy_version)
+            humans, opinions, _ = self._visible_inputs(s, viewer, taxonomy_version)
             adjudicated = set(s.scalars(select(AdjudicationRow.trajectory_id)))
+            scope = policy.scope_for(s, viewer)
+        # A lead assigned to an item they have not labelled yet does not see it here either.
+        humans = {t: h for t, h in humans.items() if scope.may_see_adjudication(t)}
         out: list[Disagreement] = []
         for tid in sorted(humans):
             categories = {name: row.category for name, row in sorted(humans[tid].items())}
@@ -96,8 +102,12 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         expected_version: int | None,
         secondary_category: str | None = None,
         first_error_step: int | None = None,
+        taxonomy_version: str | None = None,
     ) -> Adjudication:
         """Set the final label of an item.
+
+        Categories must be keys of `taxonomy_version`; when it is not given, the version of
+        the item's latest label (human or LLM) is used, and an item with no label needs one.
 
         `expected_version` is the version the lead was shown: None when there was no
         adjudication yet. If someone else saved in between, nothing is written and
@@ -107,6 +117,12 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             raise StoreError("an adjudication needs a reason")
         if not category:
             raise StoreError("an adjudication needs a category")
+        with self._read() as s:
+            self._lead_row(s, lead, "adjudicate")  # permission before validation
+        version = taxonomy_version or self._item_taxonomy_version(trajectory_id)
+        category, secondary_category = self._valid_categories(
+            version, category, secondary_category
+        )
         try:
             with self._write() as s:
                 lead_row = self._lead_row(s, lead, "adjudicate")
@@ -143,6 +159,27 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
                 raise
             raise ConflictError(conflict_message(current.decided_by, current.updated_at)) from None
 
+    def _item_taxonomy_version(self, trajectory_id: str) -> str:
+        with self._read() as s:
+            version = s.scalars(
+                select(LabelRow.taxonomy_version)
+                .where(LabelRow.trajectory_id == trajectory_id)
+                .order_by(LabelRow.created_at.desc(), LabelRow.id.desc())
+                .limit(1)
+            ).first()
+            if version is None:
+                version = s.scalars(
+                    select(PrelabelRow.taxonomy_version)
+                    .where(PrelabelRow.trajectory_id == trajectory_id)
+                    .order_by(PrelabelRow.created_at.desc(), PrelabelRow.id.desc())
+                    .limit(1)
+                ).first()
+        if version is None:
+            raise StoreError(
+                f"{trajectory_id} has no label yet; give the taxonomy version to adjudicate it"
+            )
+        return version
+
     @staticmethod
     def _adjudication_record(row: AdjudicationRow, decided_by: str) -> Adjudication:
         return Adjudication(
@@ -171,8 +208,40 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             rows = s.scalars(select(AdjudicationRow).order_by(AdjudicationRow.trajectory_id))
             return [self._adjudication_record(r, names[r.decided_by]) for r in rows]
 
-    def final_labels(self, taxonomy_version: str | None = None) -> pd.DataFrame:
-        """One row per labelled item: the label analysis should use, and where it came from.
+    def _visible_inputs(
+        self, s: Session, viewer: Viewer, taxonomy_version: str | None
+    ) -> tuple[dict[str, dict[str, LabelRow]], dict[str, LlmOpinion], dict[str, AdjudicationRow]]:
+        """Latest human labels, LLM opinions and adjudications, cut to what `viewer` may see."""
+        scope = policy.scope_for(s, viewer)
+        humans = {
+            tid: seen
+            for tid, by_name in self._latest_human_labels(s, taxonomy_version).items()
+            if (
+                seen := {
+                    name: row
+                    for name, row in by_name.items()
+                    if scope.may_see_human(tid, row.annotator_id)
+                }
+            )
+        }
+        opinions = {
+            tid: o
+            for tid, o in self._llm_opinions(s, taxonomy_version).items()
+            if scope.may_see_llm(tid)
+        }
+        adjudicated = {
+            a.trajectory_id: a
+            for a in s.scalars(select(AdjudicationRow))
+            if scope.may_see_adjudication(a.trajectory_id)
+        }
+        return humans, opinions, adjudicated
+
+    def final_labels(
+        self, taxonomy_version: str | None = None, *, viewer: Viewer = policy.OPERATOR
+    ) -> pd.DataFrame:
+        """One row per labelled item: the label analysis should use, and where it came from,
+        computed only from what `viewer` may see (a blind annotator: their own labels and
+        the pre-labels; never a colleague's label or an adjudication).
 
         Precedence: adjudicated > human_agreed (>= 2 humans, same primary category) >
         human_single > llm_only (only an LLM label; treat as unverified). Items where humans
@@ -182,9 +251,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         values among the humans (ties: the smallest, i.e. the earliest error step).
         """
         with self._read() as s:
-            humans = self._latest_human_labels(s, taxonomy_version)
-            opinions = self._llm_opinions(s, taxonomy_version)
-            adjudicated = {a.trajectory_id: a for a in s.scalars(select(AdjudicationRow))}
+            humans, opinions, adjudicated = self._visible_inputs(s, viewer, taxonomy_version)
         rows: list[dict[str, Any]] = []
         for tid in sorted(set(humans) | set(opinions) | set(adjudicated)):
             if tid in adjudicated:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, RowMapping, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
 
+from labeling.store import policy
 from labeling.store.engine import SqliteWriteLock, is_sqlite, write_engine
-from labeling.store.errors import ConflictError, NotFoundError, PermissionDeniedError
+from labeling.store.errors import ConflictError, NotFoundError, StoreError
 from labeling.store.models import Base, HistoryRow, UserRow, utcnow
-from labeling.store.records import LEAD_ROLES
+from taxonomy.model import Taxonomy
 
 
 def jsonable(value: Any) -> Any:
@@ -47,6 +50,27 @@ class StoreBase:
         if is_sqlite(engine) and engine.url.database:
             self._sqlite_lock = SqliteWriteLock(engine.url.database)
         self._write_lock: AbstractContextManager[Any] = self._sqlite_lock or nullcontext()
+        self._taxonomies: dict[str, Taxonomy] = {}  # versions are immutable once stored
+
+    def _taxonomy(self, version: str) -> Taxonomy:
+        if version not in self._taxonomies:
+            with self._read() as s:
+                self._taxonomies[version] = policy.taxonomy_for(s, version)
+        return self._taxonomies[version]
+
+    def _valid_categories(
+        self, version: str, category: str, secondary: str | None = None, *, names_ok: bool = False
+    ) -> tuple[str, str | None]:
+        """Primary and secondary category as keys of `version` (see `policy.check_category`)."""
+        if not category:
+            raise StoreError("a label needs a category")
+        tax = self._taxonomy(version)
+        primary = policy.check_category(tax, category, names_ok=names_ok)
+        assert primary is not None
+        secondary = policy.check_category(
+            tax, secondary, what="secondary category", names_ok=names_ok
+        )
+        return primary, secondary
 
     @property
     def dialect(self) -> str:
@@ -83,11 +107,25 @@ class StoreBase:
             raise NotFoundError(f"unknown user {name!r}")
         return row
 
-    def _lead_row(self, session: Session, name: str, action: str) -> UserRow:
-        row = self._user_row(session, name)
-        if row.role not in LEAD_ROLES:
-            raise PermissionDeniedError(f"{name} is an {row.role}; only leads and admins {action}")
-        return row
+    @staticmethod
+    def _lead_row(session: Session, name: str, action: str) -> UserRow:
+        return policy.require_lead(session, name, action)
+
+    def _upsert_users(self, session: Session, names: Iterable[str], role: str) -> dict[str, int]:
+        """Ids of `names`, creating missing ones with `role`. A user another process created
+        a moment ago is simply found: INSERT ... ON CONFLICT DO NOTHING, then SELECT (never an
+        IntegrityError, on either backend). An existing user's role is left alone."""
+        wanted = sorted(set(names))  # a fixed order, so concurrent inserts cannot deadlock
+        if not wanted:
+            return {}
+        insert_ = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        session.execute(
+            insert_(UserRow)
+            .values([{"name": n, "role": role, "created_at": utcnow()} for n in wanted])
+            .on_conflict_do_nothing(index_elements=["name"])
+        )
+        found = session.execute(select(UserRow.name, UserRow.id).where(UserRow.name.in_(wanted)))
+        return {str(name): int(uid) for name, uid in found}
 
     @staticmethod
     def _user_names(session: Session) -> dict[int, str]:

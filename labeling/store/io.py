@@ -16,9 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faillab.textsafe import csv_cell
-from labeling.store.errors import DataImportError, JudgmentImportError, LabelImportError
+from labeling.store.errors import (
+    DataImportError,
+    JudgmentImportError,
+    LabelImportError,
+    StoreError,
+)
 from labeling.store.models import utcnow
+from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import SOURCES, STAGES
+from taxonomy.model import default_taxonomy
 
 if TYPE_CHECKING:
     from labeling.store.repo import Store
@@ -38,7 +45,6 @@ EXPORT_COLUMNS = [
 LABEL_REQUIRED = ("trajectory_id", "annotator", "source", "category")
 JUDGMENT_REQUIRED = ("task_id", "annotator", "valid")
 JUDGMENT_COLUMNS = ("task_id", "annotator", "valid", "reason", "note", "stage")
-DEFAULT_TAXONOMY_VERSION = "unversioned"
 
 _TRUE = {"1", "true", "valid", "yes"}
 _FALSE = {"0", "false", "invalid", "no"}
@@ -47,10 +53,17 @@ _FALSE = {"0", "false", "invalid", "no"}
 # -- export ---------------------------------------------------------------------------------
 
 
-def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = True) -> str:
-    """Every stored label (superseded ones too) as CSV or JSONL text, oldest first, followed
-    by the LLM pre-labels (source ``llm``; ``annotator`` names the labeller and model, which
-    import ignores for LLM rows; ``note`` carries the rationale)."""
+def export_labels(
+    store: Store,
+    fmt: str = "csv",
+    *,
+    include_prelabels: bool = True,
+    viewer: Viewer = OPERATOR,
+) -> str:
+    """Every label `viewer` may see (superseded ones too) as CSV or JSONL text, oldest first,
+    followed by the LLM pre-labels (source ``llm``; ``annotator`` names the labeller and
+    model, which import ignores for LLM rows; ``note`` carries the rationale). The command
+    line exports as the operator; the app passes the signed-in viewer."""
     rows = [
         {
             "trajectory_id": label.trajectory_id,
@@ -64,7 +77,7 @@ def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = T
             "taxonomy_version": label.taxonomy_version,
             "created_at": label.created_at.isoformat(),
         }
-        for label in store.all_labels()
+        for label in store.all_labels(viewer)
     ]
     if include_prelabels:
         rows += [
@@ -80,7 +93,7 @@ def export_labels(store: Store, fmt: str = "csv", *, include_prelabels: bool = T
                 "taxonomy_version": p["taxonomy_version"],
                 "created_at": p["created_at"].isoformat(),
             }
-            for p in store.successful_prelabels()
+            for p in store.successful_prelabels(viewer)
         ]
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
@@ -191,13 +204,15 @@ def import_labels(
     text_or_path: str | Path,
     *,
     known_trajectory_ids: set[str],
-    categories: set[str],
-    default_taxonomy_version: str = DEFAULT_TAXONOMY_VERSION,
+    default_taxonomy_version: str | None = None,
 ) -> int:
     """Import labels from CSV or JSONL (content or a path); returns the number stored.
 
     Needs trajectory_id, annotator, source and category; the other export columns are
-    optional. A missing taxonomy_version falls back to `default_taxonomy_version`. Annotators
+    optional. A missing taxonomy_version falls back to `default_taxonomy_version` (default:
+    the default shipped taxonomy). Categories are checked by the store against each row's
+    taxonomy version; display names are mapped to keys, anything else refuses the file with
+    the row number. Annotators
     the store does not know are created with the annotator role. LLM rows carry no annotator
     (a name given there is ignored, as the exporter writes none).
     """
@@ -216,12 +231,20 @@ def import_labels(
         annotator = _text(rec.get("annotator")) if source == "human" else None
         if source == "human" and annotator is None:
             raise LabelImportError("a human label needs an annotator", row=number)
+        version = (
+            _text(rec.get("taxonomy_version"))
+            or default_taxonomy_version
+            or default_taxonomy().version
+        )
         category = _text(rec.get("category"))
-        if category is None or category not in categories:
-            raise LabelImportError(f"unknown category {category!r}", row=number)
-        secondary = _text(rec.get("secondary_category"))
-        if secondary is not None and secondary not in categories:
-            raise LabelImportError(f"unknown secondary category {secondary!r}", row=number)
+        if category is None:
+            raise LabelImportError("category is empty", row=number)
+        try:
+            category, secondary = store._valid_categories(
+                version, category, _text(rec.get("secondary_category")), names_ok=True
+            )
+        except StoreError as err:
+            raise LabelImportError(str(err), row=number) from None
         rows.append(
             {
                 "trajectory_id": tid,
@@ -234,7 +257,7 @@ def import_labels(
                 ),
                 "confidence": _parse_confidence(rec.get("confidence"), number),
                 "note": _text(rec.get("note")),
-                "taxonomy_version": _text(rec.get("taxonomy_version")) or default_taxonomy_version,
+                "taxonomy_version": version,
                 "created_at": _parse_time(rec.get("created_at"), number),
             }
         )

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
+from labeling.store import policy
 from labeling.store.base import StoreBase, jsonable, snapshot
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import AssignmentRow, LabelRow, PrelabelRow, UserRow, utcnow
-from labeling.store.records import LEAD_ROLES, SOURCES, Label, QueueProgress
+from labeling.store.policy import Viewer
+from labeling.store.records import SOURCES, Label, QueueProgress
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,6 +35,7 @@ LABEL_COLUMNS = [
     "note",
     "taxonomy_version",
     "prelabel_shown",
+    "step_from_prelabel",
     "seconds_on_item",
     "created_at",
 ]
@@ -64,9 +67,16 @@ def label_record(row: LabelRow, names: Mapping[int, str]) -> Label:
         note=row.note,
         taxonomy_version=row.taxonomy_version,
         prelabel_shown=row.prelabel_shown,
+        step_from_prelabel=row.step_from_prelabel,
         seconds_on_item=row.seconds_on_item,
         created_at=row.created_at,
     )
+
+
+def _visible(scope: policy.Scope, row: LabelRow, include_llm: bool = True) -> bool:
+    if row.source == "llm":
+        return include_llm and scope.may_see_llm(row.trajectory_id)
+    return scope.may_see_human(row.trajectory_id, row.annotator_id)
 
 
 def unit_hash(seed: int | str, key: str) -> float:
@@ -91,17 +101,27 @@ class LabelsMixin(StoreBase):
         confidence: float | None = None,
         note: str | None = None,
         prelabel_shown: bool = False,
+        step_from_prelabel: bool = False,
         seconds_on_item: float | None = None,
         created_at: datetime | None = None,
     ) -> Label:
         """Record a label. A second label by the same annotator on an item supersedes the first
-        (both are kept; history records the change)."""
+        (both are kept; history records the change).
+
+        Categories must be keys of `taxonomy_version` (see `policy.check_category`).
+        `first_error_step` is what the labeller chose; `step_from_prelabel` says the human
+        explicitly accepted the pre-label's step rather than choosing one. Callers must not
+        prefill a step the human did not choose.
+        """
         if source not in SOURCES:
             raise StoreError(f"source must be one of {SOURCES}, not {source!r}")
         if source == "human" and not annotator:
             raise StoreError("a human label needs an annotator")
-        if not category:
-            raise StoreError("a label needs a category")
+        category, secondary_category = self._valid_categories(
+            taxonomy_version, category, secondary_category
+        )
+        if step_from_prelabel and first_error_step is None:
+            raise StoreError("step_from_prelabel needs the accepted first_error_step")
         labels = LabelRow.__table__
         with self._write_conn() as conn:
             annotator_id: int | None = None
@@ -142,6 +162,7 @@ class LabelsMixin(StoreBase):
                 "note": note,
                 "taxonomy_version": taxonomy_version,
                 "prelabel_shown": prelabel_shown,
+                "step_from_prelabel": step_from_prelabel,
                 "seconds_on_item": seconds_on_item,
                 "created_at": created_at or utcnow(),
             }
@@ -165,56 +186,53 @@ class LabelsMixin(StoreBase):
         self,
         trajectory_id: str,
         *,
-        viewer: str | None,
-        blind: bool,
+        viewer: Viewer | str | None,
+        blind: bool | None = None,
         include_llm: bool = True,
     ) -> list[Label]:
-        """Labels on one item, oldest first, as `viewer` may see them.
+        """Labels on one item, oldest first, as `viewer` may see them (see `policy`).
 
         Blind mode hides other people's labels from annotators, before and after they submit
-        their own, so agreement statistics measure independent judgments. Leads and admins
-        always see everything. LLM labels are not "other annotators" and follow `include_llm`
-        (whether the pre-label was visible is recorded separately, in `prelabel_shown`).
+        their own, so agreement statistics measure independent judgments; leads see
+        everything except on items they are assigned to and have not labelled yet. LLM labels
+        are not "other annotators" and follow `include_llm` and the viewer's pre-label hiding.
+        (`viewer` may still be given as a name with `blind`.)
         """
+        who = policy.as_viewer(viewer, blind)
         with self._read() as s:
+            scope = policy.scope_for(s, who)
             names = self._user_names(s)
             rows = s.scalars(
                 select(LabelRow)
                 .where(LabelRow.trajectory_id == trajectory_id)
                 .order_by(LabelRow.created_at, LabelRow.id)
             ).all()
-            sees_all = not blind
-            viewer_id: int | None = None
-            if blind and viewer is not None:
-                viewer_row = self._user_row(s, viewer)
-                viewer_id = viewer_row.id
-                sees_all = viewer_row.role in LEAD_ROLES
-            out = []
-            for row in rows:
-                if row.source == "llm":
-                    if include_llm:
-                        out.append(label_record(row, names))
-                elif sees_all or (viewer_id is not None and row.annotator_id == viewer_id):
-                    out.append(label_record(row, names))
-            return out
+            return [label_record(r, names) for r in rows if _visible(scope, r, include_llm)]
 
-    def labels_df(self, *, taxonomy_version: str | None = None) -> pd.DataFrame:
-        """Every label row (including superseded ones) for analysis, one row per label."""
+    def labels_df(
+        self, *, taxonomy_version: str | None = None, viewer: Viewer = policy.OPERATOR
+    ) -> pd.DataFrame:
+        """Every label row `viewer` may see (superseded ones too) for analysis, one per label."""
         with self._read() as s:
+            scope = policy.scope_for(s, viewer)
             names = self._user_names(s)
             query = select(LabelRow).order_by(LabelRow.created_at, LabelRow.id)
             if taxonomy_version is not None:
                 query = query.where(LabelRow.taxonomy_version == taxonomy_version)
-            records = [asdict(label_record(r, names)) for r in s.scalars(query)]
+            records = [
+                asdict(label_record(r, names)) for r in s.scalars(query) if _visible(scope, r)
+            ]
         import pandas as pd  # lazily: worker processes and the CLI rarely need it
 
         return pd.DataFrame.from_records(records, columns=LABEL_COLUMNS)
 
-    def all_labels(self) -> list[Label]:
+    def all_labels(self, viewer: Viewer = policy.OPERATOR) -> list[Label]:
+        """Every label `viewer` may see, oldest first (the operator: all of them)."""
         with self._read() as s:
+            scope = policy.scope_for(s, viewer)
             names = self._user_names(s)
             rows = s.scalars(select(LabelRow).order_by(LabelRow.created_at, LabelRow.id))
-            return [label_record(r, names) for r in rows]
+            return [label_record(r, names) for r in rows if _visible(scope, r)]
 
     def _insert_labels(self, rows: Sequence[Mapping[str, Any]], *, actor: str | None) -> int:
         """Insert validated label rows in one transaction, creating unknown annotators.
@@ -223,17 +241,13 @@ class LabelsMixin(StoreBase):
         stored entirely or not at all.
         """
         with self._write() as s:
-            users = {u.name: u for u in s.scalars(select(UserRow))}
-            for values in rows:
-                name = values.get("annotator")
-                if name and name not in users:
-                    users[name] = UserRow(name=name, role="annotator")
-                    s.add(users[name])
-            s.flush()
+            ids = self._upsert_users(
+                s, (str(v["annotator"]) for v in rows if v.get("annotator")), "annotator"
+            )
             for values in rows:
                 name = values.get("annotator")
                 row = LabelRow(
-                    annotator_id=users[name].id if name else None,
+                    annotator_id=ids[name] if name else None,
                     **{k: v for k, v in values.items() if k != "annotator"},
                 )
                 s.add(row)
@@ -333,8 +347,12 @@ class LabelsMixin(StoreBase):
         seed: int = 0,
         queue: str = "default",
         strata: Mapping[str, str] | None = None,
+        actor: str | None = None,
     ) -> int:
         """Assign items to annotators; returns the number of new assignments.
+
+        `actor` is the signed-in user asking (None: the command line, the operator). Leads and
+        admins assign anyone; an annotator may only take items for themselves (self-service).
 
         A `double_share` of the items (drawn at random with `seed`, within each stratum when
         `strata` maps item -> stratum) gets `overlap` annotators, so agreement can be
@@ -365,6 +383,8 @@ class LabelsMixin(StoreBase):
         rng.shuffle(order)  # so the round-robin is not correlated with input order
 
         with self._write() as s:
+            if actor is not None and people != [actor]:
+                self._lead_row(s, actor, "assign work to other people")
             user_ids = [self._user_row(s, name).id for name in people]
             load = dict.fromkeys(user_ids, 0)
             for uid, n in s.execute(

@@ -114,6 +114,11 @@ class LabelRow(Base):
     # Added in revision 0002: was the LLM pre-label visible before the annotator committed?
     # Needed to measure anchoring bias; rows from before the column existed read as False.
     prelabel_shown: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Added in revision 0004: the step was the pre-label's, explicitly accepted by the human
+    # (False: the human chose the step, or gave none). Step agreement uses only human-chosen.
+    step_from_prelabel: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
     seconds_on_item: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -178,6 +183,9 @@ class PrelabelRunRow(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     pid: Mapped[int | None] = mapped_column(Integer)
+    # Added in revision 0004: the worker's last sign of life; a running run whose heartbeat
+    # is older than `HEARTBEAT_STALE_S` is reported as interrupted (and can be resumed).
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class AdjudicationRow(Base):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import desc, func, select
@@ -13,19 +14,31 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store.base import StoreBase
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import PrelabelRow, PrelabelRunRow, utcnow
-from labeling.store.records import RUN_STATUSES, PrelabelRun
+from labeling.store.policy import OPERATOR, Viewer, scope_for
+from labeling.store.records import HEARTBEAT_STALE_S, RUN_STATUSES, PrelabelRun
 
 _RUN_COUNTERS = frozenset(
     {"total", "done", "labelled", "cached", "failed", "calls", "tokens", "estimated_cost"}
 )
 
 
-def _run_record(row: PrelabelRunRow) -> PrelabelRun:
+def reported_status(
+    status: str, started_at: datetime, heartbeat_at: datetime | None, now: datetime
+) -> str:
+    """The stored status, except that a "running" run whose worker has not beaten for
+    `HEARTBEAT_STALE_S` (killed with SIGKILL, machine rebooted) reads as "interrupted"."""
+    last = heartbeat_at or started_at
+    if status == "running" and (now - last).total_seconds() > HEARTBEAT_STALE_S:
+        return "interrupted"
+    return status
+
+
+def _run_record(row: PrelabelRunRow, now: datetime | None = None) -> PrelabelRun:
     return PrelabelRun(
         id=row.id,
         labeller=row.labeller,
         model=row.model,
-        status=row.status,
+        status=reported_status(row.status, row.started_at, row.heartbeat_at, now or utcnow()),
         total=row.total,
         done=row.done,
         labelled=row.labelled,
@@ -37,6 +50,7 @@ def _run_record(row: PrelabelRunRow) -> PrelabelRun:
         started_at=row.started_at,
         finished_at=row.finished_at,
         pid=row.pid,
+        heartbeat_at=row.heartbeat_at,
     )
 
 
@@ -126,9 +140,11 @@ class PrelabelsMixin(StoreBase):
         with self._write() as s:
             s.execute(stmt)
 
-    def successful_prelabels(self) -> list[dict[str, Any]]:
-        """Every pre-label that produced a category, oldest first (for exports)."""
+    def successful_prelabels(self, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
+        """Every pre-label that produced a category and `viewer` may see, oldest first (for
+        exports)."""
         with self._read() as s:
+            scope = scope_for(s, viewer)
             rows = s.scalars(
                 select(PrelabelRow)
                 .where(PrelabelRow.category.is_not(None), PrelabelRow.error.is_(None))
@@ -147,6 +163,7 @@ class PrelabelsMixin(StoreBase):
                     "created_at": r.created_at,
                 }
                 for r in rows
+                if scope.may_see_llm(r.trajectory_id)
             ]
 
     def prelabel_count(self) -> int:
@@ -156,15 +173,26 @@ class PrelabelsMixin(StoreBase):
     # -- runs ---------------------------------------------------------------------------------
 
     def start_prelabel_run(
-        self, labeller: str, model: str, *, total: int = 0, pid: int | None = None
+        self,
+        labeller: str,
+        model: str,
+        *,
+        total: int = 0,
+        pid: int | None = None,
+        actor: str | None = None,
     ) -> int:
+        """Record a new run. `actor` is the signed-in user starting it from the app, who must
+        be a lead or admin; the command line (actor None) is the operator."""
         with self._write() as s:
+            if actor is not None:
+                self._lead_row(s, actor, "start pre-label runs")
             row = PrelabelRunRow(
                 labeller=labeller,
                 model=model,
                 status="running",
                 total=total,
                 pid=os.getpid() if pid is None else pid,
+                heartbeat_at=utcnow(),
             )
             s.add(row)
             s.flush()
@@ -186,10 +214,19 @@ class PrelabelsMixin(StoreBase):
                 raise NotFoundError(f"no pre-label run {run_id}")
             for name, value in changes.items():
                 setattr(row, name, value)
+            row.heartbeat_at = utcnow()  # any update is a sign of life
             if status in ("done", "failed") and row.finished_at is None:
                 row.finished_at = utcnow()
             s.flush()
             return _run_record(row)
+
+    def heartbeat_prelabel_run(self, run_id: int) -> None:
+        """The worker is alive (called periodically while a run is going, even between items)."""
+        with self._write() as s:
+            row = s.get(PrelabelRunRow, run_id)
+            if row is None:
+                raise NotFoundError(f"no pre-label run {run_id}")
+            row.heartbeat_at = utcnow()
 
     def get_prelabel_run(self, run_id: int) -> PrelabelRun | None:
         with self._read() as s:

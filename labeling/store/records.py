@@ -19,6 +19,10 @@ ROLES: tuple[str, ...] = ("annotator", "lead", "admin")
 SOURCES: tuple[str, ...] = ("human", "llm")
 STAGES: tuple[str, ...] = ("review", "adjudication")
 RUN_STATUSES: tuple[str, ...] = ("running", "done", "failed")
+# What readers see: a "running" run whose worker stopped beating is reported "interrupted"
+# (it can be resumed: finished items are cached). Never stored, always derived.
+REPORTED_RUN_STATUSES: tuple[str, ...] = (*RUN_STATUSES, "interrupted")
+HEARTBEAT_STALE_S = 120.0
 # Roles allowed to settle disagreements and to see every annotator's work in blind mode.
 LEAD_ROLES: frozenset[str] = frozenset({"lead", "admin"})
 
@@ -47,6 +51,8 @@ class Label:
     prelabel_shown: bool
     seconds_on_item: float | None
     created_at: datetime
+    # The human accepted the pre-label's step instead of choosing one (revision 0004).
+    step_from_prelabel: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,7 @@ class PrelabelRun:
     started_at: datetime
     finished_at: datetime | None
     pid: int | None
+    heartbeat_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from labeling.store.adjudication import AdjudicationMixin
 from labeling.store.audit import AuditMixin
@@ -25,9 +27,13 @@ class Store(UsersMixin, AdjudicationMixin, PrelabelsMixin, AuditMixin):
     def save_taxonomy_version(self, version: str, name: str, snapshot: dict[str, Any]) -> None:
         """Keep a copy of a taxonomy version; an existing version is never overwritten, so the
         rubric behind old labels stays what it was."""
-        with self._write() as s:
-            if s.get(TaxonomyVersionRow, version) is None:
-                s.add(TaxonomyVersionRow(version=version, name=name, snapshot=snapshot))
+        insert_ = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        with self._write() as s:  # an upsert: another process saving it too is no error
+            s.execute(
+                insert_(TaxonomyVersionRow)
+                .values(version=version, name=name, snapshot=snapshot)
+                .on_conflict_do_nothing(index_elements=["version"])
+            )
 
     def get_taxonomy_version(self, version: str) -> dict[str, Any] | None:
         with self._read() as s:

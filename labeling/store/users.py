@@ -52,15 +52,13 @@ class UsersMixin(StoreBase):
 
     def ensure_user(self, name: str, role: str = "annotator") -> User:
         """The user, created with `role` if missing (an existing user's role is left alone)."""
+        name = _check(name, role)
         existing = self.get_user(name)
         if existing is not None:
             return existing
-        try:
-            return self.add_user(name, role)
-        except ConflictError:  # created concurrently by someone else: fine, that's the goal
-            user = self.get_user(name)
-            assert user is not None
-            return user
+        with self._write() as s:  # an upsert: a concurrent creation is found, not an error
+            self._upsert_users(s, [name], role)
+            return _record(self._user_row(s, name))
 
     def get_user(self, name: str) -> User | None:
         with self._read() as s:

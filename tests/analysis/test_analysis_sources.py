@@ -27,10 +27,11 @@ from analysis.sources import (
 )
 from analysis.tables import TABLES
 from labeling.store import Store, open_store
+from taxonomy.model import default_taxonomy
 from tests.conftest import make_trajectory
 from trajectories.workspace import Workspace
 
-TAXONOMY = "v1"
+TAXONOMY = default_taxonomy().version
 
 
 def label_workspace(root: Path) -> tuple[Store, dict[str, str]]:
@@ -46,23 +47,23 @@ def label_workspace(root: Path) -> tuple[Store, dict[str, str]]:
     store.add_user("ann1")
     store.add_user("ann2")
     expected: dict[str, str] = {}
-    cats = ["SQL Logic Error", "Semantic Misunderstanding", "Answer Format Error"]
+    cats = ["sql_logic_error", "semantic_misunderstanding", "answer_format_error"]
     for i, tid in enumerate(failed[:9]):
         cat = cats[i % 3]
         store.add_label(tid, cat, annotator="ann1", taxonomy_version=TAXONOMY)
         if i % 2 == 0:
             store.add_label(tid, cat, annotator="ann2", taxonomy_version=TAXONOMY)
-        # The LLM agrees on even items and says "SQL Logic Error" on odd ones.
-        llm = cat if i % 2 == 0 else "SQL Logic Error"
+        # The LLM agrees on even items and says "sql_logic_error" on odd ones.
+        llm = cat if i % 2 == 0 else "sql_logic_error"
         store.add_label(tid, llm, annotator=None, source="llm", taxonomy_version=TAXONOMY,
                         confidence=0.9)
         expected[tid] = cat
     # An LLM-only item and a disputed item (humans disagree, no adjudication).
-    store.add_label(failed[9], "Stuck-in-Loop", annotator=None, source="llm",
+    store.add_label(failed[9], "stuck_in_loop", annotator=None, source="llm",
                     taxonomy_version=TAXONOMY)
-    expected[failed[9]] = "Stuck-in-Loop"
-    store.add_label(failed[10], "SQL Logic Error", annotator="ann1", taxonomy_version=TAXONOMY)
-    store.add_label(failed[10], "Stuck-in-Loop", annotator="ann2", taxonomy_version=TAXONOMY)
+    expected[failed[9]] = "stuck_in_loop"
+    store.add_label(failed[10], "sql_logic_error", annotator="ann1", taxonomy_version=TAXONOMY)
+    store.add_label(failed[10], "stuck_in_loop", annotator="ann2", taxonomy_version=TAXONOMY)
     return store, expected
 
 

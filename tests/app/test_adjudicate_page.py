@@ -16,7 +16,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.conftest import REPO
+from tests.conftest import REPO, save_test_taxonomy
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")
@@ -34,6 +34,7 @@ def disputed(demo_workspace: Path, tmp_path: Path,
     st.cache_resource.clear()
     st.cache_data.clear()
     store = open_store(Settings.from_env().annotations_url())
+    save_test_taxonomy(store, ("v",))  # the disputed item's labels, kept apart from others
     for name, role in (("ana", "annotator"), ("ben", "annotator"), ("lea", "lead"),
                        ("max", "lead")):
         store.add_user(name, role)

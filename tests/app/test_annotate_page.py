@@ -19,6 +19,7 @@ from tests.conftest import REPO
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")
+VERSION = default_taxonomy().version
 
 
 @pytest.fixture
@@ -115,12 +116,28 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
     assert "the query filters on the wrong column" in texts(at)
+    # The step is never prefilled from the pre-label; taking it is an explicit choice.
+    assert at.selectbox(key=f"lf_{tid}_step").value is None
+    at.checkbox(key=f"lf_{tid}_accept_step").check()
+    at.run()
     at.button(key=f"lf_{tid}_accept").click()
     at.run()
     [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
     assert label.category == "semantic_misunderstanding"
     assert label.prelabel_shown is True
-    assert label.first_error_step == 2  # the pre-label's step was the default
+    assert (label.first_error_step, label.step_from_prelabel) == (2, True)
+
+
+def test_accepting_the_category_alone_stores_no_step(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    [(tid, _, _)] = store.assignments("ana")
+    save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
+    at = open_page("ana")
+    at.button(key=f"lf_{tid}_accept").click()
+    at.run()
+    [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
+    assert (label.first_error_step, label.step_from_prelabel) == (None, False)
 
 
 def test_hidden_prelabel_is_revealed_after_commit(env: tuple[Workspace, Store],
@@ -146,7 +163,7 @@ def test_blind_annotator_never_sees_another_label(env: tuple[Workspace, Store]) 
     ws, store = env
     create_assignments(store, ws, ["ana", "ben"], overlap=2, double_share=1.0, limit=1)
     [(tid, _, _)] = store.assignments("ana")
-    store.add_label(tid, "stuck_in_loop", annotator="ben", taxonomy_version="v",
+    store.add_label(tid, "stuck_in_loop", annotator="ben", taxonomy_version=VERSION,
                     note="BEN-PRIVATE-NOTE")
     at = open_page("ana")
     assert current_item(at) == tid

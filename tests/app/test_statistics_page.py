@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis.tables import TABLES
 from labeling.store import open_store
+from taxonomy import default_taxonomy
 from tests.conftest import REPO
 from trajectories.workspace import Workspace
 
@@ -30,10 +31,10 @@ def stats_workspace(
     store = open_store(ws.default_annotations_url)
     store.add_user("ann")
     for i, tid in enumerate(failed[:6]):
-        category = ("SQL Logic Error", "Answer Format Error")[i % 2]
-        store.add_label(tid, category, annotator="ann", taxonomy_version="v1")
-        store.add_label(tid, "SQL Logic Error", annotator=None, source="llm",
-                        taxonomy_version="v1")
+        category = ("sql_logic_error", "answer_format_error")[i % 2]
+        store.add_label(tid, category, annotator="ann", taxonomy_version=default_taxonomy().version)
+        store.add_label(tid, "sql_logic_error", annotator=None, source="llm",
+                        taxonomy_version=default_taxonomy().version)
     store.close()
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
     monkeypatch.delenv("FAILLAB_DATABASE_URL", raising=False)
@@ -47,6 +48,7 @@ def stats_workspace(
 
 def run_page() -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["identity_name"] = "ann"  # blind mode: ann sees her own labels
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -104,8 +104,17 @@ def test_browse_filters_by_final_failure_label(
     store.close()
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
     at = AppTest.from_file(MAIN, default_timeout=60)
+    at.session_state["identity_name"] = "ann"
     at.run()
     at.switch_page("views/browse.py").run()
     at.multiselect(key="browse_failure_labels").set_value(["sql_logic_error"]).run()
     assert not at.exception
     assert sorted(at.dataframe[0].value["id"]) == sorted(failed[:2])
+    # Blind mode: another annotator cannot find ann's labels through the filter.
+    other = AppTest.from_file(MAIN, default_timeout=60)
+    other.session_state["identity_name"] = "bob"
+    other.run()
+    other.switch_page("views/browse.py").run()
+    other.multiselect(key="browse_failure_labels").set_value(["sql_logic_error"]).run()
+    assert not other.exception
+    assert other.dataframe[0].value.empty

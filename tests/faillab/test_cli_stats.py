@@ -20,10 +20,12 @@ from analysis.sources import compute_table, load_inputs, run_names
 from analysis.tables import TABLES
 from faillab.cli import main
 from labeling.store import open_store
+from taxonomy.model import default_taxonomy
 from trajectories.workspace import Workspace
 
 TEXT_FORMATS = ("json", "csv", "md", "latex")
-CATEGORIES = ["SQL Logic Error", "Semantic Misunderstanding", "Answer Format Error"]
+CATEGORIES = ["sql_logic_error", "semantic_misunderstanding", "answer_format_error"]
+VERSION = default_taxonomy().version
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -41,9 +43,9 @@ def labelled_ws(tmp_path_factory: pytest.TempPathFactory, demo_workspace: Path) 
     store = open_store(ws.default_annotations_url)
     store.add_user("ann")
     for i, tid in enumerate(failed[:12]):
-        store.add_label(tid, CATEGORIES[i % 3], annotator="ann", taxonomy_version="v1")
+        store.add_label(tid, CATEGORIES[i % 3], annotator="ann", taxonomy_version=VERSION)
         llm = CATEGORIES[i % 3] if i % 4 else CATEGORIES[(i + 1) % 3]
-        store.add_label(tid, llm, annotator=None, source="llm", taxonomy_version="v1")
+        store.add_label(tid, llm, annotator=None, source="llm", taxonomy_version=VERSION)
     store.close()
     return root
 

@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 
 from labeling.store import Store, open_store
 from labeling.store.models import Base
-from tests.conftest import in_ci
+from tests.conftest import in_ci, save_test_taxonomy
 
 POSTGRES_URL = os.environ.get(
     "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -118,6 +118,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         url = request.getfixturevalue("postgres_store_url")
         _truncate(url)
     opened = open_store(url)
+    save_test_taxonomy(opened)
     try:
         yield opened
     finally:

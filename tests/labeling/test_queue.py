@@ -27,6 +27,7 @@ from labeling.queue import (
     stratum_of,
 )
 from labeling.store import Store, open_store
+from tests.conftest import save_test_taxonomy
 from trajectories.workspace import Workspace
 
 KEYS = ["a", "b", "c"]
@@ -35,6 +36,7 @@ KEYS = ["a", "b", "c"]
 @pytest.fixture
 def st_(tmp_path: Path) -> Iterator[Store]:
     store = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
+    save_test_taxonomy(store)
     for name in ("ana", "ben", "cai"):
         store.add_user(name)
     yield store

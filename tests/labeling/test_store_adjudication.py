@@ -25,24 +25,31 @@ def _label(store: Store, tid: str, who: str, category: str, step: int | None = N
 
 def test_annotator_cannot_adjudicate(team: Store) -> None:
     with pytest.raises(PermissionDeniedError, match="only leads and admins"):
-        team.adjudicate("t1", "bad_join", "because", "ana", expected_version=None)
+        team.adjudicate("t1", "bad_join", "because", "ana", expected_version=None,
+                      taxonomy_version="v")
     assert isinstance(PermissionDeniedError("x"), StoreError)
     assert team.get_adjudication("t1") is None
     assert team.history("adjudication") == []
     # Admins may; a reason is mandatory.
     with pytest.raises(StoreError, match="reason"):
-        team.adjudicate("t1", "bad_join", "  ", "root", expected_version=None)
-    assert team.adjudicate("t1", "bad_join", "step 2", "root", expected_version=None).version == 1
+        team.adjudicate("t1", "bad_join", "  ", "root", expected_version=None,
+                      taxonomy_version="v")
+    assert team.adjudicate("t1", "bad_join", "step 2", "root", expected_version=None,
+                      taxonomy_version="v").version == 1
 
 
 def test_stale_version_is_a_conflict_naming_the_winner(team: Store) -> None:
-    team.adjudicate("t1", "bad_join", "first look", "lea", expected_version=None)
+    team.adjudicate("t1", "bad_join", "first look", "lea", expected_version=None,
+                      taxonomy_version="v")
     team.add_user("max", "lead")
-    team.adjudicate("t1", "wrong_table", "second look", "max", expected_version=1)
+    team.adjudicate("t1", "wrong_table", "second look", "max", expected_version=1,
+                      taxonomy_version="v")
     with pytest.raises(ConflictError, match=r"changed by max at .* UTC, reload"):
-        team.adjudicate("t1", "other", "stale", "lea", expected_version=1)
+        team.adjudicate("t1", "other", "stale", "lea", expected_version=1,
+                      taxonomy_version="v")
     with pytest.raises(ConflictError, match="changed by max"):
-        team.adjudicate("t1", "other", "thought it was new", "lea", expected_version=None)
+        team.adjudicate("t1", "other", "thought it was new", "lea", expected_version=None,
+                      taxonomy_version="v")
     current = team.get_adjudication("t1")
     assert current is not None and (current.category, current.version) == ("wrong_table", 2)
 
@@ -64,7 +71,8 @@ def test_disagreements(team: Store) -> None:
     assert found["override"].llm_confidence == pytest.approx(0.95)
     # A re-label that resolves the split removes it; adjudicated items drop out by default.
     _label(team, "split", "ben", "wrong_table")
-    team.adjudicate("override", "bad_join", "LLM misread step 4", "lea", expected_version=None)
+    team.adjudicate("override", "bad_join", "LLM misread step 4", "lea", expected_version=None,
+                      taxonomy_version="v")
     assert team.disagreements(prelabel_threshold=0.9) == []
     assert [d.trajectory_id for d in team.disagreements(include_adjudicated=True)] == ["override"]
 
@@ -115,8 +123,10 @@ def test_final_label_provenance(team: Store) -> None:
 def test_history_is_appended_for_every_change_and_never_rewritten(team: Store) -> None:
     _label(team, "t1", "ana", "wrong_table")
     _label(team, "t1", "ana", "bad_join")
-    team.adjudicate("t1", "bad_join", "clear", "lea", expected_version=None)
-    team.adjudicate("t1", "other", "on reflection", "lea", expected_version=1)
+    team.adjudicate("t1", "bad_join", "clear", "lea", expected_version=None,
+                      taxonomy_version="v")
+    team.adjudicate("t1", "other", "on reflection", "lea", expected_version=1,
+                      taxonomy_version="v")
     team.create_audit("a1", {"n": 1}, [{"task_id": "q1"}], ["ana"])
     team.record_judgment("a1", "q1", "ana", True)
     team.record_judgment("a1", "q1", "ana", False, reason="ambiguous")

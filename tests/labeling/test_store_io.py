@@ -19,9 +19,10 @@ from labeling.store import (
     import_labels,
     open_store,
 )
+from tests.conftest import save_test_taxonomy
 
+V = "v1"
 KNOWN = {"t1", "t2", "t3"}
-CATEGORIES = {"wrong_table", "bad_join", "other"}
 HEADER = "trajectory_id,annotator,source,category\n"
 
 
@@ -61,9 +62,11 @@ def test_round_trip(store: Store, fmt: str, tmp_path: Path) -> None:
     _seed(store)
     exported = export_labels(store, fmt)
     target = open_store(f"sqlite:///{tmp_path / 'copy.sqlite'}")
+    save_test_taxonomy(target)
     try:
         assert (
-            import_labels(target, exported, known_trajectory_ids=KNOWN, categories=CATEGORIES) == 2
+            import_labels(target, exported, known_trajectory_ids=KNOWN,
+                          default_taxonomy_version="v1") == 2
         )
         assert export_labels(target, fmt) == exported
         assert target.get_user("ana") is not None
@@ -72,7 +75,8 @@ def test_round_trip(store: Store, fmt: str, tmp_path: Path) -> None:
         path = tmp_path / f"labels.{fmt}"
         path.write_text(exported)
         assert (
-            import_labels(target, str(path), known_trajectory_ids=KNOWN, categories=CATEGORIES) == 2
+            import_labels(target, str(path), known_trajectory_ids=KNOWN,
+                          default_taxonomy_version="v1") == 2
         )
     finally:
         target.close()
@@ -82,10 +86,10 @@ def test_round_trip(store: Store, fmt: str, tmp_path: Path) -> None:
 
 def test_unknown_annotators_are_created_as_annotators(store: Store) -> None:
     text = HEADER + "t1,newbie,human,other\nt2,,llm,bad_join\n"
-    assert import_labels(store, text, known_trajectory_ids=KNOWN, categories=CATEGORIES) == 2
+    assert import_labels(store, text, known_trajectory_ids=KNOWN, default_taxonomy_version=V) == 2
     user = store.get_user("newbie")
     assert user is not None and user.role == "annotator"
-    assert store.labels_df()["taxonomy_version"].tolist() == ["unversioned", "unversioned"]
+    assert store.labels_df()["taxonomy_version"].tolist() == ["v1", "v1"]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +103,7 @@ def test_unknown_annotators_are_created_as_annotators(store: Store) -> None:
 )
 def test_bad_rows_store_nothing(store: Store, body: str, message: str) -> None:
     with pytest.raises(LabelImportError) as info:
-        import_labels(store, HEADER + body, known_trajectory_ids=KNOWN, categories=CATEGORIES)
+        import_labels(store, HEADER + body, known_trajectory_ids=KNOWN, default_taxonomy_version=V)
     assert message in str(info.value)
     assert store.labels_df().empty and store.list_users() == [] and store.history() == []
 
@@ -110,14 +114,14 @@ def test_missing_column_and_bad_values_store_nothing(store: Store) -> None:
             store,
             "trajectory_id,annotator,source\nt1,ana,human\n",
             known_trajectory_ids=KNOWN,
-            categories=CATEGORIES,
+            default_taxonomy_version="v1",
         )
     with pytest.raises(LabelImportError, match=r"row 1: missing field.*source"):
         import_labels(
             store,
             '{"trajectory_id": "t1", "annotator": "a", "category": "other"}\n',
             known_trajectory_ids=KNOWN,
-            categories=CATEGORIES,
+            default_taxonomy_version="v1",
         )
     bad_values = [
         ("first_error_step", "two", "row 1: first_error_step must be a whole number"),
@@ -127,7 +131,7 @@ def test_missing_column_and_bad_values_store_nothing(store: Store) -> None:
     for column, value, message in bad_values:
         text = f"trajectory_id,annotator,source,category,{column}\nt1,ana,human,other,{value}\n"
         with pytest.raises(LabelImportError, match=message):
-            import_labels(store, text, known_trajectory_ids=KNOWN, categories=CATEGORIES)
+            import_labels(store, text, known_trajectory_ids=KNOWN, default_taxonomy_version=V)
     assert store.labels_df().empty
 
 

@@ -1,0 +1,174 @@
+"""The one place the store decides who may see and do what, and which categories are valid.
+
+Every public store method that reads labels takes a `Viewer` and asks `scope_for` what that
+viewer may see; every method that writes a label, an adjudication or an import checks its
+categories with `check_category`; every method restricted to leads calls `require_lead`.
+Pages and commands never decide visibility themselves.
+
+Visibility, with blind mode on:
+- an annotator sees their own human labels, the LLM pre-label unless it is hidden until they
+  commit, and nothing else (no colleague's label, no adjudication);
+- a lead or admin sees everything, except on items they are assigned to annotate and have
+  not labelled yet: there they are an annotator like any other until they commit.
+With blind mode off everyone sees everything. `OPERATOR` is whoever runs the command line on
+the store they own (exports, statistics): it sees everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from labeling.store.errors import NotFoundError, PermissionDeniedError, StoreError
+from labeling.store.models import AssignmentRow, LabelRow, TaxonomyVersionRow, UserRow
+from labeling.store.records import LEAD_ROLES
+from taxonomy.model import Taxonomy, TaxonomyError, UnknownCategoryError, builtin_taxonomies
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, Taxonomy]:
+    return {tax.version: tax for tax in builtin_taxonomies().values()}
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is reading. `name` None is the operator (the command line), who sees everything.
+
+    The role is never taken from the caller: the store looks it up by name.
+    """
+
+    name: str | None
+    blind: bool = True  # the workspace's blind-mode setting
+    hide_prelabel: bool = False
+
+
+OPERATOR = Viewer(None, blind=False)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one viewer may see, resolved once per read."""
+
+    sees_all: bool
+    user_id: int | None = None
+    # Items a lead is assigned to and has not labelled: blind there, like an annotator.
+    blind_items: frozenset[str] = field(default_factory=frozenset)
+    # With the pre-label hidden until commit: the only items whose LLM opinion shows.
+    hide_llm_everywhere_but: frozenset[str] | None = None
+
+    def _all_on(self, trajectory_id: str) -> bool:
+        return self.sees_all and trajectory_id not in self.blind_items
+
+    def may_see_human(self, trajectory_id: str, annotator_id: int | None) -> bool:
+        if self._all_on(trajectory_id):
+            return True
+        return annotator_id is not None and annotator_id == self.user_id
+
+    def may_see_adjudication(self, trajectory_id: str) -> bool:
+        return self._all_on(trajectory_id)
+
+    def may_see_llm(self, trajectory_id: str) -> bool:
+        if self._all_on(trajectory_id):
+            return True
+        if self.hide_llm_everywhere_but is not None:
+            return trajectory_id in self.hide_llm_everywhere_but
+        return True
+
+
+def _user(session: Session, name: str) -> UserRow:
+    row = session.scalars(select(UserRow).where(UserRow.name == name.strip())).first()
+    if row is None:
+        raise NotFoundError(f"unknown user {name!r}")
+    return row
+
+
+def as_viewer(viewer: Viewer | str | None, blind: bool | None = None) -> Viewer:
+    """A `Viewer` from the older (name, blind) pair some callers still pass."""
+    if isinstance(viewer, Viewer):
+        return viewer
+    return Viewer(viewer, blind=True if blind is None else blind)
+
+
+def scope_for(session: Session, viewer: Viewer) -> Scope:
+    """Resolve `viewer` against the store (its role, assignments and own labels).
+
+    A nameless viewer is the operator when not blind, and sees no human label when blind
+    (nobody signed in).
+    """
+    if viewer.name is None:
+        return Scope(sees_all=not viewer.blind)
+    row = _user(session, viewer.name)
+    committed = frozenset(
+        session.scalars(
+            select(LabelRow.trajectory_id).where(
+                LabelRow.annotator_id == row.id, LabelRow.source == "human"
+            )
+        )
+    )
+    llm_only_on = committed if viewer.hide_prelabel else None
+    if not viewer.blind:
+        return Scope(sees_all=True, user_id=row.id)
+    if row.role not in LEAD_ROLES:
+        return Scope(sees_all=False, user_id=row.id, hide_llm_everywhere_but=llm_only_on)
+    assigned = frozenset(
+        session.scalars(select(AssignmentRow.trajectory_id).where(AssignmentRow.user_id == row.id))
+    )
+    return Scope(
+        sees_all=True,
+        user_id=row.id,
+        blind_items=assigned - committed,
+        hide_llm_everywhere_but=llm_only_on,
+    )
+
+
+def require_lead(session: Session, name: str, action: str) -> UserRow:
+    """The user row of `name`, or PermissionDeniedError unless they are a lead or admin."""
+    row = _user(session, name)
+    if row.role not in LEAD_ROLES:
+        raise PermissionDeniedError(f"{name} is an {row.role}; only leads and admins {action}")
+    return row
+
+
+# -- categories ---------------------------------------------------------------------------------
+
+
+def taxonomy_for(session: Session, version: str) -> Taxonomy:
+    """The taxonomy a version string names: a snapshot kept in the store, else a shipped one."""
+    row = session.get(TaxonomyVersionRow, version)
+    if row is not None:
+        try:
+            return Taxonomy.from_dict(row.snapshot)
+        except TaxonomyError as exc:
+            raise StoreError(f"taxonomy version {version!r} is stored but invalid: {exc}") from None
+    if version in _shipped():
+        return _shipped()[version]
+    raise StoreError(
+        f"unknown taxonomy version {version!r}; save it in the store first "
+        "(save_taxonomy_version) or use a shipped one"
+    )
+
+
+def check_category(
+    taxonomy: Taxonomy, value: str | None, *, what: str = "category", names_ok: bool = False
+) -> str | None:
+    """`value` as a category key of `taxonomy`, or StoreError naming the problem.
+
+    Only keys are stored. `names_ok` (file imports) also accepts display names and maps them
+    to their keys; everywhere else a display name is refused so the code path stays strict.
+    """
+    if value is None:
+        return None
+    if value in taxonomy.keys:
+        return value
+    if names_ok:
+        try:
+            return taxonomy.category(value).key
+        except UnknownCategoryError:
+            pass
+    raise StoreError(
+        f"unknown {what} {value!r} for taxonomy {taxonomy.version}; "
+        f"expected one of: {', '.join(taxonomy.keys)}"
+    )
