@@ -29,7 +29,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Address `faillab serve` listens on; anything beyond loopback needs auth password or "
             "oidc (or --allow-unauthenticated-network)."),
     Setting("session_hours", "FAILLAB_SESSION_HOURS", 12.0,
-            "How long a sign-in lasts (across reloads, tabs and deep links) before signing in again."),
+            "How long a sign-in lasts across reloads, tabs and deep links."),
     Setting("signin_free_attempts", "FAILLAB_SIGNIN_FREE_ATTEMPTS", 5,
             "Failed sign-ins allowed per user and per client before exponential back-off starts."),
     Setting("signin_concurrency", "FAILLAB_SIGNIN_CONCURRENCY", 2,
