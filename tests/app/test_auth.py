@@ -3,14 +3,17 @@ sidebar form; a wrong password is refused."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from argon2 import PasswordHasher
+from click.testing import CliRunner
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
+from faillab.cli import main
 from labeling.store import open_store
 from labeling.store.sessions import ThrottleRule
 from labeling.store.users import SignInBusyError
@@ -208,3 +211,26 @@ def test_local_mode_identity_is_chosen_once_and_never_stores_a_role(
         assert [(u.name, u.role) for u in store.list_users()] == [("ann1", "annotator")]
     finally:
         store.close()
+
+
+def test_serve_refuses_the_network_without_sign_in(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAILLAB_AUTH", "none")
+    result = CliRunner().invoke(main, ["serve", "--workspace", str(tmp_path / "ws"),
+                                       "--host", "0.0.0.0"])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "refusing to listen on 0.0.0.0 with auth none" in lines[0]
+
+
+def test_serve_defaults_to_loopback_and_passes_the_project_settings() -> None:
+    from faillab.cli import is_loopback, serve_command
+    from faillab.settings import Settings
+
+    assert Settings.from_env({}).host == "127.0.0.1"
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
+    cmd = serve_command(REPO / "app" / "main.py", "127.0.0.1", 8600, True)
+    flags = dict(itertools.pairwise(cmd))
+    assert flags["--server.address"] == "127.0.0.1"
+    assert flags["--browser.gatherUsageStats"] == "false"
+    assert flags["--client.showErrorDetails"] == "none"
