@@ -51,8 +51,8 @@ def password_server(tmp_path_factory: pytest.TempPathFactory,
 
 def sign_in(page: Page, name: str, password: str) -> None:
     sidebar = page.locator("[data-testid='stSidebar']")
-    sidebar.get_by_label("Name").fill(name)
-    sidebar.get_by_label("Password").fill(password)
+    sidebar.get_by_role("textbox", name="Name", exact=True).fill(name)
+    sidebar.get_by_role("textbox", name="Password", exact=True).fill(password)
     sidebar.get_by_role("button", name="Sign in").click()
     wait_idle(page)
 
