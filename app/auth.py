@@ -66,37 +66,43 @@ def _client_key() -> str:
 def _none_mode() -> User | None:
     store = get_store()
     name = str(st.session_state.get(_IDENTITY_KEY) or "").strip()
-    if not name:
+    if not name and not st.session_state.get("identity_switched"):
         remembered = _request_cookie(IDENTITY_COOKIE)
-        if remembered and not st.session_state.get("identity_switched"):
-            existing = store.get_user(remembered)
-            name = existing.name if existing else ""
+        existing = store.get_user(remembered) if remembered else None
+        name = existing.name if existing else ""
     if name:
-        try:
-            # An existing user keeps the role stored for them; a new name is an annotator.
-            user = store.ensure_user(name, "annotator")
-        except StoreError as err:
-            st.sidebar.error(str(err))
-            return None
-        st.session_state[_IDENTITY_KEY] = user.name
-        if st.sidebar.button("Switch person", key="identity_switch"):
-            st.session_state.pop(_IDENTITY_KEY, None)
-            st.session_state["identity_switched"] = True
-            _write_cookie(IDENTITY_COOKIE, "", 0)
-            st.rerun()
-        return user
+        if not st.sidebar.button("Switch person", key="identity_switch"):
+            return _use_identity(store, name, write_cookie=False)
+        st.session_state.pop(_IDENTITY_KEY, None)
+        st.session_state["identity_switched"] = True
+        _write_cookie(IDENTITY_COOKIE, "", 0)
     # A form: nothing is stored until "Use this name" (or Enter) submits it, and the text box
-    # disappears afterwards, so later shortcut keys can never type into it.
-    with st.sidebar.form("identity", clear_on_submit=True):
+    # disappears afterwards, so later shortcut keys can never type into it. No st.rerun():
+    # the cookie-writing snippet must get to run in the browser.
+    slot = st.sidebar.empty()
+    with slot.form("identity", clear_on_submit=True):
         typed = st.text_input("Your name", key="identity_input",
                               help="Local mode: labels are stored under this name.")
         chosen = st.form_submit_button("Use this name")
-    if chosen and typed.strip():
-        st.session_state[_IDENTITY_KEY] = typed.strip()
-        st.session_state.pop("identity_switched", None)
-        _write_cookie(IDENTITY_COOKIE, typed.strip(), int(get_settings().session_hours * 3600))
-        st.rerun()
-    return None
+    if not (chosen and typed.strip()):
+        return None
+    slot.empty()
+    st.session_state.pop("identity_switched", None)
+    st.sidebar.button("Switch person", key="identity_switch")  # handled on the next run
+    return _use_identity(store, typed.strip(), write_cookie=True)
+
+
+def _use_identity(store: Store, name: str, write_cookie: bool) -> User | None:
+    try:
+        # An existing user keeps the role stored for them; a new name is an annotator.
+        user = store.ensure_user(name, "annotator")
+    except StoreError as err:
+        st.sidebar.error(str(err))
+        return None
+    st.session_state[_IDENTITY_KEY] = user.name
+    if write_cookie:
+        _write_cookie(IDENTITY_COOKIE, user.name, int(get_settings().session_hours * 3600))
+    return user
 
 
 # -- password mode ------------------------------------------------------------------------------

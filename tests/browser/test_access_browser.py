@@ -154,11 +154,11 @@ def test_local_identity_sticks_and_shortcut_keys_never_change_it(
         page.goto(f"{server.url}/annotate")
         wait_idle(page)
         sidebar = page.locator("[data-testid='stSidebar']")
-        sidebar.get_by_label("Your name").fill("ann1")
-        sidebar.get_by_label("Your name").press("Enter")
+        sidebar.get_by_role("textbox", name="Your name", exact=True).fill("ann1")
+        sidebar.get_by_role("textbox", name="Your name", exact=True).press("Enter")
         wait_idle(page)
         expect(page.get_by_text("Signed in as ann1 (annotator)")).to_be_visible()
-        assert sidebar.get_by_label("Your name").count() == 0  # read-only from now on
+        assert sidebar.get_by_role("textbox", name="Your name", exact=True).count() == 0  # read-only from now on
         for key in ("a", "A", "n", "Enter"):
             page.keyboard.press(key)
         wait_idle(page)
