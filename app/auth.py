@@ -64,15 +64,15 @@ def _client_key() -> str:
 
 # -- local mode ---------------------------------------------------------------------------------
 def _none_mode() -> User | None:
-    store = get_store()
+    # The store is opened only once someone is named: browsing must not create one.
     name = str(st.session_state.get(_IDENTITY_KEY) or "").strip()
     if not name and not st.session_state.get("identity_switched"):
         remembered = _request_cookie(IDENTITY_COOKIE)
-        existing = store.get_user(remembered) if remembered else None
+        existing = get_store().get_user(remembered) if remembered else None
         name = existing.name if existing else ""
     if name:
         if not st.sidebar.button("Switch person", key="identity_switch"):
-            return _use_identity(store, name, write_cookie=False)
+            return _use_identity(get_store(), name, write_cookie=False)
         st.session_state.pop(_IDENTITY_KEY, None)
         st.session_state["identity_switched"] = True
         _write_cookie(IDENTITY_COOKIE, "", 0)
@@ -89,7 +89,7 @@ def _none_mode() -> User | None:
     slot.empty()
     st.session_state.pop("identity_switched", None)
     st.sidebar.button("Switch person", key="identity_switch")  # handled on the next run
-    return _use_identity(store, typed.strip(), write_cookie=True)
+    return _use_identity(get_store(), typed.strip(), write_cookie=True)
 
 
 def _use_identity(store: Store, name: str, write_cookie: bool) -> User | None:
