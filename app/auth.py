@@ -49,9 +49,10 @@ def _write_cookie(name: str, value: str, max_age_s: int) -> None:
 
 def _request_cookie(name: str) -> str:
     try:
-        return unquote(str(st.context.cookies.get(name) or ""))
+        value = st.context.cookies.get(name)
     except Exception:  # no request context (e.g. AppTest)
         return ""
+    return unquote(value) if isinstance(value, str) else ""
 
 
 def _client_key() -> str:
