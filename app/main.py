@@ -12,6 +12,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.auth import sign_in_gate, sign_in_required  # noqa: E402
 from app.state import get_settings, workspace  # noqa: E402
 
 st.set_page_config(page_title="EHR Failure Lab", layout="wide")
@@ -46,6 +47,12 @@ PAGES = {
 }
 
 nav = st.navigation({section: pages for section, pages in PAGES.items() if pages})
+# The one sign-in gate: with sign-in on, no page script (and so no SQL re-run) runs before it.
+user = sign_in_gate()
+if user is None and sign_in_required():
+    st.title("EHR Failure Lab")
+    st.info("Sign in (sidebar) to use this page.")
+    st.stop()
 with st.sidebar:
     ws = workspace()
     st.caption(f"Workspace: {ws.root}")

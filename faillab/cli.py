@@ -152,20 +152,60 @@ def list_cmd(workspace: Path | None, failed: bool, run: str | None, limit: int |
         click.echo(f"{mark} {tid}  {run_name}  {model}  task {task}")
 
 
+# The project's Streamlit server settings, passed as flags so they apply wherever `faillab serve`
+# is started (Streamlit reads .streamlit/config.toml only from the current directory).
+SERVER_FLAGS: tuple[tuple[str, str], ...] = (
+    ("browser.gatherUsageStats", "false"),
+    ("client.showErrorDetails", "none"),
+    ("client.toolbarMode", "minimal"),
+    ("server.enableXsrfProtection", "true"),
+    ("server.enableCORS", "true"),
+    ("server.runOnSave", "false"),
+    ("server.fileWatcherType", "none"),
+    ("global.developmentMode", "false"),
+)
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip().strip("[]").lower()
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def serve_command(main_py: Path, host: str, port: int, headless: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "streamlit", "run", str(main_py),
+           "--server.address", host, "--server.port", str(port),
+           "--server.headless", "true" if headless else "false"]
+    for key, value in SERVER_FLAGS:
+        cmd += [f"--{key}", value]
+    return cmd
+
+
 @main.command()
 @workspace_option
+@click.option("--host", default=None,
+              help="Address to listen on (default: setting host, 127.0.0.1).")
 @click.option("--port", default=8501, show_default=True, type=int)
 @click.option("--headless/--no-headless", default=True, show_default=True)
-def serve(workspace: Path | None, port: int, headless: bool) -> None:
-    """Serve the workbench (Streamlit) on http://localhost:PORT."""
+@click.option("--allow-unauthenticated-network", is_flag=True,
+              help="Listen beyond localhost even with auth none (anyone who can reach it can "
+                   "read and label everything).")
+def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
+          allow_unauthenticated_network: bool) -> None:
+    """Serve the workbench (Streamlit) on http://HOST:PORT."""
     import app
 
     settings = settings_for(workspace)
+    host = host or settings.host
+    if settings.auth not in {"none", "password", "oidc"}:
+        raise UserError(f"unknown auth mode {settings.auth!r}; expected none, password or oidc")
+    if settings.auth == "none" and not is_loopback(host) and not allow_unauthenticated_network:
+        raise UserError(
+            f"refusing to listen on {host} with auth none (anyone on the network could use it); "
+            "set FAILLAB_AUTH=password or oidc, or pass --allow-unauthenticated-network")
     env = {**os.environ, "FAILLAB_WORKSPACE": str(settings.workspace.resolve())}
     main_py = Path(app.__file__).with_name("main.py")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(main_py), "--server.port", str(port),
-           "--server.headless", "true" if headless else "false"]
-    raise SystemExit(subprocess.call(cmd, env=env))
+    raise SystemExit(subprocess.call(serve_command(main_py, host, port, headless), env=env))
 
 
 # Sub-command groups, one line each (imported late so `faillab --help` stays fast to load).

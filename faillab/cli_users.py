@@ -96,3 +96,18 @@ def set_role(name: str, role: str, workspace: Path | None) -> None:
     finally:
         store.close()
     click.echo(f"{name} is now {role}")
+
+
+@users.command("revoke")
+@click.argument("name")
+@workspace_option
+def revoke(name: str, workspace: Path | None) -> None:
+    """Sign NAME out everywhere: end every browser session they have."""
+    store = open_annotations(workspace)
+    try:
+        ended = store.revoke_sessions(name)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    finally:
+        store.close()
+    click.echo(f"ended {ended} session(s) of {name}")

@@ -25,6 +25,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Teams use postgresql+psycopg://user@host/db."),
     Setting("auth", "FAILLAB_AUTH", "none",
             "How people sign in: none (pick a display name), password, or oidc (st.login)."),
+    Setting("host", "FAILLAB_HOST", "127.0.0.1",
+            "Address `faillab serve` listens on; anything beyond loopback needs auth password or "
+            "oidc (or --allow-unauthenticated-network)."),
+    Setting("session_hours", "FAILLAB_SESSION_HOURS", 12.0,
+            "How long a sign-in lasts across reloads, tabs and deep links."),
+    Setting("signin_free_attempts", "FAILLAB_SIGNIN_FREE_ATTEMPTS", 5,
+            "Failed sign-ins allowed per user and per client before exponential back-off starts."),
+    Setting("signin_concurrency", "FAILLAB_SIGNIN_CONCURRENCY", 2,
+            "Most password checks (argon2, ~64 MiB each) running at once per server process."),
     Setting("blind", "FAILLAB_BLIND", True,
             "Annotators never see another annotator's label on an item."),
     Setting("hide_prelabel", "FAILLAB_HIDE_PRELABEL", False,
@@ -63,6 +72,10 @@ class Settings:
     workspace: Path
     database_url: str
     auth: str
+    host: str
+    session_hours: float
+    signin_free_attempts: int
+    signin_concurrency: int
     blind: bool
     hide_prelabel: bool
     prelabel_threshold: float

@@ -280,3 +280,27 @@ class AuditAdjudicationRow(Base):
     decided_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
     version: Mapped[int] = mapped_column(Integer, default=1)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuthSessionRow(Base):
+    """A signed-in browser session (revision 0003). Only a SHA-256 of the random token is kept,
+    so a copy of the database does not let anyone take over a session."""
+
+    __tablename__ = "auth_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SignInThrottleRow(Base):
+    """Failed sign-ins counted per key ("user:NAME" or "client:ADDRESS"), shared by replicas."""
+
+    __tablename__ = "signin_throttle"
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -13,10 +13,11 @@ from labeling.store.audit import AuditMixin
 from labeling.store.engine import make_engine, upgrade
 from labeling.store.models import TaxonomyVersionRow
 from labeling.store.prelabels import PrelabelsMixin
+from labeling.store.sessions import SessionsMixin
 from labeling.store.users import UsersMixin
 
 
-class Store(UsersMixin, AdjudicationMixin, PrelabelsMixin, AuditMixin):
+class Store(UsersMixin, SessionsMixin, AdjudicationMixin, PrelabelsMixin, AuditMixin):
     """Annotation store over SQLite or PostgreSQL.
 
     Synchronous and thread-safe: one engine (connection pool) per store, a fresh session and a

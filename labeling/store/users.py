@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -15,6 +16,33 @@ from labeling.store.models import UserRow
 from labeling.store.records import ROLES, User
 
 _hasher = PasswordHasher()
+# Verified against when the name is unknown or has no password, so a wrong name costs the same
+# argon2 work as a wrong password (no user enumeration by timing).
+_DUMMY_HASH = _hasher.hash("not a real password")
+# Each argon2 check holds ~64 MiB; bound how many run at once in this process.
+_hash_slots = threading.BoundedSemaphore(2)
+
+
+class SignInBusyError(Exception):
+    """Too many password checks are running at once; try again in a moment."""
+
+
+def set_password_check_concurrency(n: int) -> None:
+    """How many password checks may run at once in this process (setting signin_concurrency)."""
+    global _hash_slots
+    _hash_slots = threading.BoundedSemaphore(max(1, n))
+
+
+def _verify(stored: str, password: str, wait_s: float = 30.0) -> bool:
+    slots = _hash_slots
+    if not slots.acquire(timeout=wait_s):
+        raise SignInBusyError("the server is busy checking other sign-ins; try again")
+    try:
+        return bool(_hasher.verify(stored, password))
+    except (VerificationError, InvalidHashError):
+        return False
+    finally:
+        slots.release()
 
 
 def _record(row: UserRow) -> User:
@@ -84,12 +112,11 @@ class UsersMixin(StoreBase):
         with self._read() as s:
             row = s.scalars(select(UserRow).where(UserRow.name == name.strip())).first()
             if row is None or row.password_hash is None:
+                _verify(_DUMMY_HASH, password)  # same cost as a real check, result ignored
                 return None
             stored = row.password_hash
             user = _record(row)
-        try:
-            _hasher.verify(stored, password)
-        except (VerificationError, InvalidHashError):
+        if not _verify(stored, password):
             return None
         if _hasher.check_needs_rehash(stored):
             # Parameters were raised since this hash was made; upgrade it while we know the

@@ -11,6 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from faillab.settings import Settings
 from labeling.store import open_store
 from tests.conftest import REPO
 
@@ -35,10 +36,14 @@ def ws_dir(demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def signed_in(role: str) -> AppTest:
+    # Roles are set through the store (as `faillab users role` does), never from the sidebar.
+    store = open_store(Settings.from_env().annotations_url())
+    store.ensure_user("lea", "annotator")
+    store.set_role("lea", role)
+    store.close()
     at = AppTest.from_file(PAGE, default_timeout=60)
+    at.session_state["identity_name"] = "lea"
     at.run()
-    at.sidebar.text_input(key="identity_name").set_value("lea").run()
-    at.sidebar.selectbox(key="identity_role_lea").set_value(role).run()
     assert not at.exception, at.exception
     return at
 
