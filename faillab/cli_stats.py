@@ -227,14 +227,14 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
             )
     except SourceError as err:
         raise UserError(str(err)) from None
-    _note_disagreements(inputs.frame)
 
     if table == ALL:
         _emit_all(tables, fmt, decimals, output)
-        return
-    result = tables[table]
-    text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
-    _write(text, output)
+    else:
+        result = tables[table]
+        text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
+        _write(text, output)
+    _note_disagreements(inputs.frame)
 
 
 __all__ = ["FORMATS", "stats"]
