@@ -46,3 +46,11 @@ def test_unscored_left_out_of_grid_and_passk(tmp_path: Path) -> None:
     overall = pk[(pk["scope"] == "all") & (pk["intent"] == "all") & (pk["k"] == 1)]
     assert int(overall["n_tasks"].iloc[0]) == 1
     assert float(overall["pass_hat_k"].iloc[0]) == 0.5
+
+
+def test_unscored_task_is_not_an_audit_candidate(tmp_path: Path) -> None:
+    from labeling.audit import candidate_pool
+
+    pool = candidate_pool(_workspace(tmp_path))
+    assert [c.task_id for c in pool.candidates] == []
+    assert pool.n_total_tasks == 1
