@@ -7,11 +7,13 @@ and Wilson keeps sensible bounds near 0 and 1 where the normal approximation doe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from analysis.success import normalise_task_fields, run_order, select_runs
+from taxonomy.model import builtin_taxonomies
 
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
@@ -56,6 +58,21 @@ def wilson_interval(
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
 
+@lru_cache(maxsize=1)
+def _display_names() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for tax in builtin_taxonomies().values():
+        for cat in tax.categories:
+            names.setdefault(cat.key, cat.name)
+    return names
+
+
+def category_display_name(key: str) -> str:
+    """The category's display name ("SQL Logic Error") for a stored key; unknown keys (custom
+    taxonomies) are shown as they are."""
+    return _display_names().get(key, key)
+
+
 def _labelled(
     df: pd.DataFrame, labels: pd.DataFrame, runs: Iterable[str] | None
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -66,7 +83,7 @@ def _labelled(
     base["n_turns"] = pd.to_numeric(sub["n_turns"], errors="coerce").astype(float)
     lab = labels[labels["category"].notna()][["trajectory_id", "category"]].copy()
     lab["trajectory_id"] = lab["trajectory_id"].astype(str)
-    lab["category"] = lab["category"].astype(str)
+    lab["category"] = lab["category"].astype(str).map(category_display_name)
     # A trajectory should carry one final label; if a caller passes duplicates keep the first
     # rather than double-counting it.
     lab = lab.drop_duplicates("trajectory_id")

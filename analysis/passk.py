@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from math import comb
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -144,3 +145,69 @@ def pass_k_wide(passk: pd.DataFrame, scope: str = ALL, intent: str = ALL) -> pd.
     hat.columns = [f"pass_hat_{k}" for k in hat.columns]
     at.columns = [f"pass_at_{k}" for k in at.columns]
     return hat.join(at).reset_index()
+
+
+#: Sampling temperatures of the paper's Pass^k (consistency) and Pass@k (coverage) runs.
+PASS_HAT_TEMPERATURE = 0.0
+PASS_AT_TEMPERATURE = 0.6
+
+
+def _run_at(temps: pd.DataFrame, model: str, temperature: float) -> str | None:
+    sel = temps[(temps["model"] == model) & np.isclose(temps["temperature"], temperature)]
+    return str(sel["run"].iloc[0]) if len(sel) else None
+
+
+def pass_k_paper(
+    df: pd.DataFrame,
+    runs: Iterable[str] | None = None,
+    k_max: int = 4,
+    hat_temperature: float = PASS_HAT_TEMPERATURE,
+    at_temperature: float = PASS_AT_TEMPERATURE,
+) -> pd.DataFrame:
+    """EHR-Complex Tables 22-26: one row per model and view (overall, each scope, each intent)
+    with Pass^k from the model's ``hat_temperature`` run and Pass@k from its ``at_temperature``
+    run (the first such run in run order), both built with ``pass_k_wide``.
+
+    Columns: ``model, scope, intent, pass_hat_run, pass_at_run, pass_hat_1..k, pass_at_1..k``;
+    a side whose run is missing is NaN.
+    """
+    sub = select_runs(df, runs)
+    long = pass_k(sub, runs, k_max)
+    ks = list(range(1, k_max + 1))
+    hat_cols = [f"pass_hat_{k}" for k in ks]
+    at_cols = [f"pass_at_{k}" for k in ks]
+    columns = ["model", "scope", "intent", "pass_hat_run", "pass_at_run", *hat_cols, *at_cols]
+    if long.empty:
+        return pd.DataFrame(columns=columns)
+    base = normalise_task_fields(sub)
+    order = run_order(sub, runs)
+    temps = (
+        pd.DataFrame({"run": base["run"], "model": base["model"]})
+        .drop_duplicates("run")
+        .assign(temperature=lambda f: f["run"].map(_temperatures(sub)).astype(float))
+    )
+    temps = temps.set_index("run").reindex([r for r in order if r in set(temps["run"])])
+    temps = temps.reset_index()
+    views = long[["scope", "intent"]].drop_duplicates()
+    rows = []
+    for model in dict.fromkeys(temps["model"]):
+        hat_run = _run_at(temps, model, hat_temperature)
+        at_run = _run_at(temps, model, at_temperature)
+        if hat_run is None and at_run is None:
+            continue
+        for scope, intent in views.itertuples(index=False):
+            wide = pass_k_wide(long, scope=scope, intent=intent).set_index("run")
+            row: dict[str, object] = {"model": model, "scope": scope, "intent": intent,
+                                      "pass_hat_run": hat_run, "pass_at_run": at_run}
+            for k in ks:
+                row[f"pass_hat_{k}"] = _cell(wide, hat_run, f"pass_hat_{k}")
+                row[f"pass_at_{k}"] = _cell(wide, at_run, f"pass_at_{k}")
+            rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _cell(wide: pd.DataFrame, run: str | None, column: str) -> float:
+    if run is None or run not in wide.index or column not in wide.columns:
+        return float("nan")
+    value: Any = wide.at[run, column]
+    return float(value)

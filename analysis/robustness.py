@@ -89,7 +89,8 @@ def robustness(df: pd.DataFrame, runs: Iterable[str] | None = None) -> pd.DataFr
         .agg(n_pairs=("pair_id", "size"), clean=("clean", "mean"), noise=("noise", "mean"))
         .reset_index()
     )
-    out["drop"] = out["clean"] - out["noise"]
+    # Equal rates must print as 0.000, never "-0.000": drop float noise and the sign of zero.
+    out["drop"] = (out["clean"] - out["noise"]).round(12) + 0.0
 
     intents = ordered_values(pairs["intent"], INTENTS)
     noise_types = ordered_values(pairs["noise_type"], NOISE_TYPES)

@@ -64,7 +64,8 @@ DESCRIPTIONS: dict[str, str] = {
     "success": "Success rate by intent x scope per run (EHR-Complex Table 3).",
     "passk": "Pass^k (consistency) and Pass@k (coverage) per run, scope and intent.",
     "turns": "Action turns per scope on the tasks every selected run solved.",
-    "turn_budget": "SR(T): share of trajectories that succeeded within T turns.",
+    "turn_budget": "SR(T): share of the tasks every selected run solved that a run completed "
+                   "within T turns (EHR-Complex Fig. 5); 'all_trajectories' variant optional.",
     "taxonomy": "Failure categories per model with 95% Wilson intervals (final labels).",
     "taxonomy_turns": "Mean and median turns per failure category (final labels).",
     "provenance": "Where the final labels come from (adjudicated, human, LLM only).",
@@ -84,13 +85,24 @@ def _sql_list(n: int) -> str:
     return ", ".join("?" for _ in range(n))
 
 
-def load_frame(ws: Workspace, runs: Iterable[str] | None = None) -> pd.DataFrame:
+def load_frame(
+    ws: Workspace, runs: Iterable[str] | None = None, success_source: str = "recorded"
+) -> pd.DataFrame:
     """The trajectory table with the columns statistics use, optionally only ``runs``.
 
+    ``success`` follows ``success_source`` (``recorded`` | ``exact_match``, docs/scoring.md);
+    it is NULL for unscored trajectories, which every statistic leaves out.
     Filtering happens in DuckDB so a few runs out of a large workspace never materialise the
     rest in pandas.
     """
-    sql = "SELECT " + ", ".join(STATS_COLUMNS) + " FROM trajectories"
+    from trajectories.workspace import success_expression
+
+    try:
+        success = success_expression(success_source)
+    except ValueError as err:
+        raise SourceError(str(err)) from None
+    columns = [c if c != "success" else f"{success} AS success" for c in STATS_COLUMNS]
+    sql = "SELECT " + ", ".join(columns) + " FROM trajectories"
     params: list[Any] = []
     if runs is not None:
         wanted = list(dict.fromkeys(runs))
@@ -233,8 +245,9 @@ def load_inputs(
     store: Store | None = None,
     runs: Iterable[str] | None = None,
     taxonomy_version: str | None = None,
+    success_source: str = "recorded",
 ) -> Inputs:
-    frame = load_frame(ws, runs)
+    frame = load_frame(ws, runs, success_source)
     if store is None:
         return Inputs(frame)
     return Inputs(

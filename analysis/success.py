@@ -51,8 +51,17 @@ def run_order(df: pd.DataFrame, runs: Iterable[str] | None) -> list[str]:
     return [r for r in dict.fromkeys(runs) if r in have]
 
 
+def scored_rows(df: pd.DataFrame, column: str = "success") -> pd.DataFrame:
+    """Rows whose outcome is known: an unscored trajectory (no ground truth and no recorded
+    outcome, ``success`` NULL) is neither a success nor a failure, so it is left out of every
+    rate, Pass^k, SR(T) and grid."""
+    if column not in df.columns:
+        return df
+    return df[df[column].notna()]
+
+
 def success_array(df: pd.DataFrame, column: str = "success") -> np.ndarray:
-    """``success`` as a plain numpy bool array; NULL counts as a failure.
+    """``success`` as a plain numpy bool array (callers drop unscored rows first).
 
     The column may arrive as numpy bool, nullable ``boolean`` or object (DuckDB NULLs), so
     normalise once here instead of letting each statistic guess.
@@ -68,7 +77,9 @@ def normalise_task_fields(df: pd.DataFrame) -> pd.DataFrame:
 
     Grouping drops NaN keys by default, which would silently lose trajectories; labelling
     them keeps every trajectory counted. A missing model falls back to the run name.
+    Unscored trajectories (NULL ``success``) are dropped here, once for every statistic.
     """
+    df = scored_rows(df)
     out = pd.DataFrame(
         {
             "run": df["run"].astype(str),

@@ -2,8 +2,8 @@
 
 ``turns_table`` compares how many action turns runs spend per scope on the tasks that *every*
 selected run solved, so that a run is not credited with short trajectories merely because it
-only solves easy tasks. ``success_by_turn_budget`` gives SR(T): the share of trajectories that
-succeeded within at most T turns.
+only solves easy tasks. ``success_by_turn_budget`` gives SR(T): by default the paper's share of
+the commonly solved tasks completed within at most T turns.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from analysis.success import (
 )
 
 TURNS_COLUMNS = ["run", "model", "scope", "n_tasks", "n_trajectories", "mean_turns", "median_turns"]
-BUDGET_COLUMNS = ["run", "model", "budget", "n", "n_success_within", "sr"]
+BUDGET_COLUMNS = ["run", "model", "definition", "budget", "n", "n_success_within", "sr"]
 
 
 def _with_turns(df: pd.DataFrame) -> pd.DataFrame:
@@ -74,18 +74,35 @@ def turns_table(df: pd.DataFrame, runs: Iterable[str] | None = None) -> pd.DataF
     return out[TURNS_COLUMNS].reset_index(drop=True)
 
 
+#: SR(T) definitions. ``common_solved`` (default) is EHR-Complex's (Fig. 5 / App. I): over the
+#: tasks every selected run solved, the share completed within T turns, so every curve reaches
+#: 1. ``all_trajectories`` divides by every scored trajectory of the run instead, so the curve
+#: rises towards the run's overall success rate.
+SR_DEFINITIONS = ("common_solved", "all_trajectories")
+
+
 def success_by_turn_budget(
     df: pd.DataFrame,
     budgets: Sequence[int] = (1, 3, 5, 10, 15, 20),
     runs: Iterable[str] | None = None,
+    definition: str = "common_solved",
 ) -> pd.DataFrame:
-    """SR(T) per run: share of the run's trajectories that succeeded using <= T turns.
+    """SR(T) per run under ``definition`` (see ``SR_DEFINITIONS``), named in the ``definition``
+    column.
 
-    The denominator is every trajectory of the run (failures included), so SR(T) rises towards
-    the run's overall success rate as T grows.
+    ``common_solved``: the denominator is the run's successful trajectories on the tasks every
+    selected run solved (with one rollout per task, exactly the paper's fraction of tasks).
+    ``all_trajectories``: the denominator is every scored trajectory of the run.
     """
+    if definition not in SR_DEFINITIONS:
+        raise ValueError(
+            f"unknown SR(T) definition {definition!r} (choose from {', '.join(SR_DEFINITIONS)})"
+        )
     sub = select_runs(df, runs)
     base = _with_turns(sub)
+    if definition == "common_solved":
+        common = common_solved_tasks(sub)
+        base = base[base["success"] & base["task_id"].isin(common)]
     if base.empty or len(budgets) == 0:
         return pd.DataFrame(columns=BUDGET_COLUMNS)
     budget_arr = np.asarray(list(budgets), dtype=float)
@@ -104,6 +121,7 @@ def success_by_turn_budget(
     long["n"] = sizes.reindex(pd.MultiIndex.from_frame(long[["run", "model"]])).to_numpy()
     long["n_success_within"] = long["n_success_within"].astype(int)
     long["sr"] = long["n_success_within"] / long["n"]
+    long["definition"] = definition
     order = {r: i for i, r in enumerate(run_order(sub, runs))}
     long = long.assign(_r=long["run"].map(order)).sort_values(["_r", "model", "_b"], kind="stable")
     return long[BUDGET_COLUMNS].reset_index(drop=True)

@@ -20,6 +20,7 @@ from faillab.cli_common import (
     json_option,
     open_workspace,
     settings_for,
+    success_source_option,
     workspace_option,
 )
 from faillab.textsafe import terminal_text
@@ -121,10 +122,24 @@ def score_cmd(workspace: Path | None, as_json: bool) -> None:
 
 @main.command()
 @workspace_option
+@success_source_option
 @json_option
-def summary(workspace: Path | None, as_json: bool) -> None:
-    """Counts of trajectories, tasks, runs, failures and outcome disagreements."""
-    data = open_workspace(workspace).summary()
+def summary(workspace: Path | None, success_source: str, as_json: bool) -> None:
+    """Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground truth
+    and no recorded outcome) and outcome disagreements. 'failed' and 'unscored' follow
+    --success-source; when the other source gives different counts they are shown too."""
+    from trajectories.workspace import SUCCESS_SOURCES
+
+    ws = open_workspace(workspace)
+    data: dict[str, object] = dict(ws.summary(success_source))
+    data["success_source"] = success_source
+    for other in SUCCESS_SOURCES:
+        if other == success_source:
+            continue
+        alt = ws.summary(other)
+        if (alt["failed"], alt["unscored"]) != (data["failed"], data["unscored"]):
+            data[f"failed_{other}"] = alt["failed"]
+            data[f"unscored_{other}"] = alt["unscored"]
     if as_json:
         emit(data)
     else:
@@ -132,24 +147,33 @@ def summary(workspace: Path | None, as_json: bool) -> None:
             echo_text(f"{key.replace('_', ' ')}: {value}")
 
 
+_MARKS = {"success": "ok  ", "failure": "FAIL", "unscored": "----"}
+
+
 @main.command("list")
 @workspace_option
 @click.option("--failed", is_flag=True, help="Only failed trajectories.")
+@click.option("--unscored", is_flag=True,
+              help="Only unscored trajectories (no ground truth and no recorded outcome).")
 @click.option("--run", default=None)
 @click.option("--limit", default=None, type=int)
+@success_source_option
 @json_option
-def list_cmd(workspace: Path | None, failed: bool, run: str | None, limit: int | None,
-             as_json: bool) -> None:
-    """List trajectories."""
-    rows = open_workspace(workspace).list(failed=failed, run=run, limit=limit)
+def list_cmd(workspace: Path | None, failed: bool, unscored: bool, run: str | None,
+             limit: int | None, success_source: str, as_json: bool) -> None:
+    """List trajectories: 'ok', 'FAIL' or '----' (unscored) with id, run, model and task.
+    JSON rows carry 'outcome': success, failure or unscored."""
+    rows = open_workspace(workspace).list(failed=failed, unscored=unscored, run=run,
+                                          limit=limit, success_source=success_source)
     if as_json:
         emit(rows)
         return
     for r in rows:
-        mark = "ok  " if r["success"] else "FAIL"
+        mark = _MARKS[r["outcome"]]
         fields = (str(r[k]) for k in ("id", "run", "model", "task_id"))
         tid, run_name, model, task = (terminal_text(f, keep_newlines=False) for f in fields)
-        click.echo(f"{mark} {tid}  {run_name}  {model}  task {task}")
+        click.echo(f"{mark} {tid}  {run_name}  {model}  task {task}"
+                   + ("  unscored" if r["outcome"] == "unscored" else ""))
 
 
 # The project's Streamlit server settings, passed as flags so they apply wherever `faillab serve`

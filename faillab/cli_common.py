@@ -11,7 +11,7 @@ import click
 
 from faillab.settings import Settings
 from faillab.textsafe import terminal_text
-from trajectories.workspace import Workspace
+from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES, Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,6 +25,15 @@ def workspace_option(func: F) -> F:
 
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON value.")(func)
+
+
+def success_source_option(func: F) -> F:
+    return click.option(
+        "--success-source", "success_source", type=click.Choice(SUCCESS_SOURCES),
+        default=DEFAULT_SUCCESS_SOURCE, show_default=True,
+        help="Success from the producer's recorded verdict (falling back to exact match) or "
+             "from exact match (falling back to the recorded verdict; EHR-Complex's scoring).",
+    )(func)
 
 
 def settings_for(workspace: Path | None) -> Settings:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from faillab.cli_common import UserError, check_output, echo_text, settings_for, write_output
+from faillab.cli_common import (
+    UserError,
+    check_output,
+    echo_text,
+    settings_for,
+    success_source_option,
+    write_output,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,6 +132,26 @@ def _emit_all(
     _write("\n".join(blocks), output, fmt)
 
 
+#: Mirrors ``analysis.turns.SR_DEFINITIONS`` (kept here so --help does not import pandas).
+SR_DEFINITION_CHOICES = ("common_solved", "all_trajectories")
+
+
+def _note_disagreements(frame: pd.DataFrame) -> None:
+    """Say on stderr when the two success sources differ, so neither is read unknowingly."""
+    if frame.empty:
+        return
+    both = frame["recorded_success"].notna() & frame["exact_match"].notna()
+    differ = int((frame.loc[both, "recorded_success"].astype(bool)
+                  != frame.loc[both, "exact_match"].astype(bool)).sum())
+    unscored = int(frame["success"].isna().sum())
+    if differ:
+        click.echo(f"note: recorded and exact_match outcomes differ on {differ} trajectories "
+                   "(see --success-source)", err=True)
+    if unscored:
+        click.echo(f"note: {unscored} unscored trajectories (no ground truth, no recorded "
+                   "outcome) are left out", err=True)
+
+
 @click.command("stats")
 @click.argument("table", metavar="TABLE")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
@@ -137,13 +164,26 @@ def _emit_all(
               help="Only labels of this taxonomy version (default: all).")
 @click.option("--decimals", default=3, show_default=True, type=click.IntRange(0, 12),
               help="Decimal places for md and latex.")
+@success_source_option
+@click.option("--layout", type=click.Choice(("long", "paper")), default="long",
+              show_default=True,
+              help="passk only: 'paper' gives EHR-Complex Tables 22-26 (one row per model and "
+                   "view, Pass^k from its T=0 run and Pass@k from its T=0.6 run).")
+@click.option("--sr-definition", type=click.Choice(SR_DEFINITION_CHOICES),
+              default=SR_DEFINITION_CHOICES[0], show_default=True,
+              help="turn_budget only: 'common_solved' is the paper's SR(T) (tasks every "
+                   "selected run solved; reaches 1); 'all_trajectories' divides by every "
+                   "scored trajectory.")
 def stats(table: str, fmt: str, runs: str | None, output: Path | None,
-          workspace: Path | None, taxonomy_version: str | None, decimals: int) -> None:
+          workspace: Path | None, taxonomy_version: str | None, decimals: int,
+          success_source: str, layout: str, sr_definition: str) -> None:
     """Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, taxonomy,
     taxonomy_turns, provenance, robustness, labeller.
 
     'labeller' compares the LLM pre-labels with the human final labels (kappa, per-category
     precision / recall and override rate). Label tables read the workspace's annotation store.
+    Unscored trajectories (no ground truth, no recorded outcome) are left out of every table;
+    when recorded and exact-match outcomes disagree, stderr says on how many trajectories.
     """
     from analysis.sources import (
         Inputs,
@@ -176,7 +216,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
             from analysis.sources import check_runs
 
             check_runs(ws, run_list)
-        inputs = Inputs(load_frame(ws, run_list))
+        inputs = Inputs(load_frame(ws, run_list, success_source))
         if needs_labels(names):
             store = _open_store(workspace)
             if store is not None:
@@ -189,15 +229,26 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
                 finally:
                     store.close()
         tables = {n: compute_table(n, inputs, run_list) for n in names}
+        if layout == "paper" and "passk" in tables:
+            from analysis.passk import pass_k_paper
+
+            tables["passk"] = pass_k_paper(inputs.frame, run_list)
+        if sr_definition != SR_DEFINITION_CHOICES[0] and "turn_budget" in tables:
+            from analysis.turns import success_by_turn_budget
+
+            tables["turn_budget"] = success_by_turn_budget(
+                inputs.frame, runs=run_list, definition=sr_definition
+            )
     except SourceError as err:
         raise UserError(str(err)) from None
 
     if table == ALL:
         _emit_all(tables, fmt, decimals, output)
-        return
-    result = tables[table]
-    text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
-    _write(text, output, fmt)
+    else:
+        result = tables[table]
+        text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
+        _write(text, output, fmt)
+    _note_disagreements(inputs.frame)
 
 
 __all__ = ["FORMATS", "stats"]

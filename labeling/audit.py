@@ -164,7 +164,9 @@ def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None) -> Candidat
     """Tasks attempted by the selected runs (default: every run) and solved by none of them.
 
     A run solves a task when any of its trajectories for that task succeeded (``success`` is
-    the recorded outcome when there is one, else our exact match; NULL counts as not solved).
+    the recorded outcome when there is one, else our exact match). Unscored trajectories
+    (NULL ``success``: no ground truth, no recorded outcome) are neither: a task with only
+    unscored trajectories is not a candidate and does not count in the pool's total.
     """
     known = workspace_runs(ws)
     chosen = list(dict.fromkeys(runs)) if runs else known
@@ -178,11 +180,13 @@ def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None) -> Candidat
     marks = ", ".join("?" for _ in chosen)
     # The run filter is a bound list; nothing from the user is formatted into the SQL text.
     base = f"FROM trajectories WHERE run IN ({marks})"
-    total_row = con.execute(f"SELECT count(DISTINCT task_id) {base}", chosen).fetchone()
+    total_row = con.execute(
+        f"SELECT count(DISTINCT task_id) FILTER (WHERE success IS NOT NULL) {base}", chosen
+    ).fetchone()
     rows = con.execute(
         f"""SELECT {_TASK_SELECT} {base}
             GROUP BY task_id
-            HAVING NOT bool_or(coalesce(success, false))
+            HAVING bool_or(success IS NOT NULL) AND NOT bool_or(coalesce(success, false))
             ORDER BY task_id""",
         chosen,
     ).fetchall()

@@ -42,6 +42,9 @@ class Task(_Open):
     template_id: str | None = None
     reference_sql: str | None = None
     ground_truth: Any = None
+    # False: the producer recorded no ground truth, so exact match cannot be computed. A task
+    # whose ground truth is genuinely NULL (unanswerable) keeps True with ``ground_truth=None``.
+    has_ground_truth: bool = True
     answer_format: str | None = None
     split: str | None = None
     pair_id: str | None = None

@@ -9,8 +9,15 @@ Normalisation (documented in docs/scoring.md), applied to both sides before comp
    rounding noise; booleans are 1/0.
 3. Unanswerable tasks: ``None``, ``"null"``, ``"none"``, ``""``, ``[]`` and ``[[None]]`` are all
    "no answer" and match each other.
-4. Row order is ignored (rows compared as multisets) unless the task asks for an order
-   (``ordered=True``: the answer format or question says "order"/"sorted"/"rank"/"top").
+4. Row order is ignored (rows compared as multisets) unless the task explicitly asks for the
+   rows in an order (``ordered=True``, see ``wants_order``): "in (ascending|descending|
+   chronological|alphabetical|...) order" (not "in order to"), "sort"/"sorted",
+   "ascending", "descending", "chronologically". Words that select a set ("top three",
+   "ranks", "highest") do not make an answer ordered.
+5. Declared rounding: when the task text or answer format says "round to N decimal places"
+   (or "N decimal places"), numbers on both sides are rounded half-up to N decimals first.
+6. No ground truth: a task with ``has_ground_truth=False`` cannot be scored (``score_task``
+   returns None: "unscored"); a ground truth that is genuinely NULL is still scored.
 """
 
 from __future__ import annotations
@@ -19,20 +26,40 @@ import json
 import math
 import re
 from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-SCORER_VERSION = "em-1"
+from trajectories.model import Task
+
+SCORER_VERSION = "em-2"
 
 _WS = re.compile(r"\s+")
 _NUMERIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-_ORDER_WORDS = re.compile(r"\b(in order|ordered|sorted|ascending|descending|chronological|rank)\w*",
-                          re.IGNORECASE)
+_ORDER_WORDS = re.compile(
+    r"\bin\s+(?:(?:ascending|descending|chronological|alphabetical|reverse|increasing|"
+    r"decreasing|numerical|time)\s+)?order\b(?!\s+to\b)"
+    r"|\bsort(?:ed|ing)?\b|\bascending\b|\bdescending\b|\bchronologically\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_DECIMALS = re.compile(
+    r"\b(\d{1,2}|zero|one|two|three|four|five|six)\s+decimal(?:\s+places?|\s+digits?|s)?\b"
+    r"|\bdecimal\s+places?\s*[:=]?\s*(\d{1,2})\b",
+    re.IGNORECASE,
+)
 _NULL_STRINGS = {"", "null", "none", "nan", "n/a"}
 
 Row = tuple[Any, ...]
 
 
-def _norm_value(value: Any) -> Any:
+def _round_half_up(value: float, decimals: int) -> float:
+    if not math.isfinite(value):
+        return value
+    quantum = Decimal(1).scaleb(-decimals)
+    return float(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def _norm_value(value: Any, decimals: int | None = None) -> Any:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -41,13 +68,14 @@ def _norm_value(value: Any) -> Any:
         f = float(value)
         if math.isnan(f):
             return None
-        return f
+        return f if decimals is None else _round_half_up(f, decimals)
     if isinstance(value, str):
         text = _WS.sub(" ", value.strip()).lower()
         if text in _NULL_STRINGS:
             return None
         if _NUMERIC.match(text):
-            return float(text)
+            f = float(text)
+            return f if decimals is None else _round_half_up(f, decimals)
         return text
     # Nested containers inside a cell: compare their canonical JSON.
     return json.dumps(value, sort_keys=True, default=str).lower()
@@ -65,24 +93,25 @@ def _maybe_json(value: Any) -> Any:
     return value
 
 
-def to_rows(answer: Any) -> list[Row]:
-    """Bring any answer shape to a list of tuples of normalised values."""
+def to_rows(answer: Any, decimals: int | None = None) -> list[Row]:
+    """Bring any answer shape to a list of tuples of normalised values (numbers rounded to
+    ``decimals`` places when the task declares a rounding rule)."""
     answer = _maybe_json(answer)
     if answer is None:
         return []
     if isinstance(answer, dict):
-        return [tuple(_norm_value(v) for v in answer.values())]
+        return [tuple(_norm_value(v, decimals) for v in answer.values())]
     if not isinstance(answer, list | tuple):
-        value = _norm_value(answer)
+        value = _norm_value(answer, decimals)
         return [] if value is None else [(value,)]
     rows: list[Row] = []
     for item in answer:
         if isinstance(item, dict):
-            rows.append(tuple(_norm_value(v) for v in item.values()))
+            rows.append(tuple(_norm_value(v, decimals) for v in item.values()))
         elif isinstance(item, list | tuple):
-            rows.append(tuple(_norm_value(v) for v in item))
+            rows.append(tuple(_norm_value(v, decimals) for v in item))
         else:
-            rows.append((_norm_value(item),))
+            rows.append((_norm_value(item, decimals),))
     # [[None]] and [None] mean "no answer".
     if all(all(v is None for v in row) for row in rows):
         return []
@@ -109,14 +138,56 @@ def _rows_equal(a: Row, b: Row) -> bool:
 
 
 def wants_order(question: str | None, answer_format: str | None) -> bool:
+    """True when the task explicitly asks for its rows in an order (rule 4 of the module doc).
+
+    "Sorted", "ascending", "in chronological order" do; "top three", "ranks", "highest" and
+    "in order to" do not: they select a set of rows, which is compared as a multiset.
+    """
     text = f"{question or ''} {answer_format or ''}"
     return bool(_ORDER_WORDS.search(text))
 
 
-def exact_match(predicted: Any, truth: Any, *, ordered: bool = False) -> bool:
+def declared_decimals(*texts: str | None) -> int | None:
+    """The number of decimals a task's text declares for its answer ("round to 3 decimal
+    places", "2 decimals"), or None. When several are declared the first one wins."""
+    for text in texts:
+        if not text:
+            continue
+        match = _DECIMALS.search(text)
+        if match:
+            word = (match.group(1) or match.group(2)).lower()
+            return _NUMBER_WORDS[word] if word in _NUMBER_WORDS else int(word)
+    return None
+
+
+def _task_texts(task: Task) -> list[str | None]:
+    rules = (task.model_extra or {}).get("rules")
+    return [task.answer_format, task.question, rules if isinstance(rules, str) else None]
+
+
+def score_task(final_answer: Any, task: Task) -> bool | None:
+    """Exact match of ``final_answer`` against the task's ground truth with the task's own
+    rules (order, declared rounding); None ("unscored") when the task has no ground truth."""
+    if not task.has_ground_truth:
+        return None
+    return exact_match(
+        final_answer,
+        task.ground_truth,
+        ordered=wants_order(task.question, task.answer_format),
+        decimals=declared_decimals(*_task_texts(task)),
+    )
+
+
+def task_decimals(task: Task) -> int | None:
+    return declared_decimals(*_task_texts(task))
+
+
+def exact_match(
+    predicted: Any, truth: Any, *, ordered: bool = False, decimals: int | None = None
+) -> bool:
     """True when ``predicted`` equals ``truth`` under the documented normalisation."""
-    pred_rows = to_rows(predicted)
-    true_rows = to_rows(truth)
+    pred_rows = to_rows(predicted, decimals)
+    true_rows = to_rows(truth, decimals)
     if len(pred_rows) != len(true_rows):
         return False
     if ordered:
@@ -137,9 +208,11 @@ def exact_match(predicted: Any, truth: Any, *, ordered: bool = False) -> bool:
     return not remaining
 
 
-def answer_diff(predicted: Any, truth: Any) -> tuple[list[Row], list[Row], list[Row]]:
+def answer_diff(
+    predicted: Any, truth: Any, decimals: int | None = None
+) -> tuple[list[Row], list[Row], list[Row]]:
     """Rows in both, rows missing from the prediction, rows the prediction added."""
-    pred = Counter(tuple(map(_round_key, r)) for r in to_rows(predicted))
-    true = Counter(tuple(map(_round_key, r)) for r in to_rows(truth))
+    pred = Counter(tuple(map(_round_key, r)) for r in to_rows(predicted, decimals))
+    true = Counter(tuple(map(_round_key, r)) for r in to_rows(truth, decimals))
     common = pred & true
     return list(common.elements()), list((true - pred).elements()), list((pred - true).elements())

@@ -17,6 +17,11 @@ BROWSE_COLUMNS = ("id", "run", "model", "task_id", "intent", "scope", "template_
                   "success", "exact_match", "recorded_success", "n_turns", "n_errors", "question")
 
 
+#: "success" | "failure" | "unscored" (no ground truth and no recorded outcome).
+_OUTCOME = ("CASE WHEN success IS NULL THEN 'unscored' WHEN success THEN 'success' "
+            "ELSE 'failure' END")
+
+
 @dataclass
 class BrowseFilter:
     runs: Sequence[str] = ()
@@ -64,7 +69,7 @@ def browse(ws: Workspace, flt: BrowseFilter) -> tuple[pd.DataFrame, int]:
     total_row = con.execute(f"SELECT count(*) FROM trajectories{where}", params).fetchone()
     total = int(total_row[0]) if total_row else 0
     df = con.execute(
-        f"SELECT {', '.join(BROWSE_COLUMNS)} FROM trajectories{where} "
+        f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM trajectories{where} "
         f"ORDER BY run, task_id, rollout, id LIMIT {int(flt.limit)}",
         params,
     ).df()
@@ -89,6 +94,7 @@ def overview_by_run(ws: Workspace) -> pd.DataFrame:
                   count(*) AS trajectories, count(DISTINCT task_id) AS tasks,
                   avg(success::INT) AS success_rate,
                   count(*) FILTER (WHERE NOT success) AS failures,
+                  count(*) FILTER (WHERE success IS NULL) AS unscored,
                   count(*) FILTER (WHERE recorded_success IS NOT NULL
                                    AND recorded_success <> exact_match) AS outcome_disagreements,
                   avg(n_turns) AS mean_turns

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
 from trajectories.model import Trajectory
-from trajectories.scoring import SCORER_VERSION, exact_match, wants_order
+from trajectories.scoring import SCORER_VERSION, score_task
 
 PART_GLOB = "part-*.parquet"
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
@@ -70,6 +70,25 @@ INDEX_SCHEMA = pa.schema(
     ]
 )
 INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
+#: Task fields resolved per task id across runs (and overridable from a task file).
+TASK_FIELDS = ("intent", "scope", "template_id")
+
+
+#: Where a trajectory's success comes from (docs/scoring.md): ``recorded`` prefers the
+#: producer's verdict, ``exact_match`` our re-score (as EHR-Complex scores); each falls back to
+#: the other, and a trajectory with neither is unscored (NULL).
+SUCCESS_SOURCES = ("recorded", "exact_match")
+DEFAULT_SUCCESS_SOURCE = "recorded"
+
+
+def success_expression(source: str) -> str:
+    """SQL for ``success`` under a success source (a fixed expression, never user text)."""
+    if source == "recorded":
+        return "coalesce(recorded_success, exact_match)"
+    if source == "exact_match":
+        return "coalesce(exact_match, recorded_success)"
+    choices = ", ".join(SUCCESS_SOURCES)
+    raise ValueError(f"unknown success source {source!r} (choose from {choices})")
 
 
 class WorkspaceError(Exception):
@@ -103,9 +122,9 @@ def _reject_line(reject: dict[str, str]) -> str:
     return line + "\n"
 
 
-def score(traj: Trajectory) -> bool:
-    ordered = wants_order(traj.task.question, traj.task.answer_format)
-    return exact_match(traj.final_answer, traj.task.ground_truth, ordered=ordered)
+def score(traj: Trajectory) -> bool | None:
+    """Exact match under the task's own rules; None when the task has no ground truth."""
+    return score_task(traj.final_answer, traj.task)
 
 
 def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
@@ -157,6 +176,31 @@ class Workspace:
     @property
     def scores_path(self) -> Path:
         return self.root / "scores.parquet"
+
+    @property
+    def task_fields_path(self) -> Path:
+        return self.root / "task_fields.parquet"
+
+    def set_task_fields(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Store per-task overrides of intent / scope / template_id (one row per task id;
+        a missing or empty field keeps the value resolved from the trajectories)."""
+        table = pa.table(
+            {
+                "task_id": [str(r["task_id"]) for r in rows],
+                **{
+                    col: [(str(r[col]) if r.get(col) not in (None, "") else None) for r in rows]
+                    for col in TASK_FIELDS
+                },
+            },
+            schema=pa.schema([("task_id", pa.string()),
+                              *[(c, pa.string()) for c in TASK_FIELDS]]),
+        )
+        with self._write_lock():
+            tmp = self.root / ".task_fields.parquet.tmp"
+            pq.write_table(table, tmp)
+            os.replace(tmp, self.task_fields_path)
+        self._invalidate()
+        return len(rows)
 
     @property
     def default_annotations_url(self) -> str:
@@ -316,7 +360,7 @@ class Workspace:
     def write_scores(self) -> dict[str, int]:
         """Re-score every trajectory with the current scorer into the overlay file."""
         ids: list[str] = []
-        matches: list[bool] = []
+        matches: list[bool | None] = []
         changed = 0
         for batch in self.iter_payload_batches():
             for tid, payload, stored in batch:
@@ -326,7 +370,9 @@ class Workspace:
                 ids.append(tid)
                 matches.append(result)
         table = pa.table({"id": ids, "exact_match": matches,
-                          "scorer_version": [SCORER_VERSION] * len(ids)})
+                          "scorer_version": [SCORER_VERSION] * len(ids)},
+                         schema=pa.schema([("id", pa.string()), ("exact_match", pa.bool_()),
+                                           ("scorer_version", pa.string())]))
         with self._write_lock():
             tmp = self.root / ".scores.parquet.tmp"
             pq.write_table(table, tmp)
@@ -350,7 +396,9 @@ class Workspace:
     def _signature(self) -> tuple[Any, ...]:
         files = self.part_files()
         scores = self.scores_path.stat().st_mtime_ns if self.scores_path.exists() else 0
-        return (tuple(f.name for f in files), scores)
+        fields = (self.task_fields_path.stat().st_mtime_ns
+                  if self.task_fields_path.exists() else 0)
+        return (tuple(f.name for f in files), scores, fields)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A per-thread in-memory DuckDB connection whose views read the Parquet parts.
@@ -379,13 +427,47 @@ class Workspace:
         else:
             con.execute("CREATE OR REPLACE VIEW scores AS SELECT NULL::VARCHAR AS id, "
                         "NULL::BOOLEAN AS exact_match WHERE false")
-        select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS if c != "exact_match")
+        if self.task_fields_path.exists():
+            con.execute(
+                "CREATE OR REPLACE VIEW task_overrides AS SELECT * FROM read_parquet("
+                f"{_sql_str(str(self.task_fields_path))})"
+            )
+        else:
+            con.execute("CREATE OR REPLACE VIEW task_overrides AS SELECT NULL::VARCHAR AS task_id, "
+                        + ", ".join(f"NULL::VARCHAR AS {c}" for c in TASK_FIELDS) + " WHERE false")
+        resolved = set(TASK_FIELDS)
+        select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
+                           if c != "exact_match" and c not in resolved)
+        fields = ", ".join(
+            f"coalesce(o.{c}, t.{c}, p.{c}) AS {c}" for c in TASK_FIELDS
+        )
+        # A task's intent / scope / template are properties of the task: every run sharing a
+        # task id shows the same values (a task file's override, else the most frequent known
+        # value across runs, ties alphabetical; "Other" only counts when nothing else is known).
+        picks = ", ".join(
+            f"first({c} ORDER BY n_{c} DESC, {c}) FILTER (WHERE {c} IS NOT NULL"
+            + (f" AND {c} <> 'Other'" if c == "intent" else "") + f") AS {c}"
+            for c in TASK_FIELDS
+        )
+        counts = ", ".join(
+            f"count(*) OVER (PARTITION BY task_id, {c}) AS n_{c}" for c in TASK_FIELDS
+        )
+        con.execute(
+            f"""CREATE OR REPLACE VIEW task_consensus AS
+            SELECT task_id, {picks}
+            FROM (SELECT task_id, {", ".join(TASK_FIELDS)}, {counts} FROM parts)
+            GROUP BY task_id"""
+        )
+        # An overlay row replaces the stored exact match even when it is NULL (unscored).
+        exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
         con.execute(
             f"""CREATE OR REPLACE VIEW trajectories AS
-            SELECT {select},
-                   coalesce(s.exact_match, p.exact_match) AS exact_match,
-                   coalesce(p.recorded_success, coalesce(s.exact_match, p.exact_match)) AS success
-            FROM parts p LEFT JOIN scores s USING (id)"""
+            SELECT {select}, {fields},
+                   {exact} AS exact_match,
+                   coalesce(p.recorded_success, {exact}) AS success
+            FROM parts p LEFT JOIN scores s USING (id)
+            LEFT JOIN task_consensus t USING (task_id)
+            LEFT JOIN task_overrides o USING (task_id)"""
         )
         self._local.signature = signature
         return con
@@ -406,35 +488,53 @@ class Workspace:
             return None
         return Trajectory.model_validate_json(row[0])
 
-    def summary(self) -> dict[str, int]:
+    def summary(self, success_source: str = "recorded") -> dict[str, int]:
+        """Counts; ``failed`` and ``unscored`` follow ``success_source`` (see docs/scoring.md)."""
+        success = success_expression(success_source)
         row = self.connect().execute(
-            """SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
-                      count(*) FILTER (WHERE NOT success),
+            f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
+                      count(*) FILTER (WHERE NOT {success}),
+                      count(*) FILTER (WHERE {success} IS NULL),
                       count(*) FILTER (WHERE recorded_success IS NOT NULL
                                        AND recorded_success <> exact_match)
                FROM trajectories"""
         ).fetchone()
         assert row is not None
-        keys = ("trajectories", "tasks", "runs", "failed", "outcome_disagreements")
+        keys = ("trajectories", "tasks", "runs", "failed", "unscored", "outcome_disagreements")
         return {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
 
-    def list(self, *, failed: bool = False, run: str | None = None,
-             limit: int | None = None) -> list[dict[str, Any]]:
+    def list(self, *, failed: bool = False, unscored: bool = False, run: str | None = None,
+             limit: int | None = None,
+             success_source: str = DEFAULT_SUCCESS_SOURCE) -> list[dict[str, Any]]:
+        """Trajectories with ``success`` (None when unscored) and ``outcome``
+        (``success`` | ``failure`` | ``unscored``)."""
+        success = success_expression(success_source)
         where, params = [], []
         if failed:
-            where.append("NOT success")
+            where.append(f"NOT {success}")
+        if unscored:
+            where.append(f"{success} IS NULL")
         if run:
             where.append("run = ?")
             params.append(run)
-        sql = "SELECT id, run, model, task_id, success FROM trajectories"
+        sql = f"SELECT id, run, model, task_id, {success} AS success FROM trajectories"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY run, task_id, rollout, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
         rows = self.connect().execute(sql, params).fetchall()
-        return [dict(zip(("id", "run", "model", "task_id", "success"), r, strict=True))
+        keys = ("id", "run", "model", "task_id", "success")
+        return [{**dict(zip(keys, r, strict=True)), "outcome": outcome_name(r[4])}
                 for r in rows]
+
+
+def outcome_name(success: bool | None) -> str:
+    """How an outcome is shown: ``success``, ``failure`` or ``unscored`` (no ground truth and
+    no recorded outcome)."""
+    if success is None or (isinstance(success, float) and success != success):
+        return "unscored"
+    return "success" if success else "failure"
 
 
 class _StagedImport:

@@ -72,6 +72,8 @@ event = st.dataframe(
         "id": st.column_config.TextColumn("id", width="small"),
         "question": st.column_config.TextColumn("question", width="large"),
         "success": st.column_config.CheckboxColumn("success"),
+        "outcome": st.column_config.TextColumn("outcome", help="unscored: no ground truth "
+                                               "and no recorded outcome"),
         "exact_match": st.column_config.CheckboxColumn("exact match"),
         "recorded_success": st.column_config.CheckboxColumn("recorded"),
     },

@@ -73,10 +73,12 @@ def test_null_intent_and_scope_are_counted(df: pd.DataFrame) -> None:
     assert grid.loc["A", "patient_mean"] == pytest.approx(0.75)
 
 
-def test_nullable_success_counts_as_failure() -> None:
-    df = pd.DataFrame(_rows("A", "Labs", "patient", [True, False]))
-    df["success"] = pd.array([True, None], dtype="boolean")
-    assert success_grid(df).loc[0, "Labs/patient"] == 0.5
+def test_unscored_trajectory_is_left_out_of_the_grid() -> None:
+    df = pd.DataFrame(_rows("A", "Labs", "patient", [True, False, False]))
+    df["success"] = pd.array([True, False, None], dtype="boolean")
+    grid = success_grid(df)
+    assert grid.loc[0, "Labs/patient"] == 0.5
+    assert grid.loc[0, "n"] == 2
 
 
 def test_long_form(df: pd.DataFrame) -> None:

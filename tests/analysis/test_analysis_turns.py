@@ -54,8 +54,20 @@ def test_turns_table(df: pd.DataFrame) -> None:
     assert only_a.loc[("A", "patient"), "mean_turns"] == 3
 
 
-def test_sr_budget(df: pd.DataFrame) -> None:
+def test_sr_paper_definition_counts_common_solved_tasks_and_reaches_one(
+    df: pd.DataFrame,
+) -> None:
     out = success_by_turn_budget(df, budgets=(1, 5, 10, 50))
+    assert set(out["definition"]) == {"common_solved"}
+    a = out[out["run"] == "A"].set_index("budget")
+    # Common tasks t1 (4 turns) and t2 (10 turns) for run A.
+    assert a["sr"].to_dict() == {1: 0.0, 5: 0.5, 10: 1.0, 50: 1.0}
+    assert a.loc[50, "n"] == 2
+
+
+def test_sr_budget(df: pd.DataFrame) -> None:
+    out = success_by_turn_budget(df, budgets=(1, 5, 10, 50), definition="all_trajectories")
+    assert set(out["definition"]) == {"all_trajectories"}
     a = out[out["run"] == "A"].set_index("budget")["sr"]
     assert a.to_dict() == {1: 0.0, 5: 0.5, 10: 0.75, 50: 0.75}
     b = out[out["run"] == "B"].set_index("budget")

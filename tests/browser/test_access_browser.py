@@ -158,7 +158,8 @@ def test_local_identity_sticks_and_shortcut_keys_never_change_it(
         sidebar.get_by_role("textbox", name="Your name", exact=True).press("Enter")
         wait_idle(page)
         expect(page.get_by_text("Signed in as ann1 (annotator)")).to_be_visible()
-        assert sidebar.get_by_role("textbox", name="Your name", exact=True).count() == 0  # read-only from now on
+        # The name is read-only from now on: no text box for a shortcut key to type into.
+        assert sidebar.get_by_role("textbox", name="Your name", exact=True).count() == 0
         for key in ("a", "A", "n", "Enter"):
             page.keyboard.press(key)
         wait_idle(page)

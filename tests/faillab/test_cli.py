@@ -36,11 +36,13 @@ def test_import_summary_list_json(tmp_path: Path) -> None:
     assert json.loads(out) == {"imported": 0, "duplicates": 3, "rejected": 0}
     code, out, _ = invoke("summary", "--workspace", ws, "--json")
     assert json.loads(out) == {"trajectories": 3, "tasks": 3, "runs": 1, "failed": 1,
-                               "outcome_disagreements": 0}
+                               "unscored": 0, "outcome_disagreements": 0,
+                               "success_source": "recorded"}
     code, out, _ = invoke("list", "--failed", "--workspace", ws, "--json")
     rows = json.loads(out)
     assert [r["task_id"] for r in rows] == ["t1"]
-    assert set(rows[0]) == {"id", "run", "model", "task_id", "success"}
+    assert set(rows[0]) == {"id", "run", "model", "task_id", "success", "outcome"}
+    assert rows[0]["outcome"] == "failure"
 
 
 def test_workspace_from_environment(tmp_path: Path) -> None:

@@ -1,0 +1,56 @@
+"""Trajectories without ground truth and without a recorded outcome are unscored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.passk import pass_k
+from analysis.sources import load_frame
+from analysis.success import success_grid
+from tests.conftest import make_trajectory
+from trajectories.model import Run, Task
+from trajectories.workspace import Workspace
+
+
+def _workspace(tmp_path: Path) -> Workspace:
+    ws = Workspace(tmp_path / "ws").create()
+    no_truth = Task(id="t2", question="q2", intent="Labs", scope="patient",
+                    has_ground_truth=False)
+    trajs = [
+        make_trajectory(final_answer=52),  # success by exact match
+        make_trajectory(final_answer=7, run=Run(name="run-a", model="model-a", temperature=0.0,
+                                                rollout=1)),  # failure
+        make_trajectory(task=no_truth, final_answer=None),  # unscored
+    ]
+    ws.add([(t.with_id(), None) for t in trajs])
+    return ws
+
+
+def test_summary_and_list_count_unscored_separately(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    summary = ws.summary()
+    assert summary["trajectories"] == 3
+    assert summary["failed"] == 1 and summary["unscored"] == 1
+    outcomes = sorted(r["outcome"] for r in ws.list())
+    assert outcomes == ["failure", "success", "unscored"]
+    assert [r["task_id"] for r in ws.list(unscored=True)] == ["t2"]
+
+
+def test_unscored_left_out_of_grid_and_passk(tmp_path: Path) -> None:
+    frame = load_frame(_workspace(tmp_path))
+    assert frame["success"].isna().sum() == 1
+    grid = success_grid(frame)
+    assert int(grid.loc[0, "n"]) == 2
+    assert "Labs/patient" not in grid.columns or grid["Labs/patient"].isna().all()
+    pk = pass_k(frame)
+    overall = pk[(pk["scope"] == "all") & (pk["intent"] == "all") & (pk["k"] == 1)]
+    assert int(overall["n_tasks"].iloc[0]) == 1
+    assert float(overall["pass_hat_k"].iloc[0]) == 0.5
+
+
+def test_unscored_task_is_not_an_audit_candidate(tmp_path: Path) -> None:
+    from labeling.audit import candidate_pool
+
+    pool = candidate_pool(_workspace(tmp_path))
+    assert [c.task_id for c in pool.candidates] == []
+    assert pool.n_total_tasks == 1
