@@ -224,3 +224,28 @@ def test_real_tau_bench_files_import_as_they_are(real_trajectory_files: list[Pat
             assert traj.n_turns == calls
         total += len(parsed.trajectories)
     assert total == 165
+
+
+def test_pretty_printed_object_is_one_document(tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(native_record(), indent=2))
+    parsed = read_file(path)
+    assert not parsed.problems
+    assert [loc for loc, _ in parsed.trajectories] == ["document"]
+
+
+def test_broken_jsonl_still_reports_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jsonl"
+    good = json.dumps(native_record())
+    path.write_text(good + "\n{not json\n" + good + "\n")
+    parsed = read_file(path)
+    assert len(parsed.trajectories) == 2
+    assert [p.location for p in parsed.problems] == ["line 2"]
+
+
+def test_unrecognised_object_is_one_problem_not_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text('{\n"a": 1\n}\n')
+    parsed = read_file(path)
+    # One object with no trajectory fields: one problem for the document, not one per line.
+    assert len(parsed.problems) == 1 and parsed.problems[0].location == "document"

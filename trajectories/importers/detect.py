@@ -44,6 +44,16 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
         for i, rec in enumerate(doc):
             yield f"record {i}", rec, json.dumps(rec, ensure_ascii=False)
         return
+    if _single_document(path):
+        try:
+            doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+        except UnicodeDecodeError as err:
+            raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
+        if not isinstance(doc, dict):
+            raise ImportProblem(
+                str(path), "expected a JSON object, a JSON list of records, or JSONL")
+        yield "document", doc, json.dumps(doc, ensure_ascii=False)
+        return
     with open(path, "rb") as handle:
         for lineno, raw_line in enumerate(handle, start=1):
             if not raw_line.strip():
@@ -58,6 +68,29 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
             except json.JSONDecodeError as err:
                 rec = _BadJson(f"not valid JSON ({err.msg} at column {err.colno})")
             yield f"line {lineno}", rec, line
+
+
+def _single_document(path: Path) -> bool:
+    """True when a file starting with '{' is one JSON object spread over several lines (pretty
+    printed), not JSONL: its first non-blank line is not a complete JSON value, but the whole
+    file is. Decided by parsing, so a broken JSONL file still gets per-line problems."""
+    with open(path, "rb") as handle:
+        for raw_line in handle:
+            if raw_line.strip():
+                first = raw_line
+                break
+        else:
+            return False
+    try:
+        json.loads(first.decode("utf-8-sig"))
+        return False
+    except (ValueError, UnicodeDecodeError):
+        pass
+    try:
+        json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
 
 
 @dataclass(frozen=True)
