@@ -249,3 +249,27 @@ def test_unrecognised_object_is_one_problem_not_per_line(tmp_path: Path) -> None
     parsed = read_file(path)
     # One object with no trajectory fields: one problem for the document, not one per line.
     assert len(parsed.problems) == 1 and parsed.problems[0].location == "document"
+
+
+def test_long_harness_stem_gets_short_display_name(tmp_path: Path) -> None:
+    stem = ("mimic_iv-tool-calling-v2-gpt-4o-mini-0.0_range_0--1_"
+            "user-gpt-4o-mini-llm_0515215141_valid")
+    path = tmp_path / f"{stem}.json"
+    path.write_text(json.dumps([chat_record('{"query": "SELECT 1"}')]))
+    run = read_file(path).trajectories[0][1].run
+    assert run.name == stem
+    assert (run.model_extra or {})["display_name"] == "gpt-4o-mini t0.0 05-15 21:51 valid"
+    named = read_file(path, run="mine").trajectories[0][1].run
+    assert (named.model_extra or {})["display_name"] == "mine"
+
+
+def test_test_split_without_gold_has_no_ground_truth(tmp_path: Path) -> None:
+    record = chat_record('{"query": "SELECT 1"}')
+    task = record["info"]["task"]  # type: ignore[index]
+    task["gold_answer"] = None
+    task["gold_sql"] = None
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([record, chat_record('{"query": "SELECT 1"}')]))
+    first, second = (t for _, t in read_file(path).trajectories)
+    assert getattr(first.task, "has_ground_truth", None) is False
+    assert getattr(second.task, "has_ground_truth", None) is True

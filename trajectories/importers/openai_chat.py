@@ -38,6 +38,25 @@ class RunIdentity:
     temperature: float | None
     split: str | None
     model_overridden: bool = False
+    display_name: str | None = None
+
+
+_STAMP = re.compile(r"_(?P<mo>\d\d)(?P<d>\d\d)(?P<h>\d\d)(?P<mi>\d\d)(?P<s>\d\d)(?:_|$)")
+
+
+def short_run_name(stem: str) -> str | None:
+    """A short display name (model, temperature, date, split) for a long harness file stem,
+    or None when the stem is not a recognised harness name."""
+    match = _TAU_NAME.search(stem)
+    if not match:
+        return None
+    parts = [match.group("model"), f"t{match.group('temp')}"]
+    stamp = _STAMP.search(stem)
+    if stamp:
+        parts.append(f"{stamp['mo']}-{stamp['d']} {stamp['h']}:{stamp['mi']}")
+    if match.group("split"):
+        parts.append(match.group("split"))
+    return " ".join(parts)
 
 
 def identity_from_filename(path: Path, run: str | None, model: str | None) -> RunIdentity:
@@ -53,6 +72,7 @@ def identity_from_filename(path: Path, run: str | None, model: str | None) -> Ru
         temperature=temp,
         split=split,
         model_overridden=model is not None,
+        display_name=run or short_run_name(stem),
     )
 
 
@@ -248,18 +268,25 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
             "scope": src_task.get("scope") or scope,
             "reference_sql": reference_sql,
             "ground_truth": task_info.get("gold_answer", src_task.get("ground_truth")),
+            # A test split records neither a gold answer nor gold SQL: exact match is unknown.
+            "has_ground_truth": not (
+                task_info.get("gold_answer") is None and not reference_sql
+                and src_task.get("ground_truth") is None
+            ),
             "split": identity.split,
             # Intent and scope were guessed from the reference SQL: say so.
             "intent_inferred": not src_task.get("intent"),
         })
-        run = Run(
-            name=identity.run,
-            model=identity.model
+        run = Run.model_validate({
+            "name": identity.run,
+            "model": identity.model
             if identity.model_overridden
             else str(record.get("model") or identity.model),
-            temperature=identity.temperature,
-            rollout=int(rollout) if isinstance(rollout, int | float) else 0,
-        )
+            "temperature": identity.temperature,
+            "rollout": int(rollout) if isinstance(rollout, int | float) else 0,
+            # Short name for tables and charts; ``name`` keeps the full harness stem.
+            "display_name": identity.display_name or identity.run,
+        })
         traj = Trajectory.model_validate({
             "task": task, "run": run, "steps": steps, "final_answer": final_answer,
             "outcome": outcome, "source_record": kept, "source_format": "openai-chat",
