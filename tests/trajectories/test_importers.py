@@ -273,3 +273,57 @@ def test_test_split_without_gold_has_no_ground_truth(tmp_path: Path) -> None:
     first, second = (t for _, t in read_file(path).trajectories)
     assert getattr(first.task, "has_ground_truth", None) is False
     assert getattr(second.task, "has_ground_truth", None) is True
+
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def test_mapping_sample_imports_as_native() -> None:
+    from trajectories.importers.mapping import load_mapping
+
+    mapping = load_mapping(DATA / "mapping-example.toml")
+    parsed = read_file(DATA / "mapped-sample.jsonl", mapping=mapping)
+    assert not parsed.problems and len(parsed.trajectories) == 2
+    first, second = (t for _, t in parsed.trajectories)
+    assert first.task.id == "q1" and first.task.ground_truth == [[2]]
+    assert first.run.name == "sample-run" and first.run.model == "example-model"
+    assert [s.kind for s in first.steps] == [StepKind.SQL, StepKind.MESSAGE]
+    assert first.steps[0].observation == "[(2,)]" and first.final_answer == [[2]]
+    assert second.final_answer is None and second.steps[0].code is not None
+
+
+def test_mapping_problems_are_one_line(tmp_path: Path) -> None:
+    from trajectories.importers.mapping import load_mapping
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[record]\nquestion = "q"\nsteps = "s"\n')
+    with pytest.raises(ImportProblem, match="task_id"):
+        load_mapping(bad)
+    bad.write_text('[record]\ntask_id = "i"\nquestion = "q"\nsteps = "s"\nanswr = "a"\n')
+    with pytest.raises(ImportProblem, match="unknown mapping key 'answr'"):
+        load_mapping(bad)
+    good = tmp_path / "good.toml"
+    good.write_text('[record]\ntask_id = "i"\nquestion = "q"\nsteps = "s"\n')
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"i": 1, "q": "x", "s": []}\n{"i": 2, "s": []}\n')
+    parsed = read_file(records, mapping=load_mapping(good))
+    assert len(parsed.trajectories) == 1
+    assert parsed.problems[0].location == "line 2" and "q" in parsed.problems[0].message
+    # No ground truth mapped: exact match cannot be computed.
+    assert getattr(parsed.trajectories[0][1].task, "has_ground_truth", None) is False
+
+
+def test_cli_import_with_map(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from faillab.cli import main
+
+    ws = str(tmp_path / "ws")
+    result = CliRunner().invoke(main, ["import", str(DATA / "mapped-sample.jsonl"), "--map",
+                                       str(DATA / "mapping-example.toml"), "--workspace", ws,
+                                       "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["imported"] == 2
+    missing = CliRunner().invoke(main, ["import", str(DATA / "mapped-sample.jsonl"), "--map",
+                                        str(tmp_path / "nope.toml"), "--workspace", ws])
+    assert missing.exit_code != 0 and "cannot read mapping" in missing.stderr

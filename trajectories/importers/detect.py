@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trajectories.importers.errors import ImportProblem
+from trajectories.importers.mapping import Mapping, parse_mapped
 from trajectories.importers.native import parse_native
 from trajectories.importers.openai_chat import identity_from_filename, parse_openai_chat
 from trajectories.model import Trajectory
@@ -147,6 +148,7 @@ def iter_file(
     *,
     run: str | None = None,
     model: str | None = None,
+    mapping: Mapping | None = None,
 ) -> Iterator[Parsed]:
     """Parse a file record by record (memory stays bounded by one record for JSONL).
     Whole-file problems raise ``ImportProblem`` before the first record."""
@@ -162,7 +164,9 @@ def iter_file(
         if detected == "auto":
             detected = _sniff(record)
         try:
-            if detected == "openai-chat":
+            if mapping is not None:
+                traj = parse_mapped(record, mapping, run or path.stem)
+            elif detected == "openai-chat":
                 traj = parse_openai_chat(record, identity)
             else:
                 if run or model:
@@ -182,11 +186,12 @@ def read_file(
     *,
     run: str | None = None,
     model: str | None = None,
+    mapping: Mapping | None = None,
 ) -> ParsedFile:
     """Parse a file completely. Whole-file problems raise ``ImportProblem``; record problems are
     collected in ``problems`` so the caller can reject the file or skip those records."""
     parsed = ParsedFile(path=path, format=fmt)
-    for item in iter_file(path, fmt, run=run, model=model):
+    for item in iter_file(path, fmt, run=run, model=model, mapping=mapping):
         if item.trajectory is not None:
             parsed.trajectories.append((item.location, item.trajectory))
             if parsed.format == "auto":
