@@ -247,6 +247,7 @@ class Workspace:
         skip_invalid: bool = False,
         progress: Callable[[int, int, int], None] | None = None,
         mapping: Mapping | None = None,
+        tasks: dict[str, dict[str, Any]] | None = None,
     ) -> ImportReport:
         """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
         ``ImportProblem`` and nothing is written. Records stream into hidden staged parts that
@@ -261,7 +262,7 @@ class Workspace:
             try:
                 for done, path in enumerate(paths, start=1):
                     for item in iter_file(Path(path), fmt, run=run, model=model,
-                                           mapping=mapping):
+                                           mapping=mapping, tasks=tasks):
                         records += 1
                         if progress and records % 1000 == 0:
                             progress(done - 1, len(paths), records)

@@ -327,3 +327,43 @@ def test_cli_import_with_map(tmp_path: Path) -> None:
     missing = CliRunner().invoke(main, ["import", str(DATA / "mapped-sample.jsonl"), "--map",
                                         str(tmp_path / "nope.toml"), "--workspace", ws])
     assert missing.exit_code != 0 and "cannot read mapping" in missing.stderr
+
+
+# LM Studio fixtures in data/ are built by hand from the structure LM Studio documents for its
+# conversation files (messages -> versions -> steps -> contentBlock parts); no real export.
+def test_lmstudio_conversation_with_task_file() -> None:
+    from trajectories.importers.lmstudio import load_tasks
+
+    tasks = load_tasks(DATA / "lmstudio-tasks.csv")
+    parsed = read_file(DATA / "lmstudio-conversation.json", tasks=tasks)
+    assert parsed.format == "lmstudio" and not parsed.problems
+    traj = parsed.trajectories[0][1]
+    assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING, StepKind.SQL,
+                                            StepKind.MESSAGE]
+    assert traj.steps[2].observation == "[(2,)]" and not traj.steps[2].error
+    assert traj.task.id == "female-count" and traj.task.ground_truth == [[2]]
+    assert getattr(traj.task, "has_ground_truth", None) is True
+    assert traj.run.model == "qwen3-8b" and traj.final_answer == [[2]]
+
+
+def test_lmstudio_without_task_entry_has_no_ground_truth(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "lmstudio-conversation.json").read_text())
+    doc["messages"][1]["versions"][0]["steps"] = [
+        {"type": "contentBlock",
+         "content": [{"type": "text", "text": "<think>count them</think>Two of them."}]}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(doc))
+    traj = read_file(path).trajectories[0][1]
+    assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING,
+                                            StepKind.MESSAGE]
+    assert traj.final_answer == "Two of them." and traj.task.id == "Female patients"
+    assert getattr(traj.task, "has_ground_truth", None) is False
+
+
+def test_lmstudio_bad_task_file_is_one_line(tmp_path: Path) -> None:
+    from trajectories.importers.lmstudio import load_tasks
+
+    bad = tmp_path / "tasks.csv"
+    bad.write_text("id,question\n,missing id\n")
+    with pytest.raises(ImportProblem, match="id and a question"):
+        load_tasks(bad)

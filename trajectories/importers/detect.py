@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trajectories.importers.errors import ImportProblem
+from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
 from trajectories.importers.mapping import Mapping, parse_mapped
 from trajectories.importers.native import parse_native
 from trajectories.importers.openai_chat import identity_from_filename, parse_openai_chat
 from trajectories.model import Trajectory
 
-Format = Literal["auto", "native", "openai-chat"]
-FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat")
+Format = Literal["auto", "native", "openai-chat", "lmstudio"]
+FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio")
 
 
 @dataclass
@@ -100,6 +101,8 @@ class _BadJson:
 
 
 def _sniff(record: Any) -> str:
+    if looks_like_lmstudio(record):
+        return "lmstudio"
     if isinstance(record, dict):
         if "messages" in record and "steps" not in record:
             return "openai-chat"
@@ -149,6 +152,7 @@ def iter_file(
     run: str | None = None,
     model: str | None = None,
     mapping: Mapping | None = None,
+    tasks: dict[str, dict[str, Any]] | None = None,
 ) -> Iterator[Parsed]:
     """Parse a file record by record (memory stays bounded by one record for JSONL).
     Whole-file problems raise ``ImportProblem`` before the first record."""
@@ -166,6 +170,8 @@ def iter_file(
         try:
             if mapping is not None:
                 traj = parse_mapped(record, mapping, run or path.stem)
+            elif detected == "lmstudio":
+                traj = parse_lmstudio(record, stem=path.stem, run=run, model=model, tasks=tasks)
             elif detected == "openai-chat":
                 traj = parse_openai_chat(record, identity)
             else:
@@ -187,11 +193,13 @@ def read_file(
     run: str | None = None,
     model: str | None = None,
     mapping: Mapping | None = None,
+    tasks: dict[str, dict[str, Any]] | None = None,
 ) -> ParsedFile:
     """Parse a file completely. Whole-file problems raise ``ImportProblem``; record problems are
     collected in ``problems`` so the caller can reject the file or skip those records."""
     parsed = ParsedFile(path=path, format=fmt)
-    for item in iter_file(path, fmt, run=run, model=model, mapping=mapping):
+    for item in iter_file(path, fmt, run=run, model=model, mapping=mapping,
+                          tasks=tasks):
         if item.trajectory is not None:
             parsed.trajectories.append((item.location, item.trajectory))
             if parsed.format == "auto":
