@@ -41,12 +41,27 @@ def main() -> None:
 @click.option("--model", default=None, help="Model name (default: from the file or its name).")
 @click.option("--skip-invalid", is_flag=True,
               help="Import the valid records; write the rejects with their errors to a file.")
+@click.option("--map", "mapping_file", default=None, type=click.Path(path_type=Path),
+              help="TOML mapping for JSON/JSONL records that use other field names "
+                   "(see docs/format.md).")
+@click.option("--tasks", "tasks_file", default=None, type=click.Path(path_type=Path),
+              help="Task file (CSV or JSON: id, question, gold_sql, gold_answer) giving task ids "
+                   "and ground truth to logs that lack them (LM Studio).")
 @json_option
 def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: str | None,
-               model: str | None, skip_invalid: bool, as_json: bool) -> None:
+               model: str | None, skip_invalid: bool, mapping_file: Path | None,
+               tasks_file: Path | None, as_json: bool) -> None:
     """Import trajectory files (native JSONL or OpenAI-style chat logs)."""
     from tqdm import tqdm
 
+    from trajectories.importers.lmstudio import load_tasks
+    from trajectories.importers.mapping import load_mapping
+
+    try:
+        mapping = load_mapping(mapping_file) if mapping_file else None
+        tasks = load_tasks(tasks_file) if tasks_file else None
+    except ImportProblem as problem:
+        raise UserError(str(problem)) from None
     ws = open_workspace(workspace)
     files: list[Path] = []
     for p in paths:
@@ -64,7 +79,8 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
 
     try:
         report = ws.import_files(files, fmt=fmt, run=run, model=model,
-                                 skip_invalid=skip_invalid, progress=progress)
+                                 skip_invalid=skip_invalid, progress=progress,
+                                 mapping=mapping, tasks=tasks)
     except ImportProblem as problem:
         raise UserError(f"{problem} (nothing was imported)") from None
     finally:

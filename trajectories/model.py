@@ -25,6 +25,7 @@ class StepKind(StrEnum):
     PYTHON = "python"
     TOOL_CALL = "tool_call"
     MESSAGE = "message"
+    THINKING = "thinking"  # the model's reasoning text, kept apart from what it said
 
 
 ACTION_KINDS = frozenset({StepKind.SQL, StepKind.PYTHON, StepKind.TOOL_CALL})

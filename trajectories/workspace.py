@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
+from trajectories.importers.mapping import Mapping
 from trajectories.model import Trajectory
 from trajectories.scoring import SCORER_VERSION, score_task
 
@@ -313,6 +314,8 @@ class Workspace:
         model: str | None = None,
         skip_invalid: bool = False,
         progress: Callable[[int, int, int], None] | None = None,
+        mapping: Mapping | None = None,
+        tasks: dict[str, dict[str, Any]] | None = None,
     ) -> ImportReport:
         """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
         ``ImportProblem`` and nothing is written. Records stream into hidden staged parts that
@@ -326,7 +329,8 @@ class Workspace:
             batch = _StagedImport(self, self.existing_ids())
             try:
                 for done, path in enumerate(paths, start=1):
-                    for item in iter_file(Path(path), fmt, run=run, model=model):
+                    for item in iter_file(Path(path), fmt, run=run, model=model,
+                                           mapping=mapping, tasks=tasks):
                         records += 1
                         if progress and records % 1000 == 0:
                             progress(done - 1, len(paths), records)

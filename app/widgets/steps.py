@@ -12,7 +12,7 @@ from trajectories.model import Step, StepKind
 from trajectories.render import parse_tabular, pretty_arguments, preview, should_collapse
 
 KIND_LABEL = {StepKind.SQL: "SQL", StepKind.PYTHON: "Python", StepKind.TOOL_CALL: "Tool call",
-              StepKind.MESSAGE: "Message"}
+              StepKind.MESSAGE: "Message", StepKind.THINKING: "Thinking"}
 ROLE_AVATAR = {"user": "user", "assistant": "assistant"}
 
 
@@ -43,6 +43,11 @@ def _observation(step: Step, expand_all: bool) -> None:
 
 def render_message(index: int, step: Step, expand_all: bool) -> None:
     role = step.role or "assistant"
+    if step.kind == StepKind.THINKING:
+        with st.expander(f"{index}. Thinking ({len(step.content or ''):,} characters)",
+                         expanded=expand_all):
+            st.code(step.content or "", language=None, wrap_lines=True)
+        return
     if role == "system":
         with st.expander(f"{index}. System prompt ({len(step.content or ''):,} characters)",
                          expanded=expand_all):
@@ -88,7 +93,7 @@ def render_steps(steps: list[Step], *, expand_all: bool,
     """``pick``, when given, adds a "Mark as first faulty step" button to every action step
     (the label form uses it so the faulty step is chosen on the trajectory itself)."""
     for index, step in enumerate(steps):
-        if step.kind == StepKind.MESSAGE:
+        if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
             render_message(index, step, expand_all)
         else:
             render_action(index, step, expand_all, rerun, pick, key_prefix)

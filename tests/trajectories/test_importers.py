@@ -129,8 +129,65 @@ def test_openai_chat_keeps_invalid_arguments_raw(tmp_path: Path) -> None:
     assert traj.run.model == "gpt-4o-mini" and traj.run.temperature == 0.6
     assert traj.run.rollout == 2 and traj.task.id == "3" and traj.task.split == "valid"
     assert traj.outcome is not None and traj.outcome.success is False
-    assert traj.final_answer == [["m"]]
+    # The query failed, so the agent's own answer is its last substantive message; the
+    # harness's copy stays as recorded evidence.
+    assert traj.final_answer == "It is m."
+    assert traj.outcome.model_extra is not None
+    assert traj.outcome.model_extra["recorded_answer"] == [["m"]]
     assert traj.model_extra is not None and traj.model_extra["source_record"]["cost"]
+    assert traj.model_extra["final_answer_source"] == "last_answer_message"
+    assert traj.steps[traj.model_extra["final_answer_step"]].content == "It is m."
+
+
+def test_openai_chat_answer_is_agents_last_query_result(tmp_path: Path) -> None:
+    record = chat_record('{"query": "SELECT gender FROM patients WHERE subject_id = 10027602"}')
+    messages = record["messages"]
+    assert isinstance(messages, list)
+    messages[3]["content"] = "[('F',)]"
+    messages[4:] = [{"role": "assistant", "content": "The patient is female."},
+                    {"role": "user", "content": "Thanks!"},
+                    {"role": "assistant", "content": "I have already provided the answer."}]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([record]))
+    traj = read_file(path).trajectories[0][1]
+    assert traj.final_answer == [["F"]]
+    extra = traj.model_extra or {}
+    assert extra["final_answer_source"] == "last_sql_result"
+    assert traj.steps[extra["final_answer_step"]].kind == StepKind.SQL
+
+
+def test_openai_chat_skips_pointer_back_turns(tmp_path: Path) -> None:
+    record = chat_record('{"query": "SELECT gender FROM patients WHERE patient_id = 1"}')
+    messages = record["messages"]
+    assert isinstance(messages, list)
+    messages.extend([{"role": "user", "content": "Are you sure?"},
+                     {"role": "assistant", "content": "I have already provided the answer."}])
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([record]))
+    traj = read_file(path).trajectories[0][1]
+    assert traj.final_answer == "It is m."
+    extra = traj.model_extra or {}
+    assert extra["final_answer_step"] < len(traj.steps) - 1
+
+
+def test_real_ai612_answers_come_from_agent_steps() -> None:
+    from tests.conftest import REAL_TRAJECTORIES
+
+    files = sorted(REAL_TRAJECTORIES.glob("*.json"))
+    assert files, f"shared data missing at {REAL_TRAJECTORIES}"
+    sources: dict[str, int] = {}
+    for path in files:
+        for _, traj in read_file(path).trajectories:
+            extra = traj.model_extra or {}
+            sources[extra["final_answer_source"]] = sources.get(extra["final_answer_source"], 0) + 1
+            step = extra["final_answer_step"]
+            if step is not None:
+                assert traj.steps[step].kind in (StepKind.SQL, StepKind.MESSAGE)
+            detail = extra["source_record"]["info"]["reward_info"].get("info") or {}
+            if "pred_answer" in detail:  # the harness's copy is kept verbatim as evidence
+                assert traj.outcome is not None
+                assert (traj.outcome.model_extra or {})["recorded_answer"] == detail["pred_answer"]
+    assert sources.get("last_sql_result", 0) > sources.get("last_answer_message", 0) > 0
 
 
 def test_openai_chat_sql_calls_become_sql_steps(tmp_path: Path) -> None:
@@ -167,3 +224,146 @@ def test_real_tau_bench_files_import_as_they_are(real_trajectory_files: list[Pat
             assert traj.n_turns == calls
         total += len(parsed.trajectories)
     assert total == 165
+
+
+def test_pretty_printed_object_is_one_document(tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(native_record(), indent=2))
+    parsed = read_file(path)
+    assert not parsed.problems
+    assert [loc for loc, _ in parsed.trajectories] == ["document"]
+
+
+def test_broken_jsonl_still_reports_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jsonl"
+    good = json.dumps(native_record())
+    path.write_text(good + "\n{not json\n" + good + "\n")
+    parsed = read_file(path)
+    assert len(parsed.trajectories) == 2
+    assert [p.location for p in parsed.problems] == ["line 2"]
+
+
+def test_unrecognised_object_is_one_problem_not_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text('{\n"a": 1\n}\n')
+    parsed = read_file(path)
+    # One object with no trajectory fields: one problem for the document, not one per line.
+    assert len(parsed.problems) == 1 and parsed.problems[0].location == "document"
+
+
+def test_long_harness_stem_gets_short_display_name(tmp_path: Path) -> None:
+    stem = ("mimic_iv-tool-calling-v2-gpt-4o-mini-0.0_range_0--1_"
+            "user-gpt-4o-mini-llm_0515215141_valid")
+    path = tmp_path / f"{stem}.json"
+    path.write_text(json.dumps([chat_record('{"query": "SELECT 1"}')]))
+    run = read_file(path).trajectories[0][1].run
+    assert run.name == stem
+    assert (run.model_extra or {})["display_name"] == "gpt-4o-mini t0.0 05-15 21:51 valid"
+    named = read_file(path, run="mine").trajectories[0][1].run
+    assert (named.model_extra or {})["display_name"] == "mine"
+
+
+def test_test_split_without_gold_has_no_ground_truth(tmp_path: Path) -> None:
+    record = chat_record('{"query": "SELECT 1"}')
+    task = record["info"]["task"]  # type: ignore[index]
+    task["gold_answer"] = None
+    task["gold_sql"] = None
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([record, chat_record('{"query": "SELECT 1"}')]))
+    first, second = (t for _, t in read_file(path).trajectories)
+    assert getattr(first.task, "has_ground_truth", None) is False
+    assert getattr(second.task, "has_ground_truth", None) is True
+
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def test_mapping_sample_imports_as_native() -> None:
+    from trajectories.importers.mapping import load_mapping
+
+    mapping = load_mapping(DATA / "mapping-example.toml")
+    parsed = read_file(DATA / "mapped-sample.jsonl", mapping=mapping)
+    assert not parsed.problems and len(parsed.trajectories) == 2
+    first, second = (t for _, t in parsed.trajectories)
+    assert first.task.id == "q1" and first.task.ground_truth == [[2]]
+    assert first.run.name == "sample-run" and first.run.model == "example-model"
+    assert [s.kind for s in first.steps] == [StepKind.SQL, StepKind.MESSAGE]
+    assert first.steps[0].observation == "[(2,)]" and first.final_answer == [[2]]
+    assert second.final_answer is None and second.steps[0].code is not None
+
+
+def test_mapping_problems_are_one_line(tmp_path: Path) -> None:
+    from trajectories.importers.mapping import load_mapping
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[record]\nquestion = "q"\nsteps = "s"\n')
+    with pytest.raises(ImportProblem, match="task_id"):
+        load_mapping(bad)
+    bad.write_text('[record]\ntask_id = "i"\nquestion = "q"\nsteps = "s"\nanswr = "a"\n')
+    with pytest.raises(ImportProblem, match="unknown mapping key 'answr'"):
+        load_mapping(bad)
+    good = tmp_path / "good.toml"
+    good.write_text('[record]\ntask_id = "i"\nquestion = "q"\nsteps = "s"\n')
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"i": 1, "q": "x", "s": []}\n{"i": 2, "s": []}\n')
+    parsed = read_file(records, mapping=load_mapping(good))
+    assert len(parsed.trajectories) == 1
+    assert parsed.problems[0].location == "line 2" and "q" in parsed.problems[0].message
+    # No ground truth mapped: exact match cannot be computed.
+    assert getattr(parsed.trajectories[0][1].task, "has_ground_truth", None) is False
+
+
+def test_cli_import_with_map(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from faillab.cli import main
+
+    ws = str(tmp_path / "ws")
+    result = CliRunner().invoke(main, ["import", str(DATA / "mapped-sample.jsonl"), "--map",
+                                       str(DATA / "mapping-example.toml"), "--workspace", ws,
+                                       "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["imported"] == 2
+    missing = CliRunner().invoke(main, ["import", str(DATA / "mapped-sample.jsonl"), "--map",
+                                        str(tmp_path / "nope.toml"), "--workspace", ws])
+    assert missing.exit_code != 0 and "cannot read mapping" in missing.stderr
+
+
+# LM Studio fixtures in data/ are built by hand from the structure LM Studio documents for its
+# conversation files (messages -> versions -> steps -> contentBlock parts); no real export.
+def test_lmstudio_conversation_with_task_file() -> None:
+    from trajectories.importers.lmstudio import load_tasks
+
+    tasks = load_tasks(DATA / "lmstudio-tasks.csv")
+    parsed = read_file(DATA / "lmstudio-conversation.json", tasks=tasks)
+    assert parsed.format == "lmstudio" and not parsed.problems
+    traj = parsed.trajectories[0][1]
+    assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING, StepKind.SQL,
+                                            StepKind.MESSAGE]
+    assert traj.steps[2].observation == "[(2,)]" and not traj.steps[2].error
+    assert traj.task.id == "female-count" and traj.task.ground_truth == [[2]]
+    assert getattr(traj.task, "has_ground_truth", None) is True
+    assert traj.run.model == "qwen3-8b" and traj.final_answer == [[2]]
+
+
+def test_lmstudio_without_task_entry_has_no_ground_truth(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "lmstudio-conversation.json").read_text())
+    doc["messages"][1]["versions"][0]["steps"] = [
+        {"type": "contentBlock",
+         "content": [{"type": "text", "text": "<think>count them</think>Two of them."}]}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(doc))
+    traj = read_file(path).trajectories[0][1]
+    assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING,
+                                            StepKind.MESSAGE]
+    assert traj.final_answer == "Two of them." and traj.task.id == "Female patients"
+    assert getattr(traj.task, "has_ground_truth", None) is False
+
+
+def test_lmstudio_bad_task_file_is_one_line(tmp_path: Path) -> None:
+    from trajectories.importers.lmstudio import load_tasks
+
+    bad = tmp_path / "tasks.csv"
+    bad.write_text("id,question\n,missing id\n")
+    with pytest.raises(ImportProblem, match="id and a question"):
+        load_tasks(bad)

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trajectories.importers.errors import ImportProblem
+from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
+from trajectories.importers.mapping import Mapping, parse_mapped
 from trajectories.importers.native import parse_native
 from trajectories.importers.openai_chat import identity_from_filename, parse_openai_chat
 from trajectories.model import Trajectory
 
-Format = Literal["auto", "native", "openai-chat"]
-FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat")
+Format = Literal["auto", "native", "openai-chat", "lmstudio"]
+FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio")
 
 
 @dataclass
@@ -45,6 +47,16 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
         for i, rec in enumerate(doc):
             yield f"record {i}", rec, json.dumps(rec, ensure_ascii=False)
         return
+    if _single_document(path):
+        try:
+            doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+        except UnicodeDecodeError as err:
+            raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
+        if not isinstance(doc, dict):
+            raise ImportProblem(
+                str(path), "expected a JSON object, a JSON list of records, or JSONL")
+        yield "document", doc, json.dumps(doc, ensure_ascii=False)
+        return
     with open(path, "rb") as handle:
         for lineno, raw_line in enumerate(handle, start=1):
             if not raw_line.strip():
@@ -59,6 +71,29 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
             except json.JSONDecodeError as err:
                 rec = _BadJson(f"not valid JSON ({err.msg} at column {err.colno})")
             yield f"line {lineno}", rec, line
+
+
+def _single_document(path: Path) -> bool:
+    """True when a file starting with '{' is one JSON object spread over several lines (pretty
+    printed), not JSONL: its first non-blank line is not a complete JSON value, but the whole
+    file is. Decided by parsing, so a broken JSONL file still gets per-line problems."""
+    with open(path, "rb") as handle:
+        for raw_line in handle:
+            if raw_line.strip():
+                first = raw_line
+                break
+        else:
+            return False
+    try:
+        json.loads(first.decode("utf-8-sig"))
+        return False
+    except (ValueError, UnicodeDecodeError):
+        pass
+    try:
+        json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,8 @@ def _surrogate_field(value: Any, path: str = "") -> str | None:
 
 
 def _sniff(record: Any) -> str:
+    if looks_like_lmstudio(record):
+        return "lmstudio"
     if isinstance(record, dict):
         if "messages" in record and "steps" not in record:
             return "openai-chat"
@@ -141,6 +178,8 @@ def iter_file(
     *,
     run: str | None = None,
     model: str | None = None,
+    mapping: Mapping | None = None,
+    tasks: dict[str, dict[str, Any]] | None = None,
 ) -> Iterator[Parsed]:
     """Parse a file record by record (memory stays bounded by one record for JSONL).
     Whole-file problems raise ``ImportProblem`` before the first record."""
@@ -162,7 +201,11 @@ def iter_file(
         if detected == "auto":
             detected = _sniff(record)
         try:
-            if detected == "openai-chat":
+            if mapping is not None:
+                traj = parse_mapped(record, mapping, run or path.stem)
+            elif detected == "lmstudio":
+                traj = parse_lmstudio(record, stem=path.stem, run=run, model=model, tasks=tasks)
+            elif detected == "openai-chat":
                 traj = parse_openai_chat(record, identity)
             else:
                 if run or model:
@@ -182,11 +225,14 @@ def read_file(
     *,
     run: str | None = None,
     model: str | None = None,
+    mapping: Mapping | None = None,
+    tasks: dict[str, dict[str, Any]] | None = None,
 ) -> ParsedFile:
     """Parse a file completely. Whole-file problems raise ``ImportProblem``; record problems are
     collected in ``problems`` so the caller can reject the file or skip those records."""
     parsed = ParsedFile(path=path, format=fmt)
-    for item in iter_file(path, fmt, run=run, model=model):
+    for item in iter_file(path, fmt, run=run, model=model, mapping=mapping,
+                          tasks=tasks):
         if item.trajectory is not None:
             parsed.trajectories.append((item.location, item.trajectory))
             if parsed.format == "auto":

@@ -8,6 +8,7 @@ messages, cost}``) is understood field by field; anything else in the record is 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -37,6 +38,25 @@ class RunIdentity:
     temperature: float | None
     split: str | None
     model_overridden: bool = False
+    display_name: str | None = None
+
+
+_STAMP = re.compile(r"_(?P<mo>\d\d)(?P<d>\d\d)(?P<h>\d\d)(?P<mi>\d\d)(?P<s>\d\d)(?:_|$)")
+
+
+def short_run_name(stem: str) -> str | None:
+    """A short display name (model, temperature, date, split) for a long harness file stem,
+    or None when the stem is not a recognised harness name."""
+    match = _TAU_NAME.search(stem)
+    if not match:
+        return None
+    parts = [match.group("model"), f"t{match.group('temp')}"]
+    stamp = _STAMP.search(stem)
+    if stamp:
+        parts.append(f"{stamp['mo']}-{stamp['d']} {stamp['h']}:{stamp['mi']}")
+    if match.group("split"):
+        parts.append(match.group("split"))
+    return " ".join(parts)
 
 
 def identity_from_filename(path: Path, run: str | None, model: str | None) -> RunIdentity:
@@ -52,6 +72,7 @@ def identity_from_filename(path: Path, run: str | None, model: str | None) -> Ru
         temperature=temp,
         split=split,
         model_overridden=model is not None,
+        display_name=run or short_run_name(stem),
     )
 
 
@@ -159,6 +180,49 @@ def steps_from_messages(messages: list[Any]) -> list[Step]:
     return steps
 
 
+# Turns that only point back at an earlier answer carry no answer of their own.
+_NON_ANSWER = re.compile(
+    r"^\W*(i\s+(have|'ve)\s+already\s+(provided|given|answered)|as\s+(i\s+)?(mentioned|stated)"
+    r"\s+(before|earlier|above)|you'?re\s+welcome|glad\s+(i\s+)?(could|to)\s+help|"
+    r"is\s+there\s+anything\s+else)", re.I)
+
+
+def is_substantive(text: str | None) -> bool:
+    """True for an assistant message that states an answer, not a pleasantry or a pointer back."""
+    return bool(text and text.strip()) and not _NON_ANSWER.search(text or "")
+
+
+def _rows(observation: str | None) -> list[list[Any]] | None:
+    """The rows a SQL tool printed (a Python-literal list of tuples), or None if not parseable."""
+    if not observation or looks_like_error(observation):
+        return None
+    try:
+        value = ast.literal_eval(observation.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, list):
+        return None
+    return [list(row) if isinstance(row, tuple | list) else [row] for row in value]
+
+
+def agent_answer(steps: list[Step]) -> tuple[Any, int | None, str]:
+    """The agent's own final answer: the rows of its last successful SQL query (what a
+    SQL-submitting harness scores), else its last substantive assistant message.
+    Returns (answer, index of the step it came from, source)."""
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.kind == StepKind.SQL and not step.error:
+            rows = _rows(step.observation)
+            if rows is not None:
+                return rows, index, "last_sql_result"
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.kind == StepKind.MESSAGE and step.role == "assistant" \
+                and is_substantive(step.content):
+            return step.content, index, "last_answer_message"
+    return None, None, "none"
+
+
 def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
     """One chat record to a native trajectory; raises ``ValueError`` with ``field: message``."""
     if not isinstance(record, dict):
@@ -184,14 +248,16 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
     outcome = None
     if isinstance(reward, int | float) and not isinstance(reward, bool):
         outcome = Outcome(success=reward >= 1.0 - 1e-9, reward=float(reward), source="reward")
+    answer_step: int | None = None
     if "final_answer" in record:
-        final_answer = record["final_answer"]
-    elif "pred_answer" in reward_detail:
-        final_answer = reward_detail.get("pred_answer")
+        final_answer, answer_source = record["final_answer"], "record"
     else:
-        final_answer = next(
-            (s.content for s in reversed(steps) if s.role == "assistant" and s.content), None
-        )
+        final_answer, answer_step, answer_source = agent_answer(steps)
+    if "pred_answer" in reward_detail or "pred_sql" in reward_detail:
+        # The harness's own copy is evidence, not the agent's answer.
+        outcome = outcome or Outcome(source="harness")
+        outcome.recorded_answer = reward_detail.get("pred_answer")  # type: ignore[attr-defined]
+        outcome.recorded_sql = reward_detail.get("pred_sql")  # type: ignore[attr-defined]
     rollout = record.get("trial", record.get("rollout", 0))
     kept = {k: v for k, v in record.items() if k != "messages"}
     try:
@@ -202,21 +268,29 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
             "scope": src_task.get("scope") or scope,
             "reference_sql": reference_sql,
             "ground_truth": task_info.get("gold_answer", src_task.get("ground_truth")),
+            # A test split records neither a gold answer nor gold SQL: exact match is unknown.
+            "has_ground_truth": not (
+                task_info.get("gold_answer") is None and not reference_sql
+                and src_task.get("ground_truth") is None
+            ),
             "split": identity.split,
             # Intent and scope were guessed from the reference SQL: say so.
             "intent_inferred": not src_task.get("intent"),
         })
-        run = Run(
-            name=identity.run,
-            model=identity.model
+        run = Run.model_validate({
+            "name": identity.run,
+            "model": identity.model
             if identity.model_overridden
             else str(record.get("model") or identity.model),
-            temperature=identity.temperature,
-            rollout=int(rollout) if isinstance(rollout, int | float) else 0,
-        )
+            "temperature": identity.temperature,
+            "rollout": int(rollout) if isinstance(rollout, int | float) else 0,
+            # Short name for tables and charts; ``name`` keeps the full harness stem.
+            "display_name": identity.display_name or identity.run,
+        })
         traj = Trajectory.model_validate({
             "task": task, "run": run, "steps": steps, "final_answer": final_answer,
             "outcome": outcome, "source_record": kept, "source_format": "openai-chat",
+            "final_answer_step": answer_step, "final_answer_source": answer_source,
         })
     except ValidationError as err:
         field, msg = describe_validation_error(err)

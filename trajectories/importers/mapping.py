@@ -1,0 +1,146 @@
+"""Generic mapping: records that hold a question, steps and an answer under other names.
+
+A TOML file names, for each native field, the dotted path where a record keeps it::
+
+    [record]
+    task_id = "id"
+    question = "prompt.text"
+    steps = "trace"
+    final_answer = "output"
+    ground_truth = "expected"      # optional
+    reference_sql = "gold_sql"     # optional
+    run = "meta.run"               # optional (else the file name)
+    model = "meta.model"           # optional
+
+    [step]                         # paths inside each element of ``steps``
+    kind = "type"                  # values: sql, python, tool_call, message
+    code = "sql"
+    observation = "result"
+    content = "text"
+    role = "role"
+
+    [step.kinds]                   # optional: producer kind -> native kind
+    query = "sql"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trajectories.importers.errors import ImportProblem
+from trajectories.importers.native import parse_native
+from trajectories.model import StepKind
+
+RECORD_KEYS = ("task_id", "question", "steps", "final_answer", "ground_truth", "reference_sql",
+               "run", "model", "intent", "scope")
+STEP_KEYS = ("kind", "code", "observation", "content", "role", "name", "error")
+_REQUIRED = ("task_id", "question", "steps")
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Mapping:
+    record: dict[str, str]
+    step: dict[str, str]
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+def load_mapping(path: Path) -> Mapping:
+    """Read and check a mapping file; any mistake is one ``ImportProblem`` line."""
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ImportProblem(str(path), f"cannot read mapping: {err.strerror or err}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ImportProblem(str(path), f"not a valid TOML mapping ({err})") from None
+    record = doc.get("record")
+    step = doc.get("step", {})
+    if not isinstance(record, dict) or not isinstance(step, dict):
+        raise ImportProblem(str(path), "a mapping needs a [record] table (and may have [step])")
+    kinds = step.pop("kinds", {})
+    unknown = sorted(set(record) - set(RECORD_KEYS)) + sorted(set(step) - set(STEP_KEYS))
+    if unknown:
+        raise ImportProblem(str(path), f"unknown mapping key '{unknown[0]}' (known: "
+                            f"{', '.join(RECORD_KEYS)}; step: {', '.join(STEP_KEYS)})")
+    missing = [k for k in _REQUIRED if k not in record]
+    if missing:
+        raise ImportProblem(str(path), f"[record] must name '{missing[0]}'")
+    allowed = {k.value for k in StepKind}
+    bad = [v for v in (kinds or {}).values() if v not in allowed]
+    if not isinstance(kinds, dict) or bad:
+        raise ImportProblem(str(path), f"[step.kinds] values must be one of {sorted(allowed)}")
+    values = [*record.values(), *step.values()]
+    if not all(isinstance(v, str) and v for v in values):
+        raise ImportProblem(str(path), "every mapping value must be a dotted path string")
+    return Mapping(record=dict(record), step=dict(step), kinds=dict(kinds))
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return _MISSING
+    return obj
+
+
+def _step(raw: Any, mapping: Mapping, index: int) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"steps.{index}: expected an object, got {type(raw).__name__}")
+    out: dict[str, Any] = {}
+    for key, path in mapping.step.items():
+        value = _get(raw, path)
+        if value is not _MISSING:
+            out[key] = value
+    kind = out.get("kind")
+    if kind is not None:
+        out["kind"] = mapping.kinds.get(str(kind), str(kind))
+    else:
+        out["kind"] = StepKind.SQL.value if out.get("code") else StepKind.MESSAGE.value
+    for key in ("code", "observation", "content"):
+        if key in out and out[key] is not None and not isinstance(out[key], str):
+            out[key] = str(out[key])
+    out["source_step"] = raw
+    return out
+
+
+def apply_mapping(record: Any, mapping: Mapping, default_run: str) -> dict[str, Any]:
+    """One producer record to a native record dict; raises ``ValueError`` ``field: message``."""
+    if not isinstance(record, dict):
+        raise ValueError(f"(record): expected a JSON object, got {type(record).__name__}")
+    got = {k: _get(record, p) for k, p in mapping.record.items()}
+    for key in _REQUIRED:
+        if got[key] is _MISSING:
+            raise ValueError(f"{mapping.record[key]}: missing (mapped to {key})")
+    steps = got["steps"]
+    if not isinstance(steps, list):
+        raise ValueError(f"{mapping.record['steps']}: expected a list of steps")
+    task: dict[str, Any] = {"id": str(got["task_id"]), "question": str(got["question"])}
+    for key in ("reference_sql", "intent", "scope"):
+        if got.get(key, _MISSING) is not _MISSING:
+            task[key] = got[key]
+    if "ground_truth" in got and got["ground_truth"] is not _MISSING:
+        task["ground_truth"] = got["ground_truth"]
+    else:
+        task["has_ground_truth"] = False
+    run_name = got.get("run", _MISSING)
+    model = got.get("model", _MISSING)
+    answer = got.get("final_answer", _MISSING)
+    return {
+        "task": task,
+        "run": {"name": str(run_name) if run_name is not _MISSING else default_run,
+                "model": str(model) if model is not _MISSING else "unknown"},
+        "steps": [_step(s, mapping, i) for i, s in enumerate(steps)],
+        "final_answer": None if answer is _MISSING else answer,
+        "source_format": "mapped",
+        "source_record": {k: v for k, v in record.items() if k != mapping.record["steps"]},
+    }
+
+
+def parse_mapped(record: Any, mapping: Mapping, default_run: str) -> Any:
+    return parse_native(apply_mapping(record, mapping, default_run))
