@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from labeling.evidence import find_divergence
 from labeling.prelabel import signals as sg
 from labeling.prelabel.base import LabelResult
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
@@ -187,6 +188,13 @@ class HeuristicLabeller:
         if any(k in self._key_map for k in NOISE_KEYS):
             detectors.insert(2, lambda v, t: sg.detect_noise_handling(v, t, ans))
         found: list[sg.Signal] = []
+        evidence = find_divergence(trajectory) if trajectory.task.reference_sql else None
+        if evidence is not None and evidence.category is not None:
+            target = self._key_map.get(evidence.category)
+            if target is not None:  # executed/structural evidence comes before the text rules
+                found.append(
+                    sg.Signal(target, evidence.confidence, evidence.step, "evidence: " + evidence.reason)
+                )
         for detect in detectors:
             for s in detect(views, trajectory):
                 target = self._key_map.get(s.category)
@@ -214,6 +222,8 @@ class HeuristicLabeller:
                     f"step {step}: no mechanical error pattern found; the first substantive "
                     "action is assumed to misread the request (a guess)."
                 )
+                if trajectory.task.reference_sql:
+                    why += f" No evidence decided ({find_divergence(trajectory).reason})."
             return self._result(self._key_map[sg.SEMANTIC], conf, step, why, None)
 
         # Best signal per category, then priority among the comparably strong ones.
