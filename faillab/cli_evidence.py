@@ -31,5 +31,7 @@ def evidence(path: Path, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(found, sort_keys=True))
         else:
-            click.echo(f"{location}\t{found['category'] or '-'}\t{found['confidence']:.2f}\t"
-                       f"{found['reason']}")
+            click.echo(
+                f"{location}\t{found['category'] or '-'}\t{found['confidence']:.2f}\t"
+                f"{found['reason']}"
+            )

@@ -273,8 +273,9 @@ def find_divergence(trajectory: Trajectory) -> Evidence:
     seen = _answer_seen(trajectory)
     if seen is not None:
         step = int(seen.reason.split()[4].rstrip(","))
-        return Evidence(step, [seen], [_head(trajectory, step)], seen.category, seen.confidence,
-                        seen.reason)
+        return Evidence(
+            step, [seen], [_head(trajectory, step)], seen.category, seen.confidence, seen.reason
+        )
     if ref is None:
         return Evidence(None, reason="no parsable reference SQL: no evidence")
     parsed = [(i, decompose(sql)) for i, sql in _sql_steps(trajectory)]
@@ -297,7 +298,8 @@ def find_divergence(trajectory: Trajectory) -> Evidence:
     return Evidence(
         first,
         final_div,
-        [_head(trajectory, first), _head(trajectory, last_i)] if first != last_i
+        [_head(trajectory, first), _head(trajectory, last_i)]
+        if first != last_i
         else [_head(trajectory, first)],
         top.category,
         top.confidence,

@@ -192,9 +192,8 @@ class HeuristicLabeller:
         if evidence is not None and evidence.category is not None:
             target = self._key_map.get(evidence.category)
             if target is not None:  # executed/structural evidence comes before the text rules
-                found.append(
-                    sg.Signal(target, evidence.confidence, evidence.step, "evidence: " + evidence.reason)
-                )
+                why = "evidence: " + evidence.reason
+                found.append(sg.Signal(target, evidence.confidence, evidence.step, why))
         for detect in detectors:
             for s in detect(views, trajectory):
                 target = self._key_map.get(s.category)

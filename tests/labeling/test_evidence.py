@@ -22,8 +22,12 @@ def sql(code: str, obs: str = "[(3,)]", error: bool = False) -> Step:
 
 def traj(steps: list[Step], final: Any, *, ref: str | None = REF, gold: Any = 4) -> Trajectory:
     return Trajectory(
-        task=Task(id="t", question="How many patients had a pH test in 2100-11?",
-                  reference_sql=ref, ground_truth=gold),
+        task=Task(
+            id="t",
+            question="How many patients had a pH test in 2100-11?",
+            reference_sql=ref,
+            ground_truth=gold,
+        ),
         run=Run(name="r", model="m"),
         steps=[*steps, Step(kind=StepKind.MESSAGE, content=str(final))],
         final_answer=final,
@@ -38,19 +42,26 @@ def test_decompose_reads_every_part_in_both_dialects() -> None:
     assert ("itemid", "50820") in parts.codes
     assert parts.times == {"2100-11"}
     assert parts.aggregations == {"count distinct"}
-    duck = decompose("SELECT a, count(*) FROM t WHERE ts >= TIMESTAMP '2100-11-01' "
-                     "GROUP BY a ORDER BY 2 DESC LIMIT 3")
+    duck = decompose(
+        "SELECT a, count(*) FROM t WHERE ts >= TIMESTAMP '2100-11-01' "
+        "GROUP BY a ORDER BY 2 DESC LIMIT 3"
+    )
     assert duck is not None
     assert duck.group_by == {"a"} and duck.order_limit == (True, 3) and duck.n_outputs == 2
     assert decompose("SELEC nonsense ((") is None or decompose("") is None
 
 
 def test_missing_code_filter_is_a_code_lookup_divergence() -> None:
-    t = traj([
-        sql("SELECT * FROM d_labitems WHERE label LIKE '%ph%'"),
-        sql("SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50831 "
-            "AND strftime('%Y-%m', charttime) = '2100-11'"),
-    ], 3)
+    t = traj(
+        [
+            sql("SELECT * FROM d_labitems WHERE label LIKE '%ph%'"),
+            sql(
+                "SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50831 "
+                "AND strftime('%Y-%m', charttime) = '2100-11'"
+            ),
+        ],
+        3,
+    )
     ev = find_divergence(t)
     assert ev.category == CODE_LOOKUP
     assert ev.step == 1
@@ -59,8 +70,10 @@ def test_missing_code_filter_is_a_code_lookup_divergence() -> None:
 
 
 def test_other_time_window_is_sql_logic_and_first_step_is_earliest() -> None:
-    wrong = ("SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50820 "
-             "AND strftime('%Y-%m', charttime) = '2100-12'")
+    wrong = (
+        "SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50820 "
+        "AND strftime('%Y-%m', charttime) = '2100-12'"
+    )
     t = traj([sql("SELECT 1 FROM patients"), sql(wrong), sql(wrong + " AND 1=1")], 3)
     ev = find_divergence(t)
     assert ev.category == SQL_LOGIC
@@ -93,8 +106,15 @@ def test_no_reference_or_matching_query_decides_nothing() -> None:
 def test_heuristic_uses_evidence_and_falls_back_honestly() -> None:
     tax = default_taxonomy()
     lab = HeuristicLabeller()
-    t = traj([sql("SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50831 "
-                  "AND strftime('%Y-%m', charttime) = '2100-11'")], 3)
+    t = traj(
+        [
+            sql(
+                "SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50831 "
+                "AND strftime('%Y-%m', charttime) = '2100-11'"
+            )
+        ],
+        3,
+    )
     got = lab.label(t, tax.version)
     assert got.category == CODE_LOOKUP and got.first_error_step == 0
     assert "evidence:" in got.rationale
