@@ -75,7 +75,7 @@ class Evidence:
         }
 
 
-def _parse(sql: str) -> exp.Expression | None:
+def _parse(sql: str) -> exp.Expr | None:
     for dialect in DIALECTS:
         try:
             tree = sqlglot.parse_one(sql, read=dialect)
@@ -86,7 +86,7 @@ def _parse(sql: str) -> exp.Expression | None:
     return None
 
 
-def _literal_pairs(tree: exp.Expression) -> list[tuple[str, str]]:
+def _literal_pairs(tree: exp.Expr) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for node in tree.find_all(exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE):
         col = node.find(exp.Column)
@@ -127,9 +127,9 @@ def decompose(sql: str | None) -> RefParts | None:
     limit_node = tree.find(exp.Limit)
     limit: int | None = None
     if limit_node is not None:
-        lit = limit_node.find(exp.Literal)
-        if lit is not None and str(lit.this).isdigit():
-            limit = int(str(lit.this))
+        num = limit_node.find(exp.Literal)
+        if num is not None and str(num.this).isdigit():
+            limit = int(str(num.this))
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     n_out = len(select.expressions) if select is not None else 0
     return RefParts(
@@ -164,6 +164,8 @@ def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
                 0.55,
             )
         )
+    if out:  # another entity altogether: code and logic differences follow from it
+        return out
     miss_codes = ref.codes - got.codes
     if miss_codes:
         other = got.codes - ref.codes

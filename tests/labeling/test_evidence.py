@@ -106,17 +106,13 @@ def test_no_reference_or_matching_query_decides_nothing() -> None:
 def test_heuristic_uses_evidence_and_falls_back_honestly() -> None:
     tax = default_taxonomy()
     lab = HeuristicLabeller()
-    t = traj(
-        [
-            sql(
-                "SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50831 "
-                "AND strftime('%Y-%m', charttime) = '2100-11'"
-            )
-        ],
-        3,
+    wrong = (
+        "SELECT COUNT(DISTINCT subject_id) FROM labevents WHERE itemid = 50820 "
+        "AND strftime('%Y-%m', charttime) = '2100-12'"
     )
+    t = traj([sql("SELECT 1 FROM patients"), sql(wrong)], 3)
     got = lab.label(t, tax.version)
-    assert got.category == CODE_LOOKUP and got.first_error_step == 0
+    assert got.category == SQL_LOGIC and got.first_error_step == 1
     assert "evidence:" in got.rationale
     fallback = lab.label(traj([sql(REF)], 3, gold=[[4]]), tax.version)
     assert fallback.confidence <= 0.3
