@@ -117,3 +117,21 @@ def test_heuristic_uses_evidence_and_falls_back_honestly() -> None:
     fallback = lab.label(traj([sql(REF)], 3, gold=[[4]]), tax.version)
     assert fallback.confidence <= 0.3
     assert "No evidence decided" in fallback.rationale
+
+
+def test_cli_prints_evidence_for_each_real_failure() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from faillab.cli import main
+    from tests.conftest import REAL_TRAJECTORIES
+
+    path = sorted(REAL_TRAJECTORIES.glob("*.json"))[0]
+    res = CliRunner().invoke(main, ["evidence", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert rows and all("reason" in r and "step" in r for r in rows)
+    assert sum(r["category"] is not None for r in rows) >= len(rows) // 2
+    bad = CliRunner().invoke(main, ["evidence", str(path) + ".missing"])
+    assert bad.exit_code == 1 and "no such trajectory file" in bad.output
