@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from labeling.evidence import find_divergence
 from labeling.prelabel import signals as sg
 from labeling.prelabel.base import LabelResult
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
@@ -88,6 +89,7 @@ PRIORITY_MARGIN = 0.15
 FALLBACK_CONFIDENCE = 0.3
 NO_STEPS_CONFIDENCE = 0.2
 SECONDARY_MIN = 0.4
+EVIDENCE_MIN = 0.65  # weaker structural differences stay a guess on the demo set
 
 # How the core categories land in taxonomies that pool them (by taxonomy name).
 BUILTIN_KEY_MAPS: dict[str, dict[str, str]] = {
@@ -192,6 +194,15 @@ class HeuristicLabeller:
                 target = self._key_map.get(s.category)
                 if target is not None:
                     found.append(sg.Signal(target, s.confidence, s.step, s.rationale))
+        if not found and reference is not None:
+            # Structural evidence decides where no text rule fires, before the fallback guess
+            # (letting it compete with the rules lowered demo agreement from >= 0.8 to 0.63).
+            evidence = find_divergence(trajectory)
+            if evidence.category is not None and evidence.confidence >= EVIDENCE_MIN:
+                target = self._key_map.get(evidence.category)
+                if target is not None:
+                    why = "evidence: " + evidence.reason
+                    found.append(sg.Signal(target, evidence.confidence, evidence.step, why))
         return found
 
     def _rank(self, category: str) -> int:
@@ -214,6 +225,8 @@ class HeuristicLabeller:
                     f"step {step}: no mechanical error pattern found; the first substantive "
                     "action is assumed to misread the request (a guess)."
                 )
+                if trajectory.task.reference_sql:
+                    why += f" No evidence decided ({find_divergence(trajectory).reason})."
             return self._result(self._key_map[sg.SEMANTIC], conf, step, why, None)
 
         # Best signal per category, then priority among the comparably strong ones.
