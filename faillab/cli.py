@@ -7,7 +7,6 @@ Errors the user can fix print one line and exit with status 1 (never a traceback
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -245,7 +244,10 @@ def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
             "set FAILLAB_AUTH=password or oidc, or pass --allow-unauthenticated-network")
     env = {**os.environ, "FAILLAB_WORKSPACE": str(settings.workspace.resolve())}
     main_py = Path(app.__file__).with_name("main.py")
-    raise SystemExit(subprocess.call(serve_command(main_py, host, port, headless), env=env))
+    cmd = serve_command(main_py, host, port, headless)
+    # Become the server instead of starting a child: a signal to `faillab serve` (Ctrl-C, a
+    # supervisor's SIGTERM) reaches Streamlit itself and never leaves an orphaned server behind.
+    os.execve(cmd[0], cmd, env)
 
 
 # Sub-command groups, one line each (imported late so `faillab --help` stays fast to load).

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from analysis.failures import category_display_name
 from analysis.sources import (
     STATS_COLUMNS,
     Inputs,
@@ -137,7 +138,8 @@ def test_final_labels_feed_taxonomy(labelled: tuple[Workspace, Store, dict[str, 
     assert inputs.labels is not None
     dist = compute_table("taxonomy", inputs)
     counts = dist.groupby("category")["count"].sum().to_dict()
-    want = pd.Series(expected).value_counts().to_dict()
+    # Tables show the categories by display name, not by stored key.
+    want = pd.Series(expected).map(category_display_name).value_counts().to_dict()
     assert {k: v for k, v in counts.items() if v} == want
     prov = compute_table("provenance", inputs).set_index("provenance")["count"].to_dict()
     assert prov["human_agreed"] == 5 and prov["human_single"] == 4 and prov["llm_only"] == 1
