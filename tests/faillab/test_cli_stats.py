@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from analysis.failures import category_display_name
 from analysis.sources import compute_table, load_inputs, run_names
 from analysis.tables import TABLES
 from faillab.cli import main
@@ -245,7 +246,7 @@ def test_labels_feed_taxonomy_counts(labelled_ws: Path) -> None:
     counts: dict[str, int] = defaultdict(int)
     for row in json.loads(out):
         counts[row["category"]] += row["count"]
-    assert dict(counts) == {c: 4 for c in CATEGORIES}
+    assert dict(counts) == {category_display_name(c): 4 for c in CATEGORIES}
 
 
 def test_labeller_agreement(labelled_ws: Path) -> None:
