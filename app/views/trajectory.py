@@ -70,8 +70,10 @@ with left:
     head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
     expand_all = head[1].toggle("Expand all", key="expand_all")
 
+    shown_id = traj.id
+
     def rerun(index: int, sql: str) -> None:
-        rerun_button(f"{traj.id}_{index}", sql)
+        rerun_button(f"{shown_id}_{index}", sql)
 
     # The steps scroll in their own pane so the answer column stays in view beside them.
     with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
