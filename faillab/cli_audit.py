@@ -164,20 +164,29 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
 def import_cmd(file: Path, workspace: Path | None, audit: str | None, as_json: bool) -> None:
     """Import judgments (CSV or JSONL: task_id, annotator, valid, reason, note, stage).
 
+    When --audit names an audit that does not exist yet, it is created from the file (its
+    items are the file's tasks; no workspace sample, so its report has no candidate share).
     All or nothing: a bad row stops the import with its row number and nothing is stored.
     """
+    from labeling.audit import imported_audit_definition
     from labeling.store import StoreError, import_audit_judgments
 
     store = _store(workspace)
-    name = _audit_name(store, audit)
+    create = None
+    if audit and audit.strip() and audit not in {n for n, _ in store.list_audits()}:
+        name, create = audit, imported_audit_definition(file.name)
+    else:
+        name = _audit_name(store, audit)
     try:
-        count = import_audit_judgments(store, file, name)
+        count = import_audit_judgments(store, file, name, create=create)
     except StoreError as err:
         raise UserError(f"{file.name}: {err} (nothing was imported)") from None
     except UnicodeDecodeError:
         raise UserError(f"{file.name}: not UTF-8 text (nothing was imported)") from None
     if as_json:
-        emit({"audit": name, "imported": count})
+        emit({"audit": name, "imported": count, "created": create is not None})
+    elif create is not None:
+        click.echo(f"created audit {name} from {file.name}: imported {count} judgment(s)")
     else:
         click.echo(f"imported {count} judgment(s) into audit {name}")
 
@@ -206,5 +215,8 @@ def list_cmd(workspace: Path | None, as_json: bool) -> None:
     if not rows:
         click.echo("no audits yet")
     for r in rows:
+        if r["pool_size"] is None:  # created from a judgments file: no workspace sample
+            click.echo(f"{r['audit']}: {r['items']} items imported from a judgments file")
+            continue
         click.echo(f"{r['audit']}: {r['items']} items from a pool of {r['pool_size']} / "
                    f"{r['total_tasks']} tasks, seed {r['seed']}")

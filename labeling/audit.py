@@ -59,6 +59,7 @@ __all__ = [
     "candidate_pool",
     "create_audit",
     "default_audit_name",
+    "imported_audit_definition",
     "item_context",
     "latest_audit",
     "plan_audit",
@@ -288,6 +289,25 @@ def create_audit(
     store.create_audit(name, definition, [c.as_item() for c in plan.items], people,
                        per_item=k or None)
     return definition
+
+
+def imported_audit_definition(file_name: str) -> dict[str, Any]:
+    """Definition of an audit created from a judgments file (``faillab audit
+    import-judgments FILE --audit NEW``): no workspace sample, so no pool, total or seed; the
+    report then shows no candidate share."""
+    return {
+        "kind": "task_validity",
+        "source": "import",
+        "file": file_name,
+        "runs": None,
+        "pool_size": None,
+        "total_tasks": None,
+        "candidate_share": None,
+        "seed": None,
+        "annotators": [],
+        "per_item": 0,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def audit_definition(store: Store, name: str) -> dict[str, Any]:

@@ -77,7 +77,10 @@ def to_json_dict(report: AuditReport) -> dict[str, Any]:
         "n_total_tasks": report.n_total_tasks,
         "candidate_rate": report.candidate_rate,
         "audit_rate": report.audit_rate,
-        "n_unique_templates": report.n_unique_templates,
+        # null, not 0, when no item has a template: the count is unknown.
+        "n_unique_templates": (None if report.n_items
+                               and report.n_without_template == report.n_items
+                               else report.n_unique_templates),
         "n_without_template": report.n_without_template,
         "annotators": list(report.annotators),
         "annotator_pair": list(report.pair) if report.pair else None,
@@ -153,7 +156,8 @@ def _csv_rows(report: AuditReport) -> list[tuple[str, float | None, str]]:
         rows.append(("audited_sample", report.audit_rate,
                      f"{report.n_items}/{report.n_candidates}"))
     rows.append(("n_items", None, str(report.n_items)))
-    rows.append(("unique_templates", None, str(report.n_unique_templates)))
+    rows.append(("unique_templates", None, _templates_count(report, dash="")))
+    rows.append(("items_without_template", None, str(report.n_without_template)))
     rows.append(("valid_adjudicated", report.valid_rate_adjudicated,
                  f"{report.n_valid_adjudicated}/{report.n_resolved}"))
     rows.append(("unresolved", None, str(report.n_unresolved)))
@@ -212,6 +216,17 @@ def to_csv(report: AuditReport) -> str:
 # ---- display rows shared by Markdown and LaTeX ---------------------------------------------
 
 
+def _templates_count(report: AuditReport, dash: str = _DASH) -> str:
+    """Distinct templates, or a dash when no item has a template (unknown is not 0); items
+    without one are named beside a partial count."""
+    if report.n_items and report.n_without_template == report.n_items:
+        return dash
+    text = f"{report.n_unique_templates:,}"
+    if report.n_without_template and dash:
+        text += f" (+{report.n_without_template:,} items without a template)"
+    return text
+
+
 def summary_rows(report: AuditReport) -> list[tuple[str, str, str]]:
     """(metric, value, count) display rows shared by Markdown and LaTeX; text unescaped."""
     rows: list[tuple[str, str, str]] = []
@@ -223,7 +238,7 @@ def summary_rows(report: AuditReport) -> list[tuple[str, str, str]]:
                      _ratio(report.n_items, report.n_candidates)))
     else:
         rows.append(("Audited sample", _DASH, f"{report.n_items:,}"))
-    rows.append(("Structurally unique templates", _DASH, f"{report.n_unique_templates:,}"))
+    rows.append(("Structurally unique templates", _DASH, _templates_count(report)))
     rows.append(("Adjudicated valid tasks", _pct(report.valid_rate_adjudicated),
                  _ratio(report.n_valid_adjudicated, report.n_resolved)))
     if report.n_unresolved:

@@ -28,6 +28,13 @@ from app.auth import current_user
 from app.state import get_settings, get_store, workspace
 from app.viewer import viewer_of
 from app.widgets.downloads import chart_downloads, table_downloads
+from app.widgets.stats_options import (
+    LABEL_CAPTIONS,
+    passk_view,
+    source_note,
+    success_source_choice,
+    turn_budget_view,
+)
 from labeling.store import Viewer
 from trajectories.workspace import Workspace
 
@@ -48,10 +55,10 @@ LABELS_TTL_S = 30
 
 
 @st.cache_data(show_spinner="Loading trajectories…", max_entries=4)
-def _frame(signature: tuple[Any, ...], _ws: Workspace) -> pd.DataFrame:
+def _frame(signature: tuple[Any, ...], source: str, _ws: Workspace) -> pd.DataFrame:
     # Keyed by the part files (names, sizes, mtimes): parts are immutable, so the cached frame
     # is valid until something is imported or re-scored. `_ws` is excluded from the key.
-    return load_frame(_ws)
+    return load_frame(_ws, success_source=source)
 
 
 @st.cache_data(ttl=LABELS_TTL_S, show_spinner="Loading labels…", max_entries=4)
@@ -94,8 +101,9 @@ if not ws.part_files():
     )
     st.stop()
 
-signature = frame_signature(ws)
-frame = _frame(signature, ws)
+source = success_source_choice()
+signature = (*frame_signature(ws), source)
+frame = _frame(signature, source, ws)
 
 labels: pd.DataFrame | None = None
 pairs: pd.DataFrame | None = None
@@ -149,9 +157,11 @@ tables = _tables(
 selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
 st.caption(
     f"{len(selected):,} trajectories in {len(runs)} run(s); "
-    f"{0 if labels is None else int(labels['category'].notna().sum()):,} final labels, "
+    f"{0 if labels is None else int(labels['category'].notna().sum()):,} final labels "
+    f"(including LLM-only pre-labels), "
     f"{0 if pairs is None else len(pairs):,} pre-label/human pairs."
 )
+st.caption(source_note(selected, source))
 
 # --- one tab per table -------------------------------------------------------------------------
 names = [n for n in TITLES if n in tables] + [n for n in tables if n not in TITLES]
@@ -160,6 +170,10 @@ for name, tab in zip(names, tabs, strict=True):
     table = tables[name]
     with tab:
         st.caption(DESCRIPTIONS.get(name, ""))
+        if name in LABEL_CAPTIONS:
+            st.caption(LABEL_CAPTIONS[name])
+        if name == "turn_budget":  # the chart and table follow the chosen SR(T) definition
+            table = turn_budget_view(table, selected, list(runs))
         if name == "passk":
             # Pass^k depends on the sampling temperature, so say which one each run used.
             st.markdown("**Sampling temperature per run**")
@@ -198,6 +212,8 @@ for name, tab in zip(names, tabs, strict=True):
             fig = None
         if fig is not None:
             st.plotly_chart(fig, key=f"stats_chart_{name}")
+        if name == "passk":  # a view of the same numbers: per run, or the paper's layout
+            table = passk_view(table, selected, list(runs))
         if table.empty:
             if name in ("taxonomy", "taxonomy_turns", "provenance"):
                 st.info("No final labels for these trajectories yet.")

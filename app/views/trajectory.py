@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.state import open_trajectory_link, workspace
-from app.widgets.answer import render_answer_panel
+from app.widgets.answer import outcome_of, render_answer_panel
 from app.widgets.safe import escape_markdown, plain
 from app.widgets.sandbox_run import rerun_button
 from app.widgets.steps import render_steps
@@ -45,7 +45,8 @@ prev_id, next_id = failure_neighbours(ws, trajectory_id,
 top = st.columns([6, 1, 1])
 with top[0]:
     st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
-               f"{escape_markdown(run.model)} · rollout {run.rollout}")
+               f"{escape_markdown(run.model)} · rollout {run.rollout} · "
+               f"outcome: **{outcome_of(traj)}**")
 if top[1].button("◀ Prev failure", key="prev_failure", shortcut="K", disabled=prev_id is None,
                  help="Previous failed trajectory (K)"):
     open_trajectory_link(str(prev_id))
@@ -69,8 +70,10 @@ with left:
     head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
     expand_all = head[1].toggle("Expand all", key="expand_all")
 
+    shown_id = traj.id
+
     def rerun(index: int, sql: str) -> None:
-        rerun_button(f"{traj.id}_{index}", sql)
+        rerun_button(f"{shown_id}_{index}", sql)
 
     # The steps scroll in their own pane so the answer column stays in view beside them.
     with st.container(height=900, border=False, key="steps_pane", autoscroll=False):

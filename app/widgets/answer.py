@@ -10,32 +10,48 @@ import streamlit as st
 
 from app.widgets.safe import plain
 from trajectories.model import Trajectory
-from trajectories.scoring import answer_diff, exact_match, wants_order
+from trajectories.scoring import answer_diff, score_task, task_decimals, wants_order
+from trajectories.workspace import outcome_name
+
+#: How each outcome is shown on the page (``unscored``: no ground truth, no recorded outcome).
+OUTCOME_TEXT = {"success": "correct", "failure": "wrong", "unscored": "unscored"}
 
 
 def _fmt(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, indent=1)
 
 
-def diff_frame(predicted: Any, truth: Any) -> pd.DataFrame:
-    both, missing, extra = answer_diff(predicted, truth)
+def diff_frame(predicted: Any, truth: Any, decimals: int | None = None) -> pd.DataFrame:
+    both, missing, extra = answer_diff(predicted, truth, decimals)
     records = ([{"status": "✓ in both", "row": _fmt(list(r))} for r in both]
                + [{"status": "− missing", "row": _fmt(list(r))} for r in missing]
                + [{"status": "+ extra", "row": _fmt(list(r))} for r in extra])
     return pd.DataFrame(records, columns=["status", "row"])
 
 
+def outcome_of(traj: Trajectory) -> str:
+    """``success``, ``failure`` or ``unscored`` under the default success source (the recorded
+    verdict, else exact match under the task's rules; docs/scoring.md)."""
+    recorded = traj.outcome.success if traj.outcome else None
+    return outcome_name(recorded if recorded is not None else score_task(traj.final_answer,
+                                                                         traj.task))
+
+
 def render_answer_panel(traj: Trajectory) -> None:
     task = traj.task
     ordered = wants_order(task.question, task.answer_format)
-    em = exact_match(traj.final_answer, task.ground_truth, ordered=ordered)
+    em = score_task(traj.final_answer, task)  # None: the task has no ground truth
     recorded = traj.outcome.success if traj.outcome else None
     c1, c2 = st.columns(2)
-    c1.metric("Exact match", "correct" if em else "wrong")
+    c1.metric("Exact match", OUTCOME_TEXT[outcome_name(em)],
+              help="unscored: the task has no ground truth" if em is None else None)
     c2.metric("Recorded outcome", "none" if recorded is None else
-              ("correct" if recorded else "wrong"))
-    if recorded is not None and recorded != em:
+              OUTCOME_TEXT[outcome_name(recorded)])
+    if recorded is not None and em is not None and recorded != em:
         st.warning("The producer's recorded outcome and our exact match disagree.")
+    if em is None and recorded is None:
+        st.info("Unscored: the task has no ground truth and the producer recorded no outcome, "
+                "so this trajectory is left out of success rates and Pass^k.")
     st.markdown("**Final answer vs ground truth**")
     a, b = st.columns(2)
     with a:
@@ -43,8 +59,12 @@ def render_answer_panel(traj: Trajectory) -> None:
         st.code(_fmt(traj.final_answer), language="json", wrap_lines=True, height=220)
     with b:
         st.caption("Ground truth")
-        st.code(_fmt(task.ground_truth), language="json", wrap_lines=True, height=220)
-    frame = diff_frame(traj.final_answer, task.ground_truth)
+        if task.has_ground_truth:
+            st.code(_fmt(task.ground_truth), language="json", wrap_lines=True, height=220)
+        else:
+            st.caption("None recorded: the producer gave no gold answer for this task.")
+    frame = (diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
+             if task.has_ground_truth else pd.DataFrame())
     if not frame.empty:
         st.dataframe(frame, hide_index=True, key=f"diff_{traj.id}",
                      height=min(38 + 35 * len(frame), 300))

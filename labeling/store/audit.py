@@ -343,12 +343,31 @@ class AuditMixin(StoreBase):
                 for row, task_id in rows
             ]
 
-    def _import_judgments(self, audit: str, rows: Sequence[Mapping[str, Any]]) -> int:
+    def _import_judgments(
+        self,
+        audit: str,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        create: Mapping[str, Any] | None = None,
+    ) -> int:
         """Store validated judgment rows in one transaction (see `io.import_audit_judgments`).
 
         Unknown tasks become items without intent/scope; unknown annotators become annotators.
+        With `create` (a definition), the audit is created in the same transaction, so a
+        failed import leaves no empty audit behind.
         """
+        try:
+            return self._store_judgments(audit, rows, create)
+        except IntegrityError:
+            raise ConflictError(f"an audit named {audit!r} already exists") from None
+
+    def _store_judgments(
+        self, audit: str, rows: Sequence[Mapping[str, Any]], create: Mapping[str, Any] | None
+    ) -> int:
         with self._write() as s:
+            if create is not None:
+                s.add(AuditRow(name=audit, definition=dict(create)))
+                s.flush()
             audit_row = self._audit_row(s, audit)
             items = {
                 i.task_id: i

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -288,6 +288,7 @@ def import_audit_judgments(
     audit: str,
     *,
     reasons: set[str] | None = None,
+    create: Mapping[str, Any] | None = None,
 ) -> int:
     """Import judgments in long format: task_id, annotator, valid[, reason, note, stage].
 
@@ -295,8 +296,13 @@ def import_audit_judgments(
     items without intent/scope; unknown annotators are created as annotators. When `reasons`
     is given, a non-empty reason code must be one of them. A repeated (task, annotator,
     stage) in one file is an error: which one was meant is unknowable.
+
+    With `create` (an audit definition) an unknown `audit` is created from the file, its items
+    being the file's tasks in order (judgments made elsewhere need no workspace sample); the
+    audit and its judgments are stored together or not at all.
     """
-    if audit not in {name for name, _ in store.list_audits()}:
+    exists = audit in {name for name, _ in store.list_audits()}
+    if not exists and create is None:
         raise JudgmentImportError(f"unknown audit {audit!r}")
     text, hint = _read_text(path)
     records = _records(text, hint, JUDGMENT_REQUIRED, JudgmentImportError)
@@ -335,5 +341,7 @@ def import_audit_judgments(
             }
         )
     if not rows:
+        if not exists:
+            raise JudgmentImportError("the file holds no judgments to create an audit from")
         return 0
-    return store._import_judgments(audit, rows)
+    return store._import_judgments(audit, rows, create=None if exists else create)

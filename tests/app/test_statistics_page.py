@@ -114,3 +114,101 @@ def test_empty_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     at = run_page()
     assert any("no trajectories" in i.value for i in at.info)
     st.cache_resource.clear()
+
+
+def _add_unscored(root: Path) -> None:
+    """One trajectory of a test split: no ground truth and no recorded outcome."""
+    from tests.conftest import make_trajectory
+    from trajectories.model import Run, Task
+
+    task = Task(id="no-truth-1", question="How many admissions?", intent="Demographics",
+                scope="population", has_ground_truth=False)
+    run = Run(name="sim-small/t0.0", model="sim-small", temperature=0.0, rollout=0)
+    Workspace(root).add([(make_trajectory(task=task, run=run, final_answer=None).with_id(),
+                          None)])
+
+
+def test_success_source_choice_and_outcome_note(stats_workspace: Path) -> None:
+    _add_unscored(stats_workspace)
+    ws = Workspace(stats_workspace)
+    differ = int(ws.query_df(
+        "SELECT count(*) AS n FROM trajectories WHERE recorded_success IS NOT NULL "
+        "AND exact_match IS NOT NULL AND recorded_success <> exact_match")["n"].iloc[0])
+    assert differ > 0  # the demo's producer scores some answers differently
+    at = run_page()
+    assert at.radio(key="stats_success_source").value == "recorded"
+    notes = [c.value for c in at.caption if c.value.startswith("Success source:")]
+    assert len(notes) == 1
+    assert "default is recorded, as in `faillab stats`" in notes[0]
+    assert f"disagree on {differ:,} of these trajectories" in notes[0]
+    assert "1 are unscored" in notes[0]
+
+    def overall(source_sql: str) -> dict[str, float]:
+        rates = ws.query_df(
+            f"SELECT run, avg(CAST({source_sql} AS DOUBLE)) AS rate FROM trajectories "
+            f"WHERE {source_sql} IS NOT NULL GROUP BY run")
+        return dict(zip(rates["run"], rates["rate"], strict=True))
+
+    def shown() -> dict[str, float]:
+        table = table_of(at, "success")
+        return dict(zip(table["run"], table["overall"], strict=True))
+
+    recorded = overall("coalesce(recorded_success, exact_match)")
+    exact = overall("coalesce(exact_match, recorded_success)")
+    assert recorded != exact
+    assert shown() == pytest.approx(recorded)
+    at.radio(key="stats_success_source").set_value("exact_match").run()
+    assert not at.exception
+    assert shown() == pytest.approx(exact)
+    assert any(c.value.startswith("Success source: exact_match") for c in at.caption)
+
+
+def test_passk_paper_layout_is_a_view_of_the_runs(stats_workspace: Path) -> None:
+    at = run_page()
+    long = table_of(at, "passk")
+    assert "pass_hat_run" not in long.columns
+    at.radio(key="stats_passk_layout").set_value("paper").run()
+    assert not at.exception
+    paper = table_of(at, "passk")
+    ws = Workspace(stats_workspace)
+    rates = ws.query_df("SELECT run, avg(CAST(success AS DOUBLE)) AS rate FROM trajectories "
+                        "WHERE success IS NOT NULL GROUP BY run")
+    rate = dict(zip(rates["run"], rates["rate"], strict=True))
+    overall = paper[(paper["scope"] == "all") & (paper["intent"] == "all")]
+    assert len(overall) == ws.query_df("SELECT DISTINCT model FROM trajectories").shape[0]
+    for row in overall.itertuples():
+        # One row per model: Pass^1 of its T=0 run beside Pass@1 of its T=0.6 run, and
+        # Pass^1 = Pass@1 = the run's success rate.
+        assert row.pass_hat_run == f"{row.model}/t0.0"
+        assert row.pass_at_run == f"{row.model}/t0.6"
+        assert row.pass_hat_1 == pytest.approx(rate[row.pass_hat_run])
+        assert row.pass_at_1 == pytest.approx(rate[row.pass_at_run])
+    assert any("Tables 22-26" in c.value and "T=0.6" in c.value for c in at.caption)
+
+
+def test_sr_definition_choice_is_named(stats_workspace: Path) -> None:
+    at = run_page()
+    tab = at.tabs[list(TABLES).index("turn_budget")]
+    assert at.radio(key="stats_sr_definition").value == "common_solved"
+    assert any("SR(T) definition: common_solved, the paper's" in c.value for c in tab.caption)
+    assert set(table_of(at, "turn_budget")["definition"]) == {"common_solved"}
+    at.radio(key="stats_sr_definition").set_value("all_trajectories").run()
+    assert not at.exception
+    tab = at.tabs[list(TABLES).index("turn_budget")]
+    assert any("SR(T) definition: all_trajectories" in c.value for c in tab.caption)
+    table = table_of(at, "turn_budget")
+    assert set(table["definition"]) == {"all_trajectories"}
+    sizes = Workspace(stats_workspace).query_df(
+        "SELECT run, count(*) AS n FROM trajectories WHERE success IS NOT NULL GROUP BY run")
+    expected = dict(zip(sizes["run"], sizes["n"], strict=True))
+    assert {r: int(n) for r, n in zip(table["run"], table["n"], strict=True)} == expected
+
+
+def test_label_tables_say_which_labels_they_count(stats_workspace: Path) -> None:
+    at = run_page()
+    assert any("final labels (including LLM-only pre-labels)" in c.value for c in at.caption)
+    for name in ("taxonomy", "taxonomy_turns", "provenance"):
+        tab = at.tabs[list(TABLES).index(name)]
+        assert any("LLM-only pre-labels" in c.value for c in tab.caption), name
+    tab = at.tabs[list(TABLES).index("labeller")]
+    assert any("human-derived final label" in c.value for c in tab.caption)

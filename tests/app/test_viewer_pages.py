@@ -118,3 +118,54 @@ def test_browse_filters_by_final_failure_label(
     other.multiselect(key="browse_failure_labels").set_value(["sql_logic_error"]).run()
     assert not other.exception
     assert other.dataframe[0].value.empty
+
+
+def test_unscored_trajectory_is_never_success_or_failure(
+    demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import streamlit as st
+
+    from tests.conftest import Outcome, make_trajectory
+    from trajectories.model import Run, Task
+
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    ws = Workspace(root)
+    # A test-split task: the producer recorded no gold answer, and null == null would have
+    # been an exact match.
+    task = Task(id="no-truth-1", question="How many admissions?", has_ground_truth=False)
+    run = Run(name="harness-test", model="m", temperature=0.0, rollout=0)
+    unscored = make_trajectory(task=task, run=run, final_answer=None).with_id()
+    recorded = make_trajectory(task=task, run=run.model_copy(update={"rollout": 1}),
+                               final_answer=None, outcome=Outcome(success=False)).with_id()
+    ws.add([(unscored, None), (recorded, None)])
+    assert {r["id"]: r["outcome"] for r in ws.list(run="harness-test")} == {
+        unscored.id: "unscored", recorded.id: "failure"}
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = str(unscored.id)
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Exact match": "unscored", "Recorded outcome": "none"}
+    captions = [c.value for c in at.caption]
+    assert any("outcome: **unscored**" in c for c in captions)
+    assert not any("outcome: **success" in c or "outcome: **failure" in c for c in captions)
+    assert any(i.value.startswith("Unscored:") for i in at.info)
+    assert any("None recorded" in c for c in captions)
+    # With a recorded verdict the trajectory is scored by it; exact match stays unscored.
+    at.query_params["id"] = str(recorded.id)
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Exact match": "unscored", "Recorded outcome": "wrong"}
+    assert any("outcome: **failure**" in c.value for c in at.caption)
+    assert not at.info
+    st.cache_resource.clear()
+    st.cache_data.clear()

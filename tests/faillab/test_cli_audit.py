@@ -116,7 +116,7 @@ def test_create_import_report_reproduces_table_11(complex_ws: Path, tmp_path: Pa
     code, out, err = invoke("audit", "import-judgments", str(judgments), "--workspace", ws,
                             "--audit", "ehr-complex", "--json")
     assert code == 0, err
-    assert json.loads(out) == {"audit": "ehr-complex", "imported": 1035}
+    assert json.loads(out) == {"audit": "ehr-complex", "imported": 1035, "created": False}
 
     code, out, err = invoke("audit", "report", "--workspace", ws, "--audit", "ehr-complex",
                             "--format", "json")
@@ -200,3 +200,84 @@ def test_unknown_tasks_are_allowed_and_errors_are_one_line(complex_ws: Path,
     assert json.loads(out)["n_items"] == 6
     code, _, err = invoke("audit", "report", "--workspace", ws, "--audit", "nope")
     assert code == 1 and "unknown audit 'nope'" in err
+
+
+def test_import_judgments_creates_a_missing_audit_from_the_file(tmp_path: Path) -> None:
+    # No workspace sample at all: the judgments were made elsewhere.
+    ws = str(tmp_path / "elsewhere")
+    judgments = tmp_path / "external.csv"
+    judgments.write_text(
+        "task_id,annotator,valid,reason,note,stage\n"
+        "ext-1,ana,valid,,,review\n"
+        "ext-1,ben,valid,,,review\n"
+        "ext-2,ana,invalid,temporal_wording,,review\n"
+        "ext-2,ben,valid,,,review\n"
+        "ext-2,lead,invalid,temporal_wording,settled,adjudication\n"
+        "ext-3,ana,valid,,,review\n"
+    )
+    code, out, err = invoke("audit", "import-judgments", str(judgments), "--workspace", ws,
+                            "--audit", "external", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"audit": "external", "imported": 6, "created": True}
+    store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
+    assert [i.task_id for i in store.audit_items("external")] == ["ext-1", "ext-2", "ext-3"]
+    store.close()
+
+    code, out, err = invoke("audit", "report", "--workspace", ws, "--audit", "external",
+                            "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_items"] == 3
+    assert report["n_candidates"] is None and report["candidate_rate"] is None
+    assert report["audit_rate"] is None
+    assert report["n_unreviewed"] == 0
+    assert report["n_unique_templates"] is None and report["n_without_template"] == 3
+    assert report["valid_rate_adjudicated"] == pytest.approx(2 / 3)
+
+    code, md, err = invoke("audit", "report", "--workspace", ws, "--audit", "external",
+                           "--format", "md")
+    assert code == 0, err
+    assert "Candidate tasks" not in md and "Unreviewed" not in md
+    assert "| Audited sample | – | 3 |" in md
+    assert "| Structurally unique templates | – | – |" in md
+    code, csv_text, _ = invoke("audit", "report", "--workspace", ws, "--audit", "external",
+                               "--format", "csv")
+    rows = {r["metric"]: r for r in csv.DictReader(csv_text.splitlines())}
+    assert "candidate_tasks" not in rows and "audited_sample" not in rows
+    assert rows["unique_templates"]["count"] == "" and rows["unreviewed"]["count"] == "0"
+    assert rows["items_without_template"]["count"] == "3"
+    code, out, _ = invoke("audit", "list", "--workspace", ws)
+    assert out == "external: 3 items imported from a judgments file\n"
+
+    # A second file into the now existing audit adds to it; a bad file creates nothing.
+    more = tmp_path / "more.csv"
+    more.write_text("task_id,annotator,valid\next-3,ben,valid\n")
+    code, out, err = invoke("audit", "import-judgments", str(more), "--workspace", ws,
+                            "--audit", "external")
+    assert code == 0, err
+    assert out == "imported 1 judgment(s) into audit external\n"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("task_id,annotator,valid\next-9,ana,1\next-9,ben,maybe\n")
+    code, out, err = invoke("audit", "import-judgments", str(bad), "--workspace", ws,
+                            "--audit", "never")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "row 2" in err
+    code, out, _ = invoke("audit", "list", "--workspace", ws, "--json")
+    assert [a["audit"] for a in json.loads(out)] == ["external"]
+
+
+def test_partly_templated_audit_counts_templates(complex_ws: Path, tmp_path: Path) -> None:
+    ws = _copy(complex_ws, tmp_path)
+    code, _, err = invoke("audit", "create", "--workspace", ws, "--n", "4", "--name", "a1")
+    assert code == 0, err
+    extra = tmp_path / "extra.csv"
+    extra.write_text("task_id,annotator,valid\nnot-in-workspace,ana,valid\n")
+    code, _, err = invoke("audit", "import-judgments", str(extra), "--workspace", ws,
+                          "--audit", "a1")
+    assert code == 0, err
+    code, md, _ = invoke("audit", "report", "--workspace", ws, "--audit", "a1", "--format", "md")
+    store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
+    templates = {i.template_id for i in store.audit_items("a1") if i.template_id}
+    store.close()
+    assert len(templates) >= 1
+    assert (f"| Structurally unique templates | – | {len(templates)} "
+            "(+1 items without a template) |") in md

@@ -1,0 +1,93 @@
+"""Statistics page choices: success source, Pass^k layout, SR(T) definition, and the captions
+that say which outcomes and labels each table counts (docs/scoring.md)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from analysis.passk import PASS_AT_TEMPERATURE, PASS_HAT_TEMPERATURE, pass_k_paper
+from analysis.turns import SR_DEFINITIONS, success_by_turn_budget
+from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES
+
+SOURCE_TEXT = {
+    "recorded": "the producer's recorded verdict, else exact match",
+    "exact_match": "exact match (EHR-Complex's scoring), else the recorded verdict",
+}
+SR_TEXT = {
+    "common_solved": "common_solved, the paper's SR(T): over the tasks every selected run "
+                     "solved, the share solved within T turns (every curve reaches 1)",
+    "all_trajectories": "all_trajectories: every scored trajectory of the run is in the "
+                        "denominator",
+}
+PASSK_LAYOUTS = ("per run", "paper")
+#: Which labels each label table counts (final labels are computed per viewer by the store).
+LABEL_CAPTIONS = {
+    "taxonomy": "Counts final labels, including LLM-only pre-labels; disputed items (humans "
+                "disagree, not adjudicated) have no category and are left out.",
+    "taxonomy_turns": "Counts final labels, including LLM-only pre-labels; disputed items are "
+                      "left out.",
+    "provenance": "Counts every final label by where it comes from: adjudicated, human "
+                  "(agreed or single), LLM-only pre-labels, and disputed items.",
+    "labeller": "Counts trajectories with both an LLM pre-label and a human-derived final label "
+                "(adjudicated, agreed or single annotator); LLM-only and disputed items are "
+                "left out.",
+}
+
+
+def success_source_choice() -> str:
+    """The success source radio; its default is the CLI's (``faillab stats``)."""
+    source = st.radio(
+        "Success source", SUCCESS_SOURCES, index=SUCCESS_SOURCES.index(DEFAULT_SUCCESS_SOURCE),
+        horizontal=True, key="stats_success_source",
+        help="recorded: " + SOURCE_TEXT["recorded"] + "; exact_match: "
+             + SOURCE_TEXT["exact_match"] + ".",
+    )
+    return str(source or DEFAULT_SUCCESS_SOURCE)
+
+
+def outcome_counts(frame: pd.DataFrame) -> tuple[int, int]:
+    """(trajectories whose recorded and exact-match outcomes disagree, unscored trajectories)."""
+    if frame.empty:
+        return 0, 0
+    both = frame["recorded_success"].notna() & frame["exact_match"].notna()
+    recorded = frame.loc[both, "recorded_success"].astype(bool)
+    exact = frame.loc[both, "exact_match"].astype(bool)
+    return int((recorded != exact).sum()), int(frame["success"].isna().sum())
+
+
+def source_note(frame: pd.DataFrame, source: str) -> str:
+    differ, unscored = outcome_counts(frame)
+    return (
+        f"Success source: {source} ({SOURCE_TEXT[source]}); the default is "
+        f"{DEFAULT_SUCCESS_SOURCE}, as in `faillab stats`. Recorded and exact-match outcomes "
+        f"disagree on {differ:,} of these trajectories; {unscored:,} are unscored (no ground "
+        "truth, no recorded outcome) and left out of every table."
+    )
+
+
+def passk_view(long: pd.DataFrame, frame: pd.DataFrame, runs: list[str]) -> pd.DataFrame:
+    """The Pass^k table in the layout the reader picks: per run (long) or the paper's."""
+    layout = st.radio(
+        "Pass^k table layout", PASSK_LAYOUTS, horizontal=True, key="stats_passk_layout",
+        help="paper: EHR-Complex Tables 22-26, Pass^k and Pass@k of one model in one row.",
+    )
+    if layout != "paper":
+        return long
+    st.caption(
+        f"Paper layout (EHR-Complex Tables 22-26): one row per model and view; Pass^k from the "
+        f"model's T={PASS_HAT_TEMPERATURE:g} run and Pass@k from its T={PASS_AT_TEMPERATURE:g} "
+        "run (pass_hat_run / pass_at_run name them; empty when that run is not selected)."
+    )
+    return pass_k_paper(frame, runs)
+
+
+def turn_budget_view(default: pd.DataFrame, frame: pd.DataFrame, runs: list[str]) -> pd.DataFrame:
+    """SR(T) under the definition the reader picks (the paper's by default), named below."""
+    definition = str(st.radio(
+        "SR(T) definition", SR_DEFINITIONS, horizontal=True, key="stats_sr_definition",
+    ) or SR_DEFINITIONS[0])
+    st.caption(f"SR(T) definition: {SR_TEXT[definition]}.")
+    if definition == SR_DEFINITIONS[0]:
+        return default
+    return success_by_turn_budget(frame, runs=runs, definition=definition)
