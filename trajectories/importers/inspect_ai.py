@@ -111,12 +111,13 @@ def eval_archive_samples(path: Path) -> Iterator[tuple[str, dict[str, Any], dict
                             "'inspect log convert --to json'") from None
     try:
         log = read_eval_log(str(path), header_only=True, format="eval")
-        header = log.model_dump(mode="json", exclude={"samples"})
+        header = log.model_dump(mode="json", exclude={"samples"}, exclude_none=True)
         samples = read_eval_log_samples(str(path), all_samples_required=False,
                                         resolve_attachments=True, format="eval",
                                         exclude_fields={"events", "events_data"})
         for index, sample in enumerate(samples):
-            data = sample.model_dump(mode="json", exclude=_DROPPED - {"messages"})
+            data = sample.model_dump(mode="json", exclude=_DROPPED - {"messages"},
+                                     exclude_none=True)
             yield _location(data, index), header, data
     except ImportProblem:
         raise
@@ -170,10 +171,13 @@ def steps_from_inspect(messages: list[Any]) -> list[Step]:
                 steps.append(Step(kind=StepKind.MESSAGE, role="tool",
                                   name=msg.get("function"), content=text))
                 continue
+            if isinstance(error, dict):
+                # Inspect puts a failed tool's message in ``error``, its content stays empty.
+                step.tool_error = error  # type: ignore[attr-defined]
+                if not text.strip() and error.get("message"):
+                    text = f"Error ({error.get('type') or 'tool'}): {error['message']}"
             step.observation = text
             step.error = bool(error) or looks_like_error(text)
-            if isinstance(error, dict):
-                step.tool_error = error  # type: ignore[attr-defined]
             continue
         for thought in reasoning:
             steps.append(Step(kind=StepKind.THINKING, role="assistant", content=thought))
