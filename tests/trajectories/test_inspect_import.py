@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ QUESTIONS = {
     "t-open": "Describe the admissions table.",
 }
 GOLD_SQL = "SELECT count(*) FROM patients WHERE gender = 'F'"
+# Long enough for Inspect to store it once as an attachment in .eval logs.
+LONG_ANSWER = "I could not describe the admissions table: " + "the tool refused. " * 30
 
 
 def _make_db(path: Path) -> None:
@@ -43,7 +46,15 @@ def _run_inspect(db: Path, log_dir: Path, log_format: str) -> Path:
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
     from inspect_ai.dataset import Sample
-    from inspect_ai.model import ChatMessage, ChatMessageTool, ModelOutput, ModelUsage, get_model
+    from inspect_ai.model import (
+        ChatMessage,
+        ChatMessageTool,
+        ContentReasoning,
+        ContentText,
+        ModelOutput,
+        ModelUsage,
+        get_model,
+    )
     from inspect_ai.scorer import match
     from inspect_ai.solver import generate, system_message, use_tools
     from inspect_ai.tool import ToolError, tool
@@ -93,9 +104,11 @@ def _run_inspect(db: Path, log_dir: Path, log_format: str) -> Path:
         elif question == QUESTIONS["t-open"] and tool_turns == 0:
             out = ModelOutput.for_tool_call(model, "describe", {"table": "admissions"})
         elif question == QUESTIONS["t-open"]:
-            out = ModelOutput.from_content(model, "I could not describe it.")
-        else:
-            out = ModelOutput.from_content(model, "3")
+            out = ModelOutput.from_content(model, LONG_ANSWER)
+        else:  # reasoning first, then a wrong answer
+            out = ModelOutput.from_content(model, [
+                ContentReasoning(reasoning="Count rows where gender is M."),
+                ContentText(text="3")])
         # Token usage given up front: mockllm would otherwise count tokens with tiktoken,
         # whose encodings are downloaded on first use.
         out.usage = ModelUsage(input_tokens=20, output_tokens=4, total_tokens=24)
@@ -112,6 +125,7 @@ def _run_inspect(db: Path, log_dir: Path, log_format: str) -> Path:
         solver=[system_message("Answer with SQL."), use_tools(sql(), describe()), generate()],
         scorer=match(),
         name="tiny_ehr",
+        epochs=2,
     )
     logs = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=reply),
                         log_dir=str(log_dir), log_format=log_format, display="none",
@@ -138,10 +152,14 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _by_task(path: Path) -> dict[str, Any]:
+    """Epoch 1 of each sample, by task id (each sample ran for two epochs)."""
     parsed = read_file(path)
     assert parsed.format == "inspect"
     assert not parsed.problems
-    return {traj.task.id: traj for _, traj in parsed.trajectories}
+    trajs = [traj for _, traj in parsed.trajectories]
+    assert sorted((t.task.id, t.run.rollout) for t in trajs) == sorted(
+        (task_id, rollout) for task_id in QUESTIONS for rollout in (0, 1))
+    return {traj.task.id: traj for traj in trajs if traj.run.rollout == 0}
 
 
 @pytest.mark.parametrize("fmt", ["eval", "json"])
@@ -185,6 +203,12 @@ def test_scores_target_and_metadata(logs: dict[str, Path], fmt: str) -> None:
     assert female.final_answer == "2" and extra["final_answer_source"] == "output_completion"
     assert female.steps[extra["final_answer_step"]].content == "2"
     assert male.final_answer == "3"
+    # reasoning parts are thinking steps, apart from what the model said
+    thinking = [s for s in male.steps if s.kind == StepKind.THINKING]
+    assert [s.content for s in thinking] == ["Count rows where gender is M."]
+    assert male.steps[male.steps.index(thinking[0]) + 1].content == "3"
+    # long text Inspect stores once as an attachment comes back whole
+    assert opened.final_answer == LONG_ANSWER
     # metadata kept, and read for intent and reference SQL
     assert female.task.model_extra["metadata"] == {
         "intent": "Demographics", "gold_sql": GOLD_SQL, "cohort": "all"}
@@ -209,7 +233,7 @@ def test_faillab_import_cli(logs: dict[str, Path], tmp_path: Path) -> None:
     for fmt in ("eval", "json"):
         result = runner.invoke(main, ["import", str(logs[fmt]), "--workspace", str(ws), "--json"])
         assert result.exit_code == 0, result.output
-        assert json.loads(result.output)["imported"] == 3
+        assert json.loads(result.output)["imported"] == 6
     again = runner.invoke(main, ["import", str(logs["eval"]), "--workspace", str(ws), "--json"])
     assert json.loads(again.output)["imported"] == 0  # same content, same ids
     summary = runner.invoke(main, ["summary", "--workspace", str(ws), "--json"])
@@ -217,7 +241,7 @@ def test_faillab_import_cli(logs: dict[str, Path], tmp_path: Path) -> None:
     counts = json.loads(summary.output)
     assert counts["unscored"] == 0  # t-open carries Inspect's own score
     stored = Workspace(ws).frame()
-    assert len(stored) == 6
+    assert len(stored) == 12
     one = Workspace(ws).get(str(stored["id"].iloc[0]))
     assert one is not None and one.model_extra["source_format"] == "inspect"
 
@@ -228,7 +252,8 @@ def test_run_and_model_overrides(logs: dict[str, Path]) -> None:
     items = list(iter_file(logs["json"], "inspect", run="my-run", model="gpt-x"))
     assert {i.trajectory.run.name for i in items if i.trajectory} == {"my-run"}
     assert {i.trajectory.run.model for i in items if i.trajectory} == {"gpt-x"}
-    assert {i.location for i in items} == {f"sample {t} epoch 1" for t in QUESTIONS}
+    assert {i.location for i in items} == {
+        f"sample {t} epoch {e}" for t in QUESTIONS for e in (1, 2)}
 
 
 def test_truncated_eval_log_is_one_line(logs: dict[str, Path], tmp_path: Path) -> None:
@@ -247,9 +272,10 @@ def test_bad_sample_is_rejected_with_its_location(logs: dict[str, Path], tmp_pat
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc, indent=2))
     parsed = read_file(bad)
-    assert len(parsed.trajectories) == 2 and len(parsed.problems) == 1
+    assert len(parsed.trajectories) == 5 and len(parsed.problems) == 1
     problem = parsed.problems[0]
-    assert problem.location == f"sample {doc['samples'][1]['id']} epoch 1"
+    sample = doc["samples"][1]
+    assert problem.location == f"sample {sample['id']} epoch {sample['epoch']}"
     assert problem.field == "messages"
 
 
@@ -257,9 +283,19 @@ def test_eval_archive_is_detected_by_content(logs: dict[str, Path], tmp_path: Pa
     renamed = tmp_path / "run-log.zip"
     renamed.write_bytes(logs["eval"].read_bytes())
     assert zipfile.is_zipfile(renamed)
-    assert len(read_file(renamed).trajectories) == 3
+    assert len(read_file(renamed).trajectories) == 6
     # An explicit other format on an Inspect .json log names what it expected.
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"messages": []}))
     parsed = read_file(other, "inspect")
     assert parsed.problems and "expected an Inspect eval log" in parsed.problems[0].message
+
+
+def test_eval_log_without_inspect_installed_is_one_line(
+        logs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a machine without the optional package: importing inspect_ai.log fails.
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
+    with pytest.raises(ImportProblem) as err:
+        read_file(logs["eval"])
+    assert "pip install inspect-ai" in str(err.value) and "\n" not in str(err.value)
+    assert len(read_file(logs["json"]).trajectories) == 6  # .json logs need nothing
