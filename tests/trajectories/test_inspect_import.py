@@ -29,7 +29,7 @@ QUESTIONS = {
     "t-open": "Describe the admissions table.",
 }
 GOLD_SQL = "SELECT count(*) FROM patients WHERE gender = 'F'"
-# Long enough for Inspect to store it once as an attachment in .eval logs.
+# Over 100 characters: Inspect pools such text as attachments in a sample's events.
 LONG_ANSWER = "I could not describe the admissions table: " + "the tool refused. " * 30
 
 
@@ -207,7 +207,7 @@ def test_scores_target_and_metadata(logs: dict[str, Path], fmt: str) -> None:
     thinking = [s for s in male.steps if s.kind == StepKind.THINKING]
     assert [s.content for s in thinking] == ["Count rows where gender is M."]
     assert male.steps[male.steps.index(thinking[0]) + 1].content == "3"
-    # long text Inspect stores once as an attachment comes back whole
+    # long text comes back whole and exact
     assert opened.final_answer == LONG_ANSWER
     # metadata kept, and read for intent and reference SQL
     assert female.task.model_extra["metadata"] == {
