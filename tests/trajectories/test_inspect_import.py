@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -240,8 +241,15 @@ def test_faillab_import_cli(logs: dict[str, Path], tmp_path: Path) -> None:
     assert summary.exit_code == 0, summary.output
     counts = json.loads(summary.output)
     assert counts["unscored"] == 0  # t-open carries Inspect's own score
+    assert counts["outcome_disagreements"] == 0  # exact match agrees where it can score
     stored = Workspace(ws).frame()
     assert len(stored) == 12
+    # t-open has no target: exact match cannot score it, Inspect's recorded score stands
+    for _, row in stored.iterrows():
+        if row["task_id"] == "t-open":
+            assert pd.isna(row["exact_match"])
+        else:
+            assert bool(row["exact_match"]) == bool(row["recorded_success"])
     one = Workspace(ws).get(str(stored["id"].iloc[0]))
     assert one is not None and one.model_extra["source_format"] == "inspect"
 
