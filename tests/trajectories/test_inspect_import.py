@@ -171,6 +171,7 @@ def test_samples_become_trajectories_with_tool_steps(logs: dict[str, Path], fmt:
     assert female.task.question == QUESTIONS["t-female"]
     assert female.run.model == "mockllm/model"
     assert female.run.name == logs[fmt].stem and female.run.rollout == 0
+    assert female.run.model_extra["display_name"] == "tiny_ehr mockllm/model"
     sql_steps = [s for s in female.steps if s.kind == StepKind.SQL]
     assert [s.code for s in sql_steps] == ["SELECT count(*) FROM patient", GOLD_SQL]
     assert sql_steps[0].error and "no such table: patient" in (sql_steps[0].observation or "")
