@@ -10,14 +10,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trajectories.importers.errors import ImportProblem
+from trajectories.importers.inspect_ai import (
+    eval_archive_samples,
+    is_eval_archive,
+    json_log_samples,
+    looks_like_inspect_log,
+    parse_inspect_sample,
+)
 from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
 from trajectories.importers.mapping import Mapping, parse_mapped
 from trajectories.importers.native import parse_native
 from trajectories.importers.openai_chat import identity_from_filename, parse_openai_chat
 from trajectories.model import Trajectory
 
-Format = Literal["auto", "native", "openai-chat", "lmstudio"]
-FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio")
+Format = Literal["auto", "native", "openai-chat", "lmstudio", "inspect"]
+FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio", "inspect")
 
 
 @dataclass
@@ -128,6 +135,8 @@ def _surrogate_field(value: Any, path: str = "") -> str | None:
 
 
 def _sniff(record: Any) -> str:
+    if looks_like_inspect_log(record):
+        return "inspect"
     if looks_like_lmstudio(record):
         return "lmstudio"
     if isinstance(record, dict):
@@ -185,6 +194,9 @@ def iter_file(
     Whole-file problems raise ``ImportProblem`` before the first record."""
     if fmt not in FORMATS:
         raise ImportProblem(str(path), f"unknown format '{fmt}' (use one of {', '.join(FORMATS)})")
+    if fmt in ("auto", "inspect") and mapping is None and is_eval_archive(path):
+        yield from _inspect_items(path, eval_archive_samples(path), run, model)
+        return
     records = _records(path, _first_char(path))
     identity = identity_from_filename(path, run, model)
     detected = fmt
@@ -200,6 +212,14 @@ def iter_file(
             continue
         if detected == "auto":
             detected = _sniff(record)
+        if detected == "inspect" and mapping is None:
+            if not looks_like_inspect_log(record):
+                yield Parsed(location, None, ImportProblem(
+                    str(path), "expected an Inspect eval log (an object with 'eval' naming task "
+                    "and model, and 'samples')", location), raw)
+                continue
+            yield from _inspect_items(path, json_log_samples(record), run, model)
+            continue
         try:
             if mapping is not None:
                 traj = parse_mapped(record, mapping, run or path.stem)
@@ -211,6 +231,21 @@ def iter_file(
                 if run or model:
                     record = _override_run(record, run, model)
                 traj = parse_native(record)
+        except ValueError as err:
+            field_name, _, message = str(err).partition(": ")
+            yield Parsed(location, None,
+                         ImportProblem(str(path), message, location, field_name), raw)
+            continue
+        yield Parsed(location, traj, None, raw)
+
+
+def _inspect_items(path: Path, samples: Iterator[tuple[str, dict[str, Any], Any]],
+                   run: str | None, model: str | None) -> Iterator[Parsed]:
+    """One ``Parsed`` per Inspect sample (its location is ``sample <id> epoch <n>``)."""
+    for location, header, sample in samples:
+        raw = json.dumps(sample, ensure_ascii=False, default=str)
+        try:
+            traj = parse_inspect_sample(sample, header, stem=path.stem, run=run, model=model)
         except ValueError as err:
             field_name, _, message = str(err).partition(": ")
             yield Parsed(location, None,
