@@ -50,7 +50,8 @@ def main() -> None:
 def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: str | None,
                model: str | None, skip_invalid: bool, mapping_file: Path | None,
                tasks_file: Path | None, as_json: bool) -> None:
-    """Import trajectory files (native JSONL or OpenAI-style chat logs)."""
+    """Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI logs (.eval,
+    .json), LM Studio conversations, or any JSON mapped with --map."""
     from tqdm import tqdm
 
     from trajectories.importers.lmstudio import load_tasks
@@ -65,7 +66,7 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(q for q in p.iterdir() if q.suffix in {".json", ".jsonl"}))
+            files.extend(sorted(q for q in p.iterdir() if q.suffix in {".json", ".jsonl", ".eval"}))
         else:
             files.append(p)
     # Counts records, so one huge file shows progress too; appears only after half a second.
