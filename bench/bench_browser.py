@@ -156,15 +156,10 @@ def failed_ids(workspace: Path, n: int) -> list[str]:
 
 
 def identify(page: Page, name: str) -> None:
-    """Local mode: tell the app who is working (the sidebar's identity form)."""
-    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
-    field.fill(name)
-    field.press("Enter")
+    """Local mode: choose who is working, once, through the sidebar's identity form."""
+    page.get_by_label("Your name", exact=True).and_(page.locator("input")).fill(name)
+    page.get_by_role("button", name="Use this name").click()
     wait_idle(page)
-    confirm = page.get_by_role("button", name="Continue")
-    if confirm.count():
-        confirm.first.click()
-        wait_idle(page)
 
 
 def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
