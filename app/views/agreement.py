@@ -21,6 +21,7 @@ from labeling.queue import (
     multi_rater_summary,
     pair_confusion,
     pairwise_table,
+    step_agreement,
 )
 from taxonomy import default_taxonomy
 
@@ -78,6 +79,18 @@ else:
         download(shown, f"confusion_{a}_{b}", index=True)
     else:
         st.caption("No pair of annotators has labelled the same item yet.")
+
+st.subheader("First faulty step")
+steps = step_agreement(store, version, viewer=me)
+s1, s2, s3 = st.columns(3)
+s1.metric("Step agreement (exact)", "—" if steps.raw_agreement is None
+          else f"{steps.raw_agreement:.1%}",
+          help="Share of annotator pairs on the same item who marked the same first faulty step.")
+s2.metric("Pairs compared", steps.pairs)
+s3.metric("Labels left out", steps.excluded_labels,
+          help="No step chosen, or the pre-label's step accepted: those would measure the "
+               "pre-labeller, not the people.")
+st.caption("Counted only over steps people chose themselves.")
 
 st.subheader("LLM pre-label vs people")
 comparisons = llm_vs_human(store, keys, version, viewer=me)

@@ -131,8 +131,11 @@ def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
     cats = ["sql_logic_error", "stuck_in_loop", "answer_format_error"]
     for i, item in enumerate(items):
         for j, who in enumerate(("ana", "ben", "cai")):
+            # ana and ben pick the same step on even items; cai never chooses one.
+            step = None if who == "cai" else (2 if who == "ana" or i % 2 == 0 else 5)
             store.add_label(item, cats[(i + (j == 2 and i % 2)) % 3], annotator=who,
-                            taxonomy_version=version, prelabel_shown=j == 0)
+                            taxonomy_version=version, prelabel_shown=j == 0,
+                            first_error_step=step)
         store.save_prelabel(PrelabelRecord(PrelabelKey(item, version, "p", "m"), LabelResult(
             cats[i % 3], 0.9, None, "because", "heuristic", "1")))
     refused = open_adjudicate("ana")
@@ -150,4 +153,8 @@ def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Fleiss' kappa"] != "—"
     assert metrics["Krippendorff's alpha (nominal)"] != "—"
+    # Six ana/ben pairs with chosen steps, three agreeing; cai's six step-less labels left out.
+    assert metrics["Pairs compared"] == "6"
+    assert metrics["Step agreement (exact)"] == "50.0%"
+    assert metrics["Labels left out"] == "6"
     assert len(at.tabs) == 3  # all / pre-label shown / pre-label hidden
