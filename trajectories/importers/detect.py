@@ -232,11 +232,15 @@ def iter_file(
                     record = _override_run(record, run, model)
                 traj = parse_native(record)
         except ValueError as err:
-            field_name, _, message = str(err).partition(": ")
-            yield Parsed(location, None,
-                         ImportProblem(str(path), message, location, field_name), raw)
+            yield _rejected(path, location, err, raw)
             continue
         yield Parsed(location, traj, None, raw)
+
+
+def _rejected(path: Path, location: str, err: ValueError, raw: str) -> Parsed:
+    """A record a parser refused; parsers say ``"field: message"``."""
+    field_name, _, message = str(err).partition(": ")
+    return Parsed(location, None, ImportProblem(str(path), message, location, field_name), raw)
 
 
 def _inspect_items(path: Path, samples: Iterator[tuple[str, dict[str, Any], Any]],
@@ -247,9 +251,7 @@ def _inspect_items(path: Path, samples: Iterator[tuple[str, dict[str, Any], Any]
         try:
             traj = parse_inspect_sample(sample, header, stem=path.stem, run=run, model=model)
         except ValueError as err:
-            field_name, _, message = str(err).partition(": ")
-            yield Parsed(location, None,
-                         ImportProblem(str(path), message, location, field_name), raw)
+            yield _rejected(path, location, err, raw)
             continue
         yield Parsed(location, traj, None, raw)
 
