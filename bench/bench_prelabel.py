@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.gemini import GeminiLabeller
+from labeling.prelabel.protocol import SyncLabellerAdapter
 from labeling.prelabel.runner import run_prelabels, run_prelabels_sync
 from taxonomy import default_taxonomy
 from tests.fake_gemini import FakeGemini
@@ -125,7 +126,7 @@ def _heuristic(trajectories: list[Trajectory]) -> dict[str, Any]:
     except ImportError as e:
         return {"skipped": f"heuristic labeller not importable: {e}"}
     tax = default_taxonomy()
-    labeller = HeuristicLabeller(tax)
+    labeller = SyncLabellerAdapter(HeuristicLabeller(tax))
     t0 = time.perf_counter()
     stats = run_prelabels_sync(trajectories, labeller, tax, MemoryStore())
     elapsed = time.perf_counter() - t0

@@ -255,7 +255,7 @@ def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
 from faillab.cli_audit import audit  # noqa: E402
 from faillab.cli_evidence import evidence  # noqa: E402
 from faillab.cli_labels import labels  # noqa: E402
-from faillab.cli_prelabel import prelabel  # noqa: E402
+from faillab.cli_prelabel import prelabel, prelabel_worker  # noqa: E402
 from faillab.cli_sandbox import sandbox  # noqa: E402
 from faillab.cli_stats import stats  # noqa: E402
 from faillab.cli_users import users  # noqa: E402
@@ -263,6 +263,7 @@ from faillab.cli_users import users  # noqa: E402
 main.add_command(audit)
 main.add_command(evidence)
 main.add_command(prelabel)
+main.add_command(prelabel_worker)
 main.add_command(sandbox)
 main.add_command(stats)
 main.add_command(users)

@@ -130,3 +130,21 @@ def test_bad_taxonomy_and_missing_key_are_one_line(ws_dir: Path, tmp_path: Path)
                             "--workspace", str(ws_dir), env={"GEMINI_API_KEY": ""})
     assert code == 1 and out == ""
     assert err.strip().splitlines()[-1].startswith("error: No Gemini API key")
+
+
+def test_options_round_trip_through_the_worker_flags() -> None:
+    # The argv a launched worker gets parses back, through the hidden command's click options
+    # (built from the same definition), into exactly the options that produced it.
+    from faillab.cli_prelabel import prelabel_worker
+    from labeling.prelabel.options import OPTIONS, PrelabelOptions
+
+    given = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", concurrency=3, limit=9,
+                            taxonomy_path=Path("tax.json"), vertex=False, project="p",
+                            location="europe-west4", allow_external=True)
+    ctx = prelabel_worker.make_context("prelabel-worker", given.to_argv())
+    assert PrelabelOptions.from_params(ctx.params) == given
+    assert PrelabelOptions.from_params(
+        prelabel_worker.make_context("prelabel-worker", []).params) == PrelabelOptions()
+    visible = {p.name for p in main.commands["prelabel"].params}
+    hidden = {p.name for p in prelabel_worker.params}
+    assert {s.field for s in OPTIONS} <= visible & hidden

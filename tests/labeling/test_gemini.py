@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from labeling.prelabel.errors import FatalError, InvalidAnswerError, TransientError
 from labeling.prelabel.gemini import (
     GeminiConfigError,
     GeminiLabeller,
@@ -22,7 +23,6 @@ from labeling.prelabel.prompt import (
     truncate_middle,
     water_fill_cap,
 )
-from labeling.prelabel.runner import FatalError, InvalidAnswerError, TransientError
 from taxonomy import builtin_taxonomies, default_taxonomy
 from tests.fake_gemini import Behaviour, FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
