@@ -40,8 +40,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.errors import InvalidAnswerError, PrelabelServiceError
-from labeling.prelabel.labellers import DEFAULT_GEMINI_MODEL, build_labeller, load_run_taxonomy
-from labeling.prelabel.options import PrelabelOptions
+from labeling.prelabel.labellers import build_labeller, load_run_taxonomy
+from labeling.prelabel.options import DEFAULT_GEMINI_MODEL, PrelabelOptions
 from labeling.prelabel.pricing import estimate_cost_usd
 from labeling.prelabel.privacy import require_consent
 from labeling.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt

@@ -33,6 +33,7 @@ from google.genai import types
 
 from labeling.prelabel.base import LabelResult
 from labeling.prelabel.errors import FatalError, InvalidAnswerError, TransientError
+from labeling.prelabel.options import DEFAULT_GEMINI_MODEL
 from labeling.prelabel.privacy import privacy_notice
 from labeling.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
 from labeling.prelabel.protocol import Usage
@@ -54,7 +55,7 @@ __all__ = [
     "response_schema",
 ]
 
-DEFAULT_MODEL = "gemini-2.5-pro"
+DEFAULT_MODEL = DEFAULT_GEMINI_MODEL
 # Version of this module's parsing/mapping logic (the prompt has its own PROMPT_VERSION).
 LABELLER_VERSION = "1"
 

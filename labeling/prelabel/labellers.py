@@ -6,16 +6,12 @@ from pathlib import Path
 
 from labeling.prelabel.errors import PrelabelServiceError
 from labeling.prelabel.heuristic import HeuristicLabeller
-from labeling.prelabel.options import PrelabelOptions
+from labeling.prelabel.options import DEFAULT_GEMINI_MODEL, PrelabelOptions
 from labeling.prelabel.prompt import PROMPT_VERSION
 from labeling.prelabel.protocol import Labeller, SyncLabellerAdapter
 from taxonomy import Taxonomy, TaxonomyError, default_taxonomy, load_taxonomy
 
 __all__ = ["DEFAULT_GEMINI_MODEL", "build_labeller", "labeller_identity", "load_run_taxonomy"]
-
-# Repeated from gemini.py (and checked equal by a test) so that naming a labeller does not
-# import the SDK.
-DEFAULT_GEMINI_MODEL = "gemini-2.5-pro"
 
 
 def load_run_taxonomy(path: Path | None) -> Taxonomy:

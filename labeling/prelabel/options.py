@@ -18,9 +18,18 @@ from labeling.prelabel.errors import PrelabelServiceError
 if TYPE_CHECKING:
     from faillab.settings import Settings
 
-__all__ = ["LABELLERS", "OPTIONS", "OptionSpec", "PrelabelOptions", "option_spec"]
+__all__ = [
+    "DEFAULT_GEMINI_MODEL",
+    "LABELLERS",
+    "OPTIONS",
+    "OptionSpec",
+    "PrelabelOptions",
+    "option_spec",
+]
 
 LABELLERS: tuple[str, ...] = ("heuristic", "gemini")
+# Here, not in gemini.py, so that naming the default does not import the SDK.
+DEFAULT_GEMINI_MODEL = "gemini-2.5-pro"
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "heuristic: offline rules. gemini: an online model (see the privacy notice).",
                choices=LABELLERS, label="Labeller"),
     OptionSpec("model", "--model", "text",
-               "Gemini model (default: $FAILLAB_GEMINI_MODEL, else gemini-2.5-pro).",
+               f"Gemini model (default: $FAILLAB_GEMINI_MODEL, else {DEFAULT_GEMINI_MODEL}).",
                label="Model"),
     OptionSpec("concurrency", "--concurrency", "count",
                "Most Gemini requests in flight at once.", minimum=1,

@@ -65,15 +65,17 @@ async def _label_one(
     stop: asyncio.Event,
 ) -> _Outcome:
     tried = Attempts()
-    if not labeller.remote:
-        # Local rules are deterministic: a retry would repeat the same answer.
-        policy = RetryPolicy(max_attempts=1, max_invalid_attempts=1)
     error: str
     abort: FatalError | None = None
     try:
-        result = await call_with_retries(
-            lambda: labeller.alabel(t, taxonomy), policy, tried, sleep=sleep, stop=stop
-        )
+        if labeller.remote:
+            result = await call_with_retries(
+                lambda: labeller.alabel(t, taxonomy), policy, tried, sleep=sleep, stop=stop
+            )
+        else:
+            # Local rules are deterministic: a retry would repeat the same answer.
+            tried.calls = 1
+            result, _ = await labeller.alabel(t, taxonomy)
     except LabellerError as e:
         error = f"{e.kind}: {e.message}"
         if isinstance(e, FatalError) and e.abort_run:
