@@ -3,10 +3,11 @@
 ``advance_batch`` is one idempotent step, run again until everything is in:
 
 1. No batch in progress: the failures without a usable pre-label are planned (prompts built,
-   input tokens counted, cost estimated at batch prices) and the plan is shown (``on_plan``)
-   *before* the privacy interlock is checked, so a run without ``--yes-send-data`` shows what it
-   would cost and sends nothing. Then the prompts are submitted as one or more jobs of inlined
-   requests (each under ``max_job_bytes``; the API takes 20 MB of inlined requests per job).
+   input tokens counted, cost estimated at batch prices; prompts are streamed, never all held
+   in memory) and the plan is shown (``on_plan``) *before* the privacy interlock is checked, so
+   a run without ``--yes-send-data`` shows what it would cost and sends nothing. Then the
+   prompts are submitted as one or more jobs of inlined requests (each under
+   ``max_job_bytes``; the API takes 20 MB of inlined requests per job).
 2. A batch in progress: every unfinished job is polled; a finished job's answers are parsed
    exactly as interactive answers are (``GeminiLabeller.parse_response``) and saved into the
    same store, under the same cache keys, as the interactive runner's. A failed, cancelled or
@@ -204,55 +205,63 @@ def _call(fn: Callable[[], Any], what: str, attempts: int,
 # -- planning and submitting --------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Planned:
     trajectory_id: str
-    prompt: str
     tokens: int
 
 
-def _plan(ws: Workspace, store: Store, taxonomy: Taxonomy, model: str, prompt_version: str,
-          token_budget: int, limit: int | None, report: BatchReport) -> list[_Planned]:
-    known = store.get_prelabels(taxonomy.version, prompt_version, model)
-    planned: list[_Planned] = []
+def _prompts(ws: Workspace, taxonomy: Taxonomy, wanted: set[str] | None
+             ) -> Iterator[tuple[str, str, int]]:
+    """(trajectory id, prompt, approximate tokens) of the workspace's failures (``wanted``
+    only, when given), streamed: at study scale the prompts together do not fit in memory."""
     for t in failed_trajectories(ws):
         tid = t.id or t.content_id()
+        if wanted is None or tid in wanted:
+            prompt = build_prompt(t, taxonomy, token_budget=DEFAULT_TOKEN_BUDGET)
+            yield tid, prompt.text, prompt.approx_tokens
+
+
+def _plan(ws: Workspace, store: Store, taxonomy: Taxonomy, model: str, limit: int | None,
+          report: BatchReport) -> list[_Planned]:
+    known = store.get_prelabels(taxonomy.version, PROMPT_VERSION, model)
+    planned: list[_Planned] = []
+    for tid, _text, tokens in _prompts(ws, taxonomy, None):
         rec = known.get(tid)
         if rec is not None and rec.ok:
             report.cached += 1
-            continue
-        if limit is not None and len(planned) >= limit:
-            continue
-        prompt = build_prompt(t, taxonomy, token_budget=token_budget)
-        planned.append(_Planned(tid, prompt.text, prompt.approx_tokens))
+        elif limit is None or len(planned) < limit:
+            planned.append(_Planned(tid, tokens))
     return planned
 
 
-def _chunks(planned: list[_Planned], max_bytes: int) -> Iterator[list[_Planned]]:
-    chunk: list[_Planned] = []
+def _chunks(items: Iterator[tuple[str, str, int]], max_bytes: int
+            ) -> Iterator[list[tuple[str, str]]]:
+    chunk: list[tuple[str, str]] = []
     size = 0
-    for p in planned:
-        n = len(p.prompt.encode()) + 1024  # the per-request envelope (schema, metadata)
+    for tid, text, _tokens in items:
+        n = len(text.encode()) + 1024  # the per-request envelope (schema, metadata)
         if chunk and size + n > max_bytes:
             yield chunk
             chunk, size = [], 0
-        chunk.append(p)
+        chunk.append((tid, text))
         size += n
     if chunk:
         yield chunk
 
 
-def _submit(lab: GeminiLabeller, taxonomy: Taxonomy, planned: list[_Planned], state: BatchState,
-            path: Path, max_job_bytes: int, attempts: int, sleep: Callable[[float], None],
-            report: BatchReport) -> None:
+def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: list[_Planned],
+            state: BatchState, path: Path, max_job_bytes: int, attempts: int,
+            sleep: Callable[[float], None], report: BatchReport) -> None:
     from google.genai import types
 
     config = lab.generation_config(taxonomy)
-    for i, chunk in enumerate(_chunks(planned, max_job_bytes)):
+    wanted = {p.trajectory_id for p in planned}
+    # The prompts are built again here, a job's worth at a time, rather than kept from planning.
+    for i, chunk in enumerate(_chunks(_prompts(ws, taxonomy, wanted), max_job_bytes)):
         requests = [
-            types.InlinedRequest(contents=p.prompt, config=config,
-                                 metadata={"key": p.trajectory_id})
-            for p in chunk
+            types.InlinedRequest(contents=text, config=config, metadata={"key": tid})
+            for tid, text in chunk
         ]
         job_config = types.CreateBatchJobConfig(display_name=f"faillab-prelabel-{i + 1}")
 
@@ -261,7 +270,7 @@ def _submit(lab: GeminiLabeller, taxonomy: Taxonomy, planned: list[_Planned], st
             return lab.client.batches.create(model=lab.model, src=src, config=cfg)
 
         job = _call(create, "submitting a batch job", attempts, sleep)
-        state.jobs.append(BatchJobRecord(str(job.name), [p.trajectory_id for p in chunk],
+        state.jobs.append(BatchJobRecord(str(job.name), [tid for tid, _ in chunk],
                                          _state_name(job.state)))
         _save_state(path, state)  # after every job: a crash loses no submitted job
         report.submitted_jobs += 1
@@ -276,6 +285,8 @@ def _state_name(state: Any) -> str:
 
 def _trajectories(ws: Workspace, ids: set[str]) -> dict[str, Trajectory]:
     found: dict[str, Trajectory] = {}
+    if not ids:
+        return found
     for batch in ws.iter_payload_batches():
         for tid, payload, _exact in batch:
             if tid in ids and tid not in found:
@@ -283,8 +294,9 @@ def _trajectories(ws: Workspace, ids: set[str]) -> dict[str, Trajectory]:
     return found
 
 
-def _collect(ws: Workspace, store: Store, lab: GeminiLabeller, taxonomy: Taxonomy,
-             state: BatchState, job: BatchJobRecord, remote: Any, report: BatchReport) -> None:
+def _collect(store: Store, lab: GeminiLabeller, taxonomy: Taxonomy, state: BatchState,
+             job: BatchJobRecord, remote: Any, trajectories: Mapping[str, Trajectory],
+             report: BatchReport) -> None:
     def key(tid: str) -> PrelabelKey:
         return PrelabelKey(tid, state.taxonomy_version, state.prompt_version, state.model)
 
@@ -304,7 +316,6 @@ def _collect(ws: Workspace, store: Store, lab: GeminiLabeller, taxonomy: Taxonom
         tid = meta.get("key") or (job.keys[i] if i < len(job.keys) else None)
         if tid is not None:
             answers[str(tid)] = item
-    trajectories = _trajectories(ws, set(job.keys)) if job.state.endswith("SUCCEEDED") else {}
     for tid in job.keys:
         item = answers.get(tid)
         if item is None:
@@ -374,8 +385,7 @@ def advance_batch(
         lab: GeminiLabeller | None = labeller
         if state is None:
             model = options.model or DEFAULT_GEMINI_MODEL
-            planned = _plan(ws, store, taxonomy, model, PROMPT_VERSION, DEFAULT_TOKEN_BUDGET,
-                            options.limit, report)
+            planned = _plan(ws, store, taxonomy, model, options.limit, report)
             report.to_submit = len(planned)
             report.estimated_input_tokens = sum(p.tokens for p in planned)
             report.estimated_cost_usd = estimate_cost_usd(
@@ -390,8 +400,8 @@ def advance_batch(
             store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
             state = BatchState(model, taxonomy.version, PROMPT_VERSION,
                                estimated_cost_usd=report.estimated_cost_usd)
-            _submit(lab, taxonomy, planned, state, path, max_job_bytes, call_attempts, sleep,
-                    report)
+            _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, call_attempts,
+                    sleep, report)
         else:
             wanted = (options.model or state.model, taxonomy.version)
             if wanted != (state.model, state.taxonomy_version):
@@ -400,14 +410,21 @@ def advance_batch(
                     f"progress ({path}); collect it first with the same --model/--taxonomy")
             lab = lab or _gemini(replace(options, model=state.model), taxonomy)
         while True:
+            finished: list[tuple[BatchJobRecord, Any]] = []
             for job in state.open_jobs:
                 remote = _call(partial(lab.client.batches.get, name=job.name),
                                f"polling {job.name}", call_attempts, sleep)
                 job.state = _state_name(remote.state)
                 if job.state in _DONE_STATES:
-                    _collect(ws, store, lab, taxonomy, state, job, remote, report)
-                    job.collected = True
-                    report.collected_jobs += 1
+                    finished.append((job, remote))
+            # One pass over the workspace for every job that finished in this round.
+            trajectories = _trajectories(
+                ws, {k for job, _ in finished if job.state.endswith("SUCCEEDED") for k in job.keys}
+            )
+            for job, remote in finished:
+                _collect(store, lab, taxonomy, state, job, remote, trajectories, report)
+                job.collected = True
+                report.collected_jobs += 1
                 _save_state(path, state)
             report.running_jobs = len(state.open_jobs)
             if not wait or not report.running_jobs:

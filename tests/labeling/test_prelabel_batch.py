@@ -4,7 +4,6 @@ the interactive runner; API failures lose nothing."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import replace
@@ -102,7 +101,7 @@ def test_restart_resumes_without_duplicate_or_lost_labels(ws: Workspace, store: 
                                                          fake: FakeGemini) -> None:
     n = len(failure_ids(ws))
     # Small jobs, so the batch is several jobs; one poll says running, then done.
-    first = step(ws, store, max_job_bytes=len(json.dumps({})) + 60_000)
+    first = step(ws, store, max_job_bytes=60_000)
     jobs = first.submitted_jobs
     assert jobs > 1
     # The process goes away: all that survives is the workspace (state file) and the store.
