@@ -227,7 +227,7 @@ def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -
     store = open_store(settings.annotations_url())
     if run_id is not None:
         # The page created the run record; record this process so liveness can be checked.
-        store.update_prelabel_run(run_id, pid=os.getpid())
+        store.prelabels.update_run(run_id, pid=os.getpid())
     code = 0
     try:
         notice = privacy_text(options)

@@ -224,7 +224,7 @@ def _prompts(ws: Workspace, taxonomy: Taxonomy, wanted: set[str] | None
 
 def _plan(ws: Workspace, store: Store, taxonomy: Taxonomy, model: str, limit: int | None,
           report: BatchReport) -> list[_Planned]:
-    known = store.get_prelabels(taxonomy.version, PROMPT_VERSION, model)
+    known = store.prelabels.get_many(taxonomy.version, PROMPT_VERSION, model)
     planned: list[_Planned] = []
     for tid, _text, tokens in _prompts(ws, taxonomy, None):
         rec = known.get(tid)
@@ -302,9 +302,9 @@ def _collect(store: Store, lab: GeminiLabeller, taxonomy: Taxonomy, state: Batch
 
     def save_failure(tid: str, error: str, in_tok: int = 0, out_tok: int = 0) -> None:
         # Never over a usable label (an interactive run may have labelled it meanwhile).
-        old = store.get_prelabel(key(tid))
+        old = store.prelabels.get(key(tid))
         if old is None or not old.ok:
-            store.save_prelabel(PrelabelRecord(key(tid), None, error, in_tok, out_tok, 1))
+            store.prelabels.save(PrelabelRecord(key(tid), None, error, in_tok, out_tok, 1))
         report.failed += 1
         report.errors.append(f"{tid}: {error}")
 
@@ -337,7 +337,7 @@ def _collect(store: Store, lab: GeminiLabeller, taxonomy: Taxonomy, state: Batch
             save_failure(tid, f"{e.kind}: {e.message}", e.usage.input_tokens,
                          e.usage.output_tokens)
             continue
-        store.save_prelabel(PrelabelRecord(key(tid), result, None, usage.input_tokens,
+        store.prelabels.save(PrelabelRecord(key(tid), result, None, usage.input_tokens,
                                            usage.output_tokens, 1))
         report.labelled += 1
         report.input_tokens += usage.input_tokens
@@ -397,7 +397,7 @@ def advance_batch(
                 return report
             require_consent(options, env)  # after the estimate, before anything is sent
             lab = lab or _gemini(options, taxonomy)
-            store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+            store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
             state = BatchState(model, taxonomy.version, PROMPT_VERSION,
                                estimated_cost_usd=report.estimated_cost_usd)
             _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, call_attempts,

@@ -87,4 +87,4 @@ def mark_dead_run(store: Store, run: PrelabelRun, returncode: int | None) -> Pre
     memory) cannot update it any more: record the run as failed on its behalf."""
     if run.status != "running" or returncode is None:
         return run
-    return store.update_prelabel_run(run.id, status="failed")
+    return store.prelabels.update_run(run.id, status="failed")
