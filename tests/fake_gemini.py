@@ -517,7 +517,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        status, headers, data = self.owner._handle(self.path, raw)
+        self._send(*self.owner._handle(self.path, raw))
+
+    def do_GET(self) -> None:
+        self._send(*self.owner._handle_batch("GET", self.path.split("?", 1)[0], b""))
+
+    def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -528,16 +533,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a scripted timeout): nothing to answer
-
-    def do_GET(self) -> None:
-        status, headers, data = self.owner._handle_batch("GET", self.path.split("?", 1)[0], b"")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean

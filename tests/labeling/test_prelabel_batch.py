@@ -4,10 +4,7 @@ the interactive runner; API failures lose nothing."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -25,37 +22,18 @@ from labeling.prelabel.service import run_prelabelling
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
 from tests.fake_gemini import Behaviour, FakeGemini
+
+# The same copied demo workspace, label store and fake server (batch jobs finish on the second
+# poll) as the interactive service tests.
+from tests.labeling import test_prelabel_service as _service_tests
 from trajectories.workspace import Workspace
+
+ws = _service_tests.ws
+store = _service_tests.store
+fake = _service_tests.fake
 
 GEMINI = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", vertex=False,
                          allow_external=True)
-
-
-@pytest.fixture
-def ws(demo_workspace: Path, tmp_path: Path) -> Workspace:
-    root = tmp_path / "ws"
-    shutil.copytree(demo_workspace, root)
-    return Workspace(root)
-
-
-@pytest.fixture
-def store(ws: Workspace) -> Iterator[Store]:
-    s = open_store(ws.default_annotations_url)
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
-    with FakeGemini(batch_polls=1) as server:
-        monkeypatch.setenv("GEMINI_API_KEY", "dummy-key")
-        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
-        monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-        monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
-        monkeypatch.delenv("FAILLAB_ALLOW_EXTERNAL_LLM", raising=False)
-        yield server
 
 
 def failure_ids(ws: Workspace) -> list[str]:
