@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.errors import InvalidAnswerError, PrelabelServiceError
@@ -46,6 +46,7 @@ from labeling.prelabel.options import DEFAULT_GEMINI_MODEL, PrelabelOptions
 from labeling.prelabel.pricing import estimate_cost_usd
 from labeling.prelabel.privacy import require_consent
 from labeling.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
+from labeling.prelabel.retry import backoff_delay
 from labeling.prelabel.service import failed_trajectories
 from trajectories.model import Trajectory
 
@@ -175,23 +176,35 @@ def _save_state(path: Path, state: BatchState) -> None:
 # -- calls to the service -----------------------------------------------------------------------
 
 
-def _transient(err: BaseException) -> bool:
+def _refused_for_now(err: BaseException) -> bool:
+    """The service said the call was not carried out and may be asked again (429, 408, 5xx).
+    Network errors are not retried: a job may have been created although its answer was lost,
+    and asking again would submit (and bill) it twice."""
     from google.genai import errors as genai_errors
 
-    code = getattr(err, "code", None) if isinstance(err, genai_errors.APIError) else None
-    return (isinstance(code, int) and (code in (408, 429) or code >= 500)) or isinstance(
-        err, (TimeoutError, ConnectionError)
-    )
+    code = err.code if isinstance(err, genai_errors.APIError) else None
+    return isinstance(code, int) and (code in (408, 429) or code >= 500)
+
+
+def _wait(state: RetryCallState) -> float:
+    from google.genai import errors as genai_errors
+
+    from labeling.prelabel.gemini import retry_after_seconds
+
+    err = state.outcome.exception() if state.outcome is not None else None
+    after = retry_after_seconds(err) if isinstance(err, genai_errors.APIError) else None
+    return backoff_delay(state.attempt_number, base_delay_s=2.0, max_delay_s=60.0,
+                         retry_after_s=after)
 
 
 def _call(fn: Callable[[], Any], what: str, attempts: int,
           sleep: Callable[[float], None]) -> Any:
-    """A job-level call (create, get), retried a few times on transient errors: a job call is
-    cheap and idempotent to ask again, unlike losing the step."""
+    """A job-level call (create, get), asked again a few times when the service refuses it for
+    now, waiting as the interactive runner does (Retry-After respected)."""
     retrying = Retrying(
-        retry=retry_if_exception(_transient),
+        retry=retry_if_exception(_refused_for_now),
         stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=1, max=30),
+        wait=_wait,
         sleep=sleep,
         reraise=True,
     )

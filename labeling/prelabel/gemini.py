@@ -53,6 +53,7 @@ __all__ = [
     "generation_config",
     "privacy_notice",
     "response_schema",
+    "retry_after_seconds",
 ]
 
 DEFAULT_MODEL = DEFAULT_GEMINI_MODEL
@@ -190,7 +191,7 @@ def generation_config(schema: ResponseSchema) -> types.GenerateContentConfig:
     )
 
 
-def _retry_after_seconds(err: genai_errors.APIError) -> float | None:
+def retry_after_seconds(err: genai_errors.APIError) -> float | None:
     """Retry-After header (seconds or HTTP date), else google.rpc.RetryInfo's retryDelay."""
     headers = getattr(getattr(err, "response", None), "headers", None)
     value = None
@@ -337,11 +338,11 @@ class GeminiLabeller:
         detail = f"HTTP {code} {e.status or ''}: {e.message or ''}".strip()
         if code == 429:
             return TransientError(
-                detail, kind="rate_limited", retry_after_s=_retry_after_seconds(e), status=code
+                detail, kind="rate_limited", retry_after_s=retry_after_seconds(e), status=code
             )
         if code == 408 or code >= 500:
             return TransientError(
-                detail, kind="server_error", retry_after_s=_retry_after_seconds(e), status=code
+                detail, kind="server_error", retry_after_s=retry_after_seconds(e), status=code
             )
         if code in (401, 403):
             where = (

@@ -152,3 +152,19 @@ def test_consent_is_required_after_the_estimate(ws: Workspace, store: Store,
     with pytest.raises(PrelabelServiceError, match="gemini"):
         step(ws, store, PrelabelOptions(labeller="heuristic"))
 
+
+
+def test_polling_failures_keep_the_batch_for_the_next_run(ws: Workspace, store: Store,
+                                                          fake: FakeGemini) -> None:
+    n = len(failure_ids(ws))
+    fake.push_batch("get_500")  # the poll right after submitting fails once: asked again
+    first = step(ws, store)
+    assert first.submitted_jobs == 1 and fake.batch_calls.count("get") == 2
+    before = load_state(state_path(ws.root))
+    fake.push_batch("get_500", "get_500", "get_500")
+    with pytest.raises(BatchError, match="polling batches/"):
+        step(ws, store)
+    # Nothing forgotten: the same job is still recorded, and the next run collects it.
+    assert load_state(state_path(ws.root)) == before
+    assert step(ws, store).labelled == n
+    assert fake.batch_calls.count("create") == 1
