@@ -18,8 +18,9 @@ It also answers the Batch API as the SDK's ``client.batches`` calls it (Develope
 requests): ``POST .../models/{model}:batchGenerateContent`` creates a job, ``GET .../batches/{id}``
 polls it (``batch_polls`` polls say running, then the job succeeds: every request gets its
 behaviour as above, answered inline with its ``metadata``), ``POST .../batches/{id}:cancel``.
-``batch_script`` scripts the job-level calls: ``create_429`` / ``create_500`` (creation fails),
-``get_500`` (one poll fails), ``job_failed`` (the job ends BATCH_STATE_FAILED).
+``GET .../batches`` lists the jobs. ``batch_script`` scripts the job-level calls: ``create_429`` /
+``create_500`` (creation refused), ``create_lost`` (the job is created but the connection closes
+before the answer), ``get_500`` (one poll fails), ``job_failed`` (the job ends FAILED).
 """
 
 from __future__ import annotations
@@ -43,9 +44,13 @@ _PATH = re.compile(
     r"models/(?P<model>[^/:]+):generateContent$"
 )
 _BATCH_CREATE = re.compile(r"^/(?P<version>[^/]+)/models/(?P<model>[^/:]+):batchGenerateContent$")
+_BATCH_LIST = re.compile(r"^/(?P<version>[^/]+)/batches$")
 _BATCH_GET = re.compile(r"^/(?P<version>[^/]+)/batches/(?P<id>[^/:]+)(?P<cancel>:cancel)?$")
 _TRAJ_ID = re.compile(r"Trajectory id: (\S+)")
-BATCH_KINDS = frozenset({"create_429", "create_500", "get_500", "job_failed"})
+BATCH_KINDS = frozenset({"create_429", "create_500", "create_lost", "get_500", "job_failed"})
+
+# Returned instead of an answer: the handler closes the connection without responding.
+NO_ANSWER = (0, {}, b"")
 
 KINDS = frozenset(
     {
@@ -290,7 +295,7 @@ class FakeGemini:
 
     def _handle(self, path: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
         bare = path.split("?", 1)[0]
-        if _BATCH_CREATE.match(bare) or _BATCH_GET.match(bare):
+        if _BATCH_CREATE.match(bare) or _BATCH_GET.match(bare) or _BATCH_LIST.match(bare):
             return self._handle_batch("POST", bare, raw)
         m = _PATH.match(bare)
         if m is None:
@@ -328,7 +333,7 @@ class FakeGemini:
         if create is not None and method == "POST":
             with self._lock:
                 self.batch_calls.append("create")
-            scripted = self._next_batch("create_429", "create_500")
+            scripted = self._next_batch("create_429", "create_500", "create_lost")
             if scripted == "create_429":
                 return _error(429, "RESOURCE_EXHAUSTED", "scripted failure", {"Retry-After": "1"})
             if scripted == "create_500":
@@ -352,7 +357,14 @@ class FakeGemini:
                 if job.fail:
                     self._batch_script.popleft()
                 self.batch_jobs[job.id] = job
+            if scripted == "create_lost":
+                return NO_ANSWER
             return _json(200, self._job_payload(job))
+        if _BATCH_LIST.match(path):
+            with self._lock:
+                self.batch_calls.append("list")
+                jobs = list(self.batch_jobs.values())
+            return _json(200, {"operations": [self._job_payload(j) for j in jobs]})
         got = _BATCH_GET.match(path)
         if got is None:
             return _error(404, "NOT_FOUND", f"no route for {path}")
@@ -523,6 +535,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(*self.owner._handle_batch("GET", self.path.split("?", 1)[0], b""))
 
     def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        if (status, headers, data) == NO_ANSWER:
+            self.close_connection = True
+            return
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")

@@ -16,8 +16,9 @@
 The batch (job names, the trajectory ids of each job, which jobs were collected) is kept in
 ``prelabel-batch.json`` in the workspace, rewritten atomically after every job submitted or
 collected, and every step holds ``prelabel-batch.json.lock`` (``filelock``), so a restarted or
-concurrent process neither submits twice nor loses a job. Saving is an upsert by cache key, so
-collecting a job again after a crash writes no duplicate.
+concurrent process neither submits twice nor loses a job. A job is recorded (by a unique display
+name) before its creation call, so one whose answer was lost is found again, not resubmitted.
+Saving is an upsert by cache key, so collecting a job again after a crash writes no duplicate.
 
 Batch jobs go to the Gemini Developer API with an API key, which is not zero-retention: the
 privacy notice applies as for interactive runs. Vertex AI batch jobs read their input from Cloud
@@ -87,10 +88,11 @@ class BatchError(Exception):
 
 @dataclass
 class BatchJobRecord:
-    name: str  # "batches/..."
+    name: str  # "batches/..."; "" while being submitted (recorded before the call)
     keys: list[str]  # trajectory ids, in request order
     state: str = "JOB_STATE_PENDING"
     collected: bool = False
+    display_name: str = ""  # unique per job: finds a job whose creation answer was lost
 
 
 @dataclass
@@ -105,7 +107,7 @@ class BatchState:
 
     @property
     def open_jobs(self) -> list[BatchJobRecord]:
-        return [j for j in self.jobs if not j.collected]
+        return [j for j in self.jobs if j.name and not j.collected]
 
 
 @dataclass
@@ -276,17 +278,52 @@ def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: lis
             types.InlinedRequest(contents=text, config=config, metadata={"key": tid})
             for tid, text in chunk
         ]
-        job_config = types.CreateBatchJobConfig(display_name=f"faillab-prelabel-{i + 1}")
+        display = f"faillab-prelabel-{uuid.uuid4().hex[:12]}-{i + 1}"
+        record = BatchJobRecord("", [tid for tid, _ in chunk], display_name=display)
+        # Recorded before the call: if this process dies before the answer is saved, the next
+        # step finds the job by its display name instead of submitting (and paying) twice.
+        state.jobs.append(record)
+        _save_state(path, state)
+        job_config = types.CreateBatchJobConfig(display_name=display)
 
         def create(src: list[types.InlinedRequest] = requests,
                    cfg: types.CreateBatchJobConfig = job_config) -> types.BatchJob:
             return lab.client.batches.create(model=lab.model, src=src, config=cfg)
 
-        job = _call(create, "submitting a batch job", attempts, sleep)
-        state.jobs.append(BatchJobRecord(str(job.name), [tid for tid, _ in chunk],
-                                         _state_name(job.state)))
-        _save_state(path, state)  # after every job: a crash loses no submitted job
+        try:
+            job = _call(create, "submitting a batch job", attempts, sleep)
+        except BatchError as e:
+            if _answered(e.__cause__):  # the service said no: no job exists
+                state.jobs.remove(record)
+                _save_state(path, state)
+            raise
+        record.name, record.state = str(job.name), _state_name(job.state)
+        _save_state(path, state)
         report.submitted_jobs += 1
+
+
+def _answered(err: BaseException | None) -> bool:
+    from google.genai import errors as genai_errors
+
+    return isinstance(err, genai_errors.APIError)
+
+
+def _adopt_unnamed(lab: GeminiLabeller, state: BatchState, path: Path, attempts: int,
+                   sleep: Callable[[float], None]) -> None:
+    """Jobs whose creation answer never arrived: found among the service's jobs by display
+    name, or dropped (their items were not submitted and are planned again later)."""
+    unnamed = [j for j in state.jobs if not j.name]
+    if not unnamed:
+        return
+    jobs = _call(lambda: list(lab.client.batches.list()), "listing batch jobs", attempts, sleep)
+    by_display = {str(j.display_name): j for j in jobs if j.display_name}
+    for record in unnamed:
+        found = by_display.get(record.display_name)
+        if found is None:
+            state.jobs.remove(record)
+        else:
+            record.name, record.state = str(found.name), _state_name(found.state)
+    _save_state(path, state)
 
 
 def _state_name(state: Any) -> str:
@@ -396,6 +433,17 @@ def advance_batch(
     try:
         state = load_state(path)
         lab: GeminiLabeller | None = labeller
+        if state is not None:
+            wanted = (options.model or state.model, taxonomy.version)
+            if wanted != (state.model, state.taxonomy_version):
+                raise BatchError(
+                    f"a batch for {state.model} on taxonomy {state.taxonomy_version} is in "
+                    f"progress ({path}); collect it first with the same --model/--taxonomy")
+            lab = lab or _gemini(replace(options, model=state.model), taxonomy)
+            _adopt_unnamed(lab, state, path, call_attempts, sleep)
+            if not state.jobs:  # nothing was really submitted: plan afresh
+                path.unlink(missing_ok=True)
+                state = None
         if state is None:
             model = options.model or DEFAULT_GEMINI_MODEL
             planned = _plan(ws, store, taxonomy, model, options.limit, report)
@@ -413,19 +461,17 @@ def advance_batch(
             store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
             state = BatchState(model, taxonomy.version, PROMPT_VERSION,
                                estimated_cost_usd=report.estimated_cost_usd)
-            _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, call_attempts,
-                    sleep, report)
-        else:
-            wanted = (options.model or state.model, taxonomy.version)
-            if wanted != (state.model, state.taxonomy_version):
-                raise BatchError(
-                    f"a batch for {state.model} on taxonomy {state.taxonomy_version} is in "
-                    f"progress ({path}); collect it first with the same --model/--taxonomy")
-            lab = lab or _gemini(replace(options, model=state.model), taxonomy)
+            try:
+                _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, call_attempts,
+                        sleep, report)
+            finally:
+                if not state.jobs:
+                    path.unlink(missing_ok=True)  # nothing in flight: no state to keep
+        gemini = lab or _gemini(replace(options, model=state.model), taxonomy)
         while True:
             finished: list[tuple[BatchJobRecord, Any]] = []
             for job in state.open_jobs:
-                remote = _call(partial(lab.client.batches.get, name=job.name),
+                remote = _call(partial(gemini.client.batches.get, name=job.name),
                                f"polling {job.name}", call_attempts, sleep)
                 job.state = _state_name(remote.state)
                 if job.state in _DONE_STATES:
@@ -435,7 +481,7 @@ def advance_batch(
                 ws, {k for job, _ in finished if job.state.endswith("SUCCEEDED") for k in job.keys}
             )
             for job, remote in finished:
-                _collect(store, lab, taxonomy, state, job, remote, trajectories, report)
+                _collect(store, gemini, taxonomy, state, job, remote, trajectories, report)
                 job.collected = True
                 report.collected_jobs += 1
                 _save_state(path, state)

@@ -168,3 +168,20 @@ def test_polling_failures_keep_the_batch_for_the_next_run(ws: Workspace, store: 
     assert load_state(state_path(ws.root)) == before
     assert step(ws, store).labelled == n
     assert fake.batch_calls.count("create") == 1
+
+
+def test_job_whose_creation_answer_was_lost_is_found_not_resubmitted(
+    ws: Workspace, store: Store, fake: FakeGemini
+) -> None:
+    n = len(failure_ids(ws))
+    fake.push_batch("create_lost")  # created on the service, but the answer never arrives
+    with pytest.raises(BatchError):
+        step(ws, store)
+    state = load_state(state_path(ws.root))
+    assert state is not None and [j.name for j in state.jobs] == [""]
+    # The next step finds the job by its display name and collects it: one job, no re-send.
+    step(ws, store)
+    report = step(ws, store)
+    assert report.labelled == n and "list" in fake.batch_calls
+    assert fake.batch_calls.count("create") == 1 and len(fake.batch_items) == n
+    assert set(labelled(store, ws)) == set(failure_ids(ws))
