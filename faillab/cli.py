@@ -147,7 +147,7 @@ def serve_command(main_py: Path, host: str, port: int, headless: bool) -> list[s
 def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
           allow_unauthenticated_network: bool) -> None:
     """Serve the workbench (Streamlit) on http://HOST:PORT."""
-    import app
+    from faillab import app as app_package
 
     settings = settings_for(workspace)
     host = host or settings.host
@@ -158,7 +158,7 @@ def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
             f"refusing to listen on {host} with auth none (anyone on the network could use it); "
             "set FAILLAB_AUTH=password or oidc, or pass --allow-unauthenticated-network")
     env = {**os.environ, "FAILLAB_WORKSPACE": str(settings.workspace.resolve())}
-    main_py = Path(app.__file__).with_name("main.py")
+    main_py = Path(app_package.__file__).with_name("main.py")
     cmd = serve_command(main_py, host, port, headless)
     # Become the server instead of starting a child: a signal to `faillab serve` (Ctrl-C, a
     # supervisor's SIGTERM) reaches Streamlit itself and never leaves an orphaned server behind.

@@ -9,14 +9,18 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from app.auth import require_user
-from app.state import get_settings, get_store, workspace
-from app.widgets.answer import render_answer_panel
-from app.widgets.label_form import render_label_form, render_last_saved, render_visible_labels
-from app.widgets.queue import render_assignment_form, render_progress
-from app.widgets.rubric import render_rubric
-from app.widgets.safe import escape_markdown, plain
-from app.widgets.steps import render_steps
+from faillab.app.auth import require_user
+from faillab.app.state import get_settings, get_store, workspace
+from faillab.app.widgets.answer import render_answer_panel
+from faillab.app.widgets.label_form import (
+    render_label_form,
+    render_last_saved,
+    render_visible_labels,
+)
+from faillab.app.widgets.queue import render_assignment_form, render_progress
+from faillab.app.widgets.rubric import render_rubric
+from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.steps import render_steps
 from labeling.queue import failed_frame, prelabel_for, queue_for, take_unassigned
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.auth import current_user
-from app.state import get_settings, get_store, open_trajectory_link, workspace
-from app.viewer import viewer_of
+from faillab.app.auth import current_user
+from faillab.app.state import get_settings, get_store, open_trajectory_link, workspace
+from faillab.app.viewer import viewer_of
 from labeling.queue import ids_with_final_category
 from labeling.store import Viewer
 from taxonomy import default_taxonomy

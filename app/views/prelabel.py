@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_settings, get_store, workspace
+from faillab.app.auth import require_user
+from faillab.app.state import get_settings, get_store, workspace
 from labeling.prelabel.gemini import privacy_notice
 from labeling.prelabel.routing import prelabel_confidences, route_prelabels
 from labeling.prelabel.service import (

@@ -24,11 +24,11 @@ from analysis.sources import (
     run_temperatures,
 )
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
-from app.auth import current_user
-from app.state import get_settings, get_store, workspace
-from app.viewer import viewer_of
-from app.widgets.downloads import chart_downloads, table_downloads
-from app.widgets.stats_options import (
+from faillab.app.auth import current_user
+from faillab.app.state import get_settings, get_store, workspace
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.downloads import chart_downloads, table_downloads
+from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
     passk_view,
     source_note,

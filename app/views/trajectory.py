@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import open_trajectory_link, workspace
-from app.widgets.answer import outcome_of, render_answer_panel
-from app.widgets.safe import escape_markdown, plain
-from app.widgets.sandbox_run import rerun_button
-from app.widgets.steps import render_steps
+from faillab.app.state import open_trajectory_link, workspace
+from faillab.app.widgets.answer import outcome_of, render_answer_panel
+from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.sandbox_run import rerun_button
+from faillab.app.widgets.steps import render_steps
 from trajectories.model import Trajectory
 from trajectories.views import BrowseFilter, failure_neighbours, first_failure
 

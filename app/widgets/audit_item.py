@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.state import get_settings, workspace
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.state import get_settings, workspace
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     REASON_LABELS,
     Candidate,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app.state import get_settings, workspace
+from faillab.app.state import get_settings, workspace
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -44,7 +44,7 @@ def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
     rows = outcome["rows"]
     assert isinstance(rows, list)
     st.caption(f"Re-run against {ehr.name}: {len(rows)} row(s) in "
-               f"{float(outcome['elapsed_ms']):.0f} ms"  # type: ignore[arg-type]
+               f"{float(outcome['elapsed_ms']):.0f} ms"
                + (" (truncated)" if outcome["truncated"] else ""))
-    st.dataframe(pd.DataFrame(rows, columns=outcome["columns"]), hide_index=True,  # type: ignore[arg-type]
+    st.dataframe(pd.DataFrame(rows, columns=outcome["columns"]), hide_index=True,
                  height=min(38 + 35 * len(rows), 300), key=f"rerun_df_{key}")
