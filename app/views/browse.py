@@ -7,7 +7,7 @@ import streamlit as st
 from faillab.app.auth import current_user
 from faillab.app.state import (
     get_settings,
-    get_store,
+    get_store_for,
     open_trajectory_link,
     workspace,
     workspace_facets,
@@ -23,7 +23,7 @@ from trajectories.views import BrowseFilter, browse
 def labelled_ids(url: str, categories: tuple[str, ...], viewer: Viewer) -> list[str]:
     # Final labels change as people annotate; a few seconds of staleness keeps Browse fast.
     # Keyed by the viewer: the store shows each person only what they may see.
-    return ids_with_final_category(get_store(), list(categories), viewer=viewer)
+    return ids_with_final_category(get_store_for(url), list(categories), viewer=viewer)
 
 
 st.title("Browse")

@@ -262,7 +262,7 @@ def test_demo_output_validates_against_the_json_schema(demo_workspace: Path) -> 
 
     from trajectories.workspace import Workspace
 
-    schema = _json.loads((Path(__file__).resolve().parents[2] / "trajectories" / "schema"
+    schema = _json.loads((Path(__file__).resolve().parents[2] / "data"
                           / "trajectory.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     ws = Workspace(demo_workspace)

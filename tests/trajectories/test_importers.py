@@ -12,7 +12,7 @@ from trajectories.importers.openai_chat import identity_from_filename
 from trajectories.model import StepKind
 
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parents[2] / "trajectories/schema/trajectory.schema.json").read_text()
+    (Path(__file__).resolve().parents[2] / "data" / "trajectory.schema.json").read_text()
 )
 
 
