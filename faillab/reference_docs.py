@@ -7,9 +7,8 @@ Regenerate with ``python -m faillab.reference_docs``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import click
 

@@ -47,22 +47,28 @@ class Task(_Open):
 
     id: str = Field(min_length=1)
     question: str
-    intent: str = Field(OTHER_INTENT, description=" | ".join(CLINICAL_INTENTS)
-                        + f", or another intent name ({OTHER_INTENT} when none)")
-    scope: str | None = Field(None, description=" | ".join(SCOPES))
+    intent: str = Field(
+        default=OTHER_INTENT,
+        description=f"{' | '.join(CLINICAL_INTENTS)}, or another intent name "
+                    f"({OTHER_INTENT} when none)")
+    scope: str | None = Field(default=None, description=" | ".join(SCOPES))
     template_id: str | None = None
     reference_sql: str | None = None
-    ground_truth: Any = Field(None, description="The verified answer: any JSON value; null for "
-                              "an unanswerable (noise) task.")
+    ground_truth: Any = Field(
+        default=None,
+        description="The verified answer: any JSON value; null for an unanswerable (noise) task.")
     has_ground_truth: bool = Field(
-        True, description="False when the producer recorded no ground truth (exact match cannot "
-        "be computed); a genuinely null answer keeps true.")
+        default=True,
+        description="False when the producer recorded no ground truth (exact match cannot be "
+                    "computed); a genuinely null answer keeps true.")
     answer_format: str | None = Field(
-        None, description="The answer-format requirement stated to the agent.")
+        default=None, description="The answer-format requirement stated to the agent.")
     split: str | None = None
-    pair_id: str | None = Field(None, description="Clean/Noise pair this task belongs to.")
-    noise_type: str | None = Field(None, description=" | ".join(NOISE_TYPES))
-    variant: str | None = Field(None, description="clean | noise, inside a Clean/Noise pair")
+    pair_id: str | None = Field(default=None,
+                                description="Clean/Noise pair this task belongs to.")
+    noise_type: str | None = Field(default=None, description=" | ".join(NOISE_TYPES))
+    variant: str | None = Field(default=None,
+                                description="clean | noise, inside a Clean/Noise pair")
 
 
 class Run(_Open):
@@ -79,14 +85,16 @@ class Step(_Open):
     """One step of the conversation: an action (SQL, Python, tool call) or a message."""
 
     kind: StepKind
-    role: str = Field("assistant", description="assistant | user | system | tool")
-    name: str | None = Field(None, description="Tool name for tool calls.")
-    code: str | None = Field(None, description="SQL or Python exactly as the agent wrote it.")
+    role: str = Field(default="assistant", description="assistant | user | system | tool")
+    name: str | None = Field(default=None, description="Tool name for tool calls.")
+    code: str | None = Field(default=None,
+                             description="SQL or Python exactly as the agent wrote it.")
     arguments: str | None = Field(
-        None, description="Raw tool-call arguments, kept even when they are not valid JSON.")
-    content: str | None = Field(None, description="Message text.")
+        default=None,
+        description="Raw tool-call arguments, kept even when they are not valid JSON.")
+    content: str | None = Field(default=None, description="Message text.")
     observation: str | None = Field(
-        None, description="What the environment returned, exactly.")
+        default=None, description="What the environment returned, exactly.")
     error: bool = False
     duration_ms: float | None = None
     tokens: dict[str, int] | None = None
@@ -105,13 +113,17 @@ class Trajectory(_Open):
     Fields not listed here are allowed and kept on import."""
 
     format_version: str = FORMAT_VERSION
-    id: str | None = Field(None, description="Ignored on import: ids are content hashes. A "
-                           "producer's own id is kept as producer_id.")
+    id: str | None = Field(
+        default=None,
+        description="Ignored on import: ids are content hashes. A producer's own id is kept as "
+                    "producer_id.")
     task: Task
     run: Run
     steps: list[Step] = Field(default_factory=list)
-    final_answer: Any = Field(None, description="The agent's final answer: any JSON value (rows "
-                              "as lists, a scalar, null for no answer).")
+    final_answer: Any = Field(
+        default=None,
+        description="The agent's final answer: any JSON value (rows as lists, a scalar, null "
+                    "for no answer).")
     outcome: Outcome | None = None
 
     def content_id(self) -> str:
