@@ -272,3 +272,9 @@ def test_demo_output_validates_against_the_json_schema(demo_workspace: Path) -> 
             validator.validate(_json.loads(payload))
             checked += 1
     assert checked == ws.summary()["trajectories"]
+
+
+def test_demo_categories_are_the_taxonomys() -> None:
+    from taxonomy import builtin_taxonomies
+
+    assert FAILURE_CATEGORIES == builtin_taxonomies()["ehr_complex"].names
