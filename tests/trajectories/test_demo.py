@@ -277,4 +277,4 @@ def test_demo_output_validates_against_the_json_schema(demo_workspace: Path) -> 
 def test_demo_categories_are_the_taxonomys() -> None:
     from taxonomy import builtin_taxonomies
 
-    assert FAILURE_CATEGORIES == builtin_taxonomies()["ehr_complex"].names
+    assert builtin_taxonomies()["ehr_complex"].names == FAILURE_CATEGORIES
