@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -30,7 +31,7 @@ def _build_ehr(path: Path, women: int) -> None:
 
 def _shown_count(at: AppTest) -> int:
     frames = [df.value for df in at.dataframe]
-    counts = [int(f.iloc[0, 0]) for f in frames if list(f.columns) == ["women"]]
+    counts = [int(cast(int, f.iloc[0, 0])) for f in frames if list(f.columns) == ["women"]]
     assert len(counts) == 1, frames
     return counts[0]
 

@@ -23,7 +23,7 @@ def write_jsonl(path: Path, records: list[object]) -> Path:
 
 def native_record(**task_overrides: object) -> dict[str, object]:
     record = make_trajectory().model_dump(mode="json", exclude={"id"})
-    record["task"].update(task_overrides)  # type: ignore[union-attr]
+    record["task"].update(task_overrides)
     return record
 
 
