@@ -43,12 +43,12 @@ def _taxonomy() -> Taxonomy:
 taxonomy = _taxonomy()
 if not st.session_state.get("annotate_taxonomy_saved"):
     # Keep the rubric every label refers to, so old labels stay interpretable after edits.
-    store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     st.session_state["annotate_taxonomy_saved"] = True
 
 
 if user.role in LEAD_ROLES:
-    with st.expander("Queues and assignments", expanded=not store.progress()):
+    with st.expander("Queues and assignments", expanded=not store.queues.progress()):
         render_assignment_form(store, ws, user.name)
 with st.expander("Progress per annotator", expanded=False):
     render_progress(store)
