@@ -46,6 +46,8 @@ class LazyGroup(click.Group):
         limit = formatter.width - 6 - max((len(n) for n in names), default=0)
         for name in names:
             if name in self.lazy:
+                if not self.lazy[name][1]:
+                    continue  # a hidden command (no help line) is not listed
                 # A stand-in command shortens the line exactly as click shortens a real one.
                 stand_in = click.Command(name, help=self.lazy[name][1])
                 rows.append((name, stand_in.get_short_help_str(limit)))
@@ -66,7 +68,7 @@ def load_command(path: str) -> click.Command:
     return command
 
 
-#: name -> (module:attribute, one-line help shown by ``faillab --help``).
+#: name -> (module:attribute, one-line help shown by ``faillab --help``; "" for a hidden command).
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("faillab.cli_audit:audit",
         "Human validity audit of tasks no selected run solved."),

@@ -44,7 +44,8 @@ def test_a_subcommand_does_load_its_module() -> None:
 def test_listed_help_lines_are_the_commands_own() -> None:
     for name, (path, line) in LAZY_COMMANDS.items():
         command = load_command(path)
-        assert command.get_short_help_str(limit=10**6) == line, name
+        expected = "" if command.hidden else command.get_short_help_str(limit=10**6)
+        assert line == expected, name
         assert command.name == name
 
 
