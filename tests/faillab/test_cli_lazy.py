@@ -10,10 +10,11 @@ import click
 
 from faillab.cli import LAZY_COMMANDS, load_command, main
 
-HEAVY = ("pandas", "duckdb", "sqlalchemy", "pyarrow")
+HEAVY = ("pandas", "duckdb", "sqlalchemy", "pyarrow", "trajectories.workspace", "labeling.store")
 
 PROBE = """
 import json, sys
+import faillab.cli_common
 from faillab.cli import main
 try:
     main(["--help"], standalone_mode=False)
