@@ -50,7 +50,7 @@ _TRAJ_ID = re.compile(r"Trajectory id: (\S+)")
 BATCH_KINDS = frozenset({"create_429", "create_500", "create_lost", "get_500", "job_failed"})
 
 # Returned instead of an answer: the handler closes the connection without responding.
-NO_ANSWER = (0, {}, b"")
+NO_ANSWER: tuple[int, dict[str, str], bytes] = (0, {}, b"")
 
 KINDS = frozenset(
     {

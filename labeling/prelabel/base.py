@@ -7,7 +7,11 @@ plain data and protocols. The labeller interface itself is ``labeling.prelabel.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    # Transitional name, resolved at run time by ``__getattr__`` below.
+    from labeling.prelabel.protocol import RuleLabeller as Labeller  # noqa: F401
 
 
 @dataclass(frozen=True)

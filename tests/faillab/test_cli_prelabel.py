@@ -135,7 +135,7 @@ def test_bad_taxonomy_and_missing_key_are_one_line(ws_dir: Path, tmp_path: Path)
 def test_options_round_trip_through_the_worker_flags() -> None:
     # The argv a launched worker gets parses back, through the hidden command's click options
     # (built from the same definition), into exactly the options that produced it.
-    from faillab.cli_prelabel import prelabel_worker
+    from faillab.cli_prelabel import prelabel, prelabel_worker
     from labeling.prelabel.options import OPTIONS, PrelabelOptions
 
     given = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", concurrency=3, limit=9,
@@ -145,7 +145,7 @@ def test_options_round_trip_through_the_worker_flags() -> None:
     assert PrelabelOptions.from_params(ctx.params) == given
     assert PrelabelOptions.from_params(
         prelabel_worker.make_context("prelabel-worker", []).params) == PrelabelOptions()
-    visible = {p.name for p in main.commands["prelabel"].params}
+    visible = {p.name for p in prelabel.params}
     hidden = {p.name for p in prelabel_worker.params}
     assert {s.field for s in OPTIONS} <= visible & hidden
 
