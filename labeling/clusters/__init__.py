@@ -1,0 +1,18 @@
+"""Look-alike failures together: embed, cluster, and label a whole cluster in one decision."""
+
+from __future__ import annotations
+
+from labeling.clusters.cluster import Cluster, cluster_embeddings
+from labeling.clusters.decide import cluster_note, label_cluster
+from labeling.clusters.embed import Embedder, TfidfEmbedder, default_embedder, minilm_available
+
+__all__ = [
+    "Cluster",
+    "Embedder",
+    "TfidfEmbedder",
+    "cluster_embeddings",
+    "cluster_note",
+    "default_embedder",
+    "label_cluster",
+    "minilm_available",
+]
