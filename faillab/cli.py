@@ -253,6 +253,7 @@ def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
 
 # Sub-command groups, one line each (imported late so `faillab --help` stays fast to load).
 from faillab.cli_audit import audit  # noqa: E402
+from faillab.cli_clusters import clusters, evaluate  # noqa: E402
 from faillab.cli_evidence import evidence  # noqa: E402
 from faillab.cli_labels import labels  # noqa: E402
 from faillab.cli_prelabel import prelabel  # noqa: E402
@@ -261,6 +262,8 @@ from faillab.cli_stats import stats  # noqa: E402
 from faillab.cli_users import users  # noqa: E402
 
 main.add_command(audit)
+main.add_command(clusters)
+main.add_command(evaluate)
 main.add_command(evidence)
 main.add_command(prelabel)
 main.add_command(sandbox)

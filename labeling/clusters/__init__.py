@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from labeling.clusters.build import ClusterView, build_clusters, workspace_failures
 from labeling.clusters.cluster import Cluster, cluster_embeddings
 from labeling.clusters.decide import cluster_note, label_cluster
 from labeling.clusters.embed import Embedder, TfidfEmbedder, default_embedder, minilm_available
 
 __all__ = [
     "Cluster",
+    "ClusterView",
     "Embedder",
     "TfidfEmbedder",
+    "build_clusters",
     "cluster_embeddings",
     "cluster_note",
     "default_embedder",
     "label_cluster",
     "minilm_available",
+    "workspace_failures",
 ]

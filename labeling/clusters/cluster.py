@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-DEFAULT_DISTANCE = 0.35  # cosine distance at which two groups stop merging
 DEFAULT_OUTLIER_SIMILARITY = 0.75  # below this similarity to the centre a member is an outlier
 
 
@@ -42,7 +41,7 @@ def cluster_embeddings(
     ids: Sequence[str],
     vectors: NDArray[np.float64],
     *,
-    distance: float = DEFAULT_DISTANCE,
+    distance: float,
     outlier_similarity: float = DEFAULT_OUTLIER_SIMILARITY,
 ) -> list[Cluster]:
     """Clusters of ``ids`` (rows of L2-normalised ``vectors``), largest first; singletons too,

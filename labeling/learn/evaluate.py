@@ -53,8 +53,11 @@ def agreement(
     n = len(ids)
     accuracy = sum(a == b for a, b in zip(cats, want, strict=True)) / n if n else math.nan
     kappa = cohens_kappa_from_labels(want, cats).kappa if n else math.nan
-    pairs = [(g[1], gold[i].first_error_step) for g, i in zip(got, ids, strict=True)
-             if g[1] is not None and gold[i].first_error_step is not None]
+    pairs: list[tuple[int, int]] = []
+    for g, i in zip(got, ids, strict=True):
+        want_step = gold[i].first_error_step
+        if g[1] is not None and want_step is not None:
+            pairs.append((g[1], want_step))
     exact = sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.0
     near = sum(abs(a - b) <= 1 for a, b in pairs) / len(pairs) if pairs else 0.0
     # Steps are judged over all gold items: a missing step is a miss, not a skipped item.
