@@ -66,14 +66,23 @@ def clusters(as_json: bool, embedder: str, distance: float | None,
 @click.option("--write-floors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the figures to this JSON (the regression test's floors).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+@click.option("--confirmed", is_flag=True,
+              help="Use the workspace's confirmed human labels (adjudicated or human) as gold "
+                   "instead of --labels, its failures instead of --trajectories, and report "
+                   "its stored pre-labels (Gemini, heuristic) beside the others.")
+@workspace_option
 def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Path | None,
-             as_json: bool) -> None:
+             as_json: bool, confirmed: bool, workspace: Path | None) -> None:
     """Agreement of the heuristic, the first-divergence finder and the classifier
     (cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa,
     first-step exact and within one step, share of real (non-fallback) suggestions."""
     from labeling.learn import evaluate_labellers, failed_trajectories, load_gold
     from labeling.learn.evalset import EvalSetError
 
+    if confirmed:
+        figures = _evaluate_confirmed(workspace, embedder)
+        _report(figures, as_json)
+        return
     if not labels_path.is_file():
         raise UserError(f"no such label file: {labels_path}")
     files = sorted(traj_dir.glob("*.json")) + sorted(traj_dir.glob("*.jsonl"))
@@ -90,13 +99,44 @@ def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Pat
         write_floors.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n",
                                 encoding="utf-8")
         click.echo(f"wrote {write_floors}", err=True)
+    _report(figures, as_json)
+
+
+def _evaluate_confirmed(workspace: Path | None, embedder: str) -> dict[str, object]:
+    from faillab.cli_users import open_annotations
+    from labeling.clusters import workspace_failures
+    from labeling.learn import evaluate_labellers
+    from labeling.learn.confirmed import confirmed_gold, stored_opinions
+
+    ws = open_workspace(workspace)
+    if not ws.exists():
+        raise UserError(f"no workspace at {ws.root}: import trajectories first ('faillab import')")
+    store = open_annotations(workspace)
+    try:
+        gold = confirmed_gold(store)
+        stored = stored_opinions(store)
+    finally:
+        store.close()
+    failures = workspace_failures(ws)
+    gold = {k: v for k, v in gold.items() if k in failures}
+    if len(gold) < 10:
+        raise UserError(f"only {len(gold)} failures have confirmed labels; the classifier "
+                        "needs at least 10 (label some on the Annotate or Clusters page)")
+    try:
+        figures = evaluate_labellers(failures, gold, _embedder(embedder), stored)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    figures["labels"] = "confirmed labels of the workspace"
+    return figures
+
+
+def _report(figures: dict[str, object], as_json: bool) -> None:
     if as_json:
         emit(figures)
         return
     click.echo("labeller\taccuracy\tkappa\tstep exact\tstep +-1\tsuggested")
-    for name in ("heuristic", "finder", "classifier"):
-        row = figures.get(name)
-        if row:
+    for name, row in figures.items():
+        if isinstance(row, dict) and "accuracy" in row:
             click.echo(f"{name}\t{row['accuracy']:.3f}\t{row['kappa']:.3f}\t"
                        f"{row['step_exact']:.3f}\t{row['step_within_1']:.3f}\t"
                        f"{row['suggested']:.3f}")

@@ -71,8 +71,10 @@ def evaluate_labellers(
     trajectories: Mapping[str, Trajectory],
     gold: Mapping[str, GoldLabel],
     embedder: Embedder | None = None,
+    stored: Mapping[str, Mapping[str, tuple[str, int | None, bool]]] | None = None,
 ) -> dict[str, Any]:
-    """Figures for heuristic, finder and classifier on the gold items (all must be present)."""
+    """Figures for heuristic, finder and classifier on the gold items (all must be present),
+    and for each labeller in ``stored`` (pre-labels kept in the store, e.g. Gemini's)."""
     missing = sorted(set(gold) - set(trajectories))
     if missing:
         raise ValueError(
@@ -97,6 +99,8 @@ def evaluate_labellers(
         "heuristic": agreement(heuristic, gold).to_dict(),
         "finder": agreement(finder, gold).to_dict(),
     }
+    for name, predicted in (stored or {}).items():
+        result[name] = agreement(predicted, gold).to_dict()
     if embedder is not None:
         texts = [failure_text(trajectories[i], found[i]) for i in ids]
         vectors = embedder.embed(texts)
