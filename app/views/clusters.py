@@ -85,7 +85,7 @@ with st.form(f"clusters_form_{cluster.cluster_id}"):
         f"Label {len(cluster.core)} items (+ ticked outliers)", type="primary"
     )
 if submitted:
-    store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     spent = time.monotonic() - st.session_state.pop(shown_key, time.monotonic())
     done = label_cluster(store, cluster, category, annotator=user.name,
                          taxonomy_version=taxonomy.version, confirmed_outliers=confirmed,

@@ -41,7 +41,7 @@ def label_cluster(
     per_item = seconds_on_cluster / len(chosen) if seconds_on_cluster and chosen else None
     note = cluster_note(cluster)
     for tid in chosen:
-        store.add_label(
+        store.labels.add(
             tid,
             category,
             annotator=annotator,

@@ -14,7 +14,7 @@ CONFIRMED = ("adjudicated", "human_agreed", "human_single")
 
 def confirmed_gold(store: Store, taxonomy_version: str | None = None) -> dict[str, GoldLabel]:
     """Final labels that a human made or confirmed (never LLM-only or disputed items)."""
-    frame = store.final_labels(taxonomy_version)
+    frame = store.adjudications.final_labels(taxonomy_version)
     out: dict[str, GoldLabel] = {}
     for row in frame.to_dict("records"):
         if row["provenance"] not in CONFIRMED or not row["category"]:
@@ -33,7 +33,7 @@ def stored_opinions(
     """labeller name -> trajectory -> (category, step, True): the stored pre-labels (Gemini or
     the heuristic as cached when pre-labelling ran)."""
     out: dict[str, dict[str, tuple[str, int | None, bool]]] = {}
-    for tid, opinion in store.llm_opinions(taxonomy_version).items():
+    for tid, opinion in store.prelabels.opinions(taxonomy_version).items():
         name = opinion.labeller or "llm"
         out.setdefault(f"stored {name}", {})[tid] = (
             opinion.category, opinion.first_error_step, True

@@ -29,7 +29,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Works
     st.cache_resource.clear()
     st.cache_data.clear()
     store = open_store(Settings.from_env().annotations_url())
-    store.add_user("ana", "annotator")
+    store.users.add("ana", "annotator")
     yield ws, store
     store.close()
     st.cache_resource.clear()
@@ -54,11 +54,11 @@ def test_cluster_decision_from_the_page(env: tuple[Workspace, Store]) -> None:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     for tid in first.core:
-        (label,) = store.labels_for(tid, viewer="ana")
+        (label,) = store.labels.for_item(tid, viewer="ana")
         assert label.category == "sql_logic_error" and label.source == "human"
         assert label.annotator == "ana" and label.note is not None
         assert label.note.startswith("cluster decision")
     for tid in first.outliers:
-        assert store.labels_for(tid, viewer="ana") == []
+        assert store.labels.for_item(tid, viewer="ana") == []
     outside = set(view.items) - set(first.members)
-    assert all(store.labels_for(t, viewer="ana") == [] for t in outside)
+    assert all(store.labels.for_item(t, viewer="ana") == [] for t in outside)

@@ -51,12 +51,12 @@ def test_evaluate_confirmed_needs_enough_labels_then_reports_each_labeller(
     assert code == 1 and "only 0 failures have confirmed labels" in err
     store = open_store(f"sqlite:///{ws.root / 'annotations.sqlite'}")
     taxonomy = default_taxonomy()
-    store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
-    store.add_user("ana")
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    store.users.add("ana")
     failed = _failed(ws)
     keys = ["semantic_misunderstanding", "medical_code_lookup_error", "sql_logic_error"]
     for n, tid in enumerate(failed):
-        store.add_label(tid, keys[n % 3], annotator="ana", taxonomy_version=taxonomy.version,
+        store.labels.add(tid, keys[n % 3], annotator="ana", taxonomy_version=taxonomy.version,
                         first_error_step=2)
     store.close()
     code, out, _ = invoke("evaluate", "--confirmed", "--json", "--workspace", str(ws.root))

@@ -56,7 +56,7 @@ def test_cluster_decision_labels_core_and_confirmed_outliers_only(team: Store) -
                          confirmed_outliers=["t4"], first_error_steps={"t2": 5},
                          seconds_on_cluster=9.0)
     assert done == ["t1", "t2", "t4"]
-    labels = {t: team.labels_for(t, viewer="lea") for t in ["t1", "t2", "t3", "t4"]}
+    labels = {t: team.labels.for_item(t, viewer="lea") for t in ["t1", "t2", "t3", "t4"]}
     assert labels["t3"] == []
     for tid in done:
         (only,) = labels[tid]
@@ -72,4 +72,4 @@ def test_cluster_decision_refuses_confirming_a_non_outlier(team: Store) -> None:
     with pytest.raises(ValueError, match="not outliers of cluster 0"):
         label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1",
                       confirmed_outliers=["t1"])
-    assert team.labels_for("t1", viewer="lea") == []
+    assert team.labels.for_item("t1", viewer="lea") == []
