@@ -29,7 +29,7 @@ from typing import Any
 from playwright.sync_api import Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_browser as bb  # noqa: E402
+import bench_browser as bb
 
 PORT = 8681  # this bench's own port (the team's ports are split per engineer)
 
