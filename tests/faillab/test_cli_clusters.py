@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
+from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import open_store
 from taxonomy import default_taxonomy
 from tests.conftest import REAL_TRAJECTORIES, require_shared
@@ -57,15 +58,24 @@ def test_evaluate_confirmed_needs_enough_labels_then_reports_each_labeller(
     keys = ["semantic_misunderstanding", "medical_code_lookup_error", "sql_logic_error"]
     for n, tid in enumerate(failed):
         store.labels.add(tid, keys[n % 3], annotator="ana", taxonomy_version=taxonomy.version,
-                        first_error_step=2)
+                         first_error_step=2)
+        # A stored Gemini pre-label that agrees on every third item only.
+        store.prelabels.save(PrelabelRecord(
+            key=PrelabelKey(tid, taxonomy.version, "p1", "gemini-test"),
+            result=LabelResult(keys[0], 0.8, 2, "step 2: ...", "gemini", "1"),
+        ))
     store.close()
     code, out, _ = invoke("evaluate", "--confirmed", "--json", "--workspace", str(ws.root))
     assert code == 0
     figures = json.loads(out)
     assert figures["items"] == len(failed)
-    for name in ("heuristic", "finder", "classifier"):
+    for name in ("heuristic", "finder", "classifier", "stored gemini"):
         assert figures[name]["n"] == len(failed)
         assert 0.0 <= figures[name]["accuracy"] <= 1.0
+    agreeing = sum(1 for n in range(len(failed)) if n % 3 == 0)
+    assert figures["stored gemini"]["accuracy"] == pytest.approx(agreeing / len(failed),
+                                                                 abs=1e-4)
+    assert figures["stored gemini"]["step_exact"] == 1.0
 
 
 def test_evaluate_refuses_a_missing_label_file(tmp_path: Path) -> None:
