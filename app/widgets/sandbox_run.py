@@ -12,8 +12,7 @@ from app.state import get_settings, workspace
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run_cached(db_path: str, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
-    from trajectories.sandbox import SandboxError
-    from trajectories.sandbox_isolated import run_isolated
+    from trajectories.sql import SandboxError, run_isolated
 
     try:
         result = run_isolated(Path(db_path), sql, timeout_s=timeout_s, row_cap=row_cap)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EHRSQL_SQLITE, require_shared
-from trajectories.sandbox import (
+from trajectories.sql import (
     QueryFailed,
     QueryRefused,
     QueryResult,
@@ -354,7 +354,7 @@ def test_result_text_and_json() -> None:
     assert "NULL" in lines[2] and "a\\nb" in lines[2]
     assert len(lines) == 5 and "more rows exist" in lines[-1]
     payload = json.loads(result.to_json())
-    assert payload["rows"][0] == [1, "2130-01-02T03:04:05+00:00", 1.5, "a\nb", "base64:AAE=", None]
+    assert payload["rows"][0] == [1, "2130-01-02 03:04:05+00:00", 1.5, "a\nb", "base64:AAE=", None]
     assert payload["rows"][1][2] == "NaN" and payload["rows"][1][5] == "inf"
     json.dumps(result.json_rows(), allow_nan=False)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajectories.model import Step, StepKind, Trajectory
+from trajectories.sql.tables import tables_in_sql
 
 # Internal category keys (the EHR-Complex taxonomy keys).
 SEMANTIC = "semantic_misunderstanding"
@@ -53,7 +54,6 @@ DICTIONARY_TABLES: dict[str, tuple[str, ...]] = {
 SQL_ARG_KEYS = ("query", "sql", "sql_query", "statement")
 PYTHON_ARG_KEYS = ("code", "script", "python", "source")
 
-_RE_TABLE_REF = re.compile(r"\b(?:from|join)\s+([`\"\[]?[\w.]+)", re.I)
 _RE_SQLISH = re.compile(r"^\s*(?:select|with|create|insert|pragma|explain)\b", re.I)
 _RE_ERROR = re.compile(
     r"^\s*(?:error|traceback|exception)\b|(?:Error|Exception)\s*[:(]"
@@ -221,14 +221,10 @@ def action_views(trajectory: Trajectory) -> list[ActionView]:
 
 
 def sql_tables(sql: str | None) -> set[str]:
+    """Bare, lower-case names of the tables ``sql`` reads; empty when it does not parse."""
     if not sql:
         return set()
-    out = set()
-    for raw in _RE_TABLE_REF.findall(sql):
-        name = raw.strip('`"[').split(".")[-1].lower()
-        if name and name not in {"select", "lateral", "unnest"}:
-            out.add(name)
-    return out
+    return {name.rsplit(".", 1)[-1].lower() for name in tables_in_sql(sql)}
 
 
 def _cite(view: ActionView, detail: str) -> str:
