@@ -29,7 +29,7 @@ from trajectories.sql.result import (
     SandboxError,
     WorkerRestarted,
 )
-from trajectories.sql.run import detect_engine, run_readonly
+from trajectories.sql.run import ReadonlySession, detect_engine, open_readonly, run_readonly
 from trajectories.sql.tables import parse_sql, tables_in_sql
 
 __all__ = [
@@ -40,12 +40,14 @@ __all__ = [
     "QueryRefused",
     "QueryResult",
     "QueryTimeout",
+    "ReadonlySession",
     "SandboxError",
     "WorkerRestarted",
     "cell_text",
     "describe_tables",
     "detect_engine",
     "json_cell",
+    "open_readonly",
     "parse_sql",
     "run_isolated",
     "run_readonly",

@@ -25,7 +25,7 @@ from trajectories.sql.result import QueryFailed, QueryRefused, QueryResult, time
 from trajectories.sql.watchdog import Watchdog
 
 __all__ = ["DUCKDB_MAX_THREADS", "DUCKDB_MEMORY_LIMIT", "describe_duckdb", "duckdb_connect",
-           "run_duckdb"]
+           "run_duckdb", "run_on_duckdb"]
 
 # Resource bounds. Spilling is disabled (empty temp directory) because it would write files
 # next to the database; the memory limit makes big queries fail instead.
@@ -86,24 +86,31 @@ def _duckdb_single_select(sql: str) -> str:
 
 
 def run_duckdb(path: Path, sql: str, *, timeout_s: float, row_cap: int) -> QueryResult:
-    query = _duckdb_single_select(sql)
     with duckdb_connect(path) as con:
-        start = time.perf_counter()
-        watchdog = Watchdog(timeout_s, con.interrupt)
-        try:
-            with watchdog:
-                cur = con.execute(query)
-                columns = [d[0] for d in (cur.description or [])]
-                # DuckDB streams results, so fetching one extra row tells us about truncation
-                # without materialising the rest.
-                fetched = cur.fetchmany(row_cap + 1)
-        except duckdb.InterruptException:
+        return run_on_duckdb(con, sql, timeout_s=timeout_s, row_cap=row_cap)
+
+
+def run_on_duckdb(
+    con: duckdb.DuckDBPyConnection, sql: str, *, timeout_s: float, row_cap: int
+) -> QueryResult:
+    """One guarded SELECT on a connection opened by ``duckdb_connect`` (read-only, locked)."""
+    query = _duckdb_single_select(sql)
+    start = time.perf_counter()
+    watchdog = Watchdog(timeout_s, con.interrupt)
+    try:
+        with watchdog:
+            cur = con.execute(query)
+            columns = [d[0] for d in (cur.description or [])]
+            # DuckDB streams results, so fetching one extra row tells us about truncation
+            # without materialising the rest.
+            fetched = cur.fetchmany(row_cap + 1)
+    except duckdb.InterruptException:
+        raise timeout_error(timeout_s) from None
+    except duckdb.Error as exc:
+        if watchdog.fired:
             raise timeout_error(timeout_s) from None
-        except duckdb.Error as exc:
-            if watchdog.fired:
-                raise timeout_error(timeout_s) from None
-            raise QueryFailed(str(exc)) from None
-        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        raise QueryFailed(str(exc)) from None
+    elapsed_ms = (time.perf_counter() - start) * 1000.0
     truncated = len(fetched) > row_cap
     rows = [tuple(r) for r in fetched[:row_cap]]
     return QueryResult(columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed_ms)

@@ -21,7 +21,9 @@ from trajectories.sql.guard import first_keyword, refusal
 from trajectories.sql.result import QueryFailed, QueryRefused, QueryResult, timeout_error
 from trajectories.sql.watchdog import Watchdog
 
-__all__ = ["SQLITE_MAX_VALUE_BYTES", "describe_sqlite", "run_sqlite", "sqlite_connect"]
+__all__ = [
+    "SQLITE_MAX_VALUE_BYTES", "describe_sqlite", "run_on_sqlite", "run_sqlite", "sqlite_connect",
+]
 
 # SQLite has no memory limit per connection; capping value length stops the cheapest bombs.
 SQLITE_MAX_VALUE_BYTES = 100_000_000
@@ -167,33 +169,48 @@ def sqlite_connect(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def run_sqlite(path: Path, sql: str, *, timeout_s: float, row_cap: int) -> QueryResult:
+    _refuse_by_keyword(sql)
+    with sqlite_connect(path) as con:
+        return run_on_sqlite(con, sql, timeout_s=timeout_s, row_cap=row_cap)
+
+
+def _refuse_by_keyword(sql: str) -> None:
     keyword = first_keyword(sql)
     # PRAGMA is not in the list: the authorizer lets read-only introspection pragmas through.
     if keyword in _SQLITE_REFUSED_FIRST:
         raise refusal(keyword)
-    with sqlite_connect(path) as con:
-        authorizer = _SqliteAuthorizer()
-        con.set_authorizer(authorizer)
-        deadline = time.monotonic() + max(float(timeout_s), 0.0)
-        con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        start = time.perf_counter()
-        watchdog = Watchdog(timeout_s, con.interrupt)
-        try:
-            with watchdog:
-                cur = con.execute(sql)
-                columns = [d[0] for d in (cur.description or [])]
-                fetched = cur.fetchmany(row_cap + 1) if cur.description else []
-        except sqlite3.ProgrammingError as exc:
-            if "one statement" in str(exc):
-                raise QueryRefused("refused: only one statement is allowed") from None
-            raise QueryFailed(str(exc)) from None
-        except (sqlite3.Error, ValueError, OverflowError) as exc:
-            if authorizer.reason is not None:
-                raise QueryRefused(authorizer.reason) from None
-            if watchdog.fired or time.monotonic() > deadline or "interrupted" in str(exc):
-                raise timeout_error(timeout_s) from None
-            raise QueryFailed(str(exc)) from None
-        elapsed_ms = (time.perf_counter() - start) * 1000.0
+
+
+def run_on_sqlite(con: sqlite3.Connection, sql: str, *, timeout_s: float,
+                  row_cap: int) -> QueryResult:
+    """One guarded statement on a connection opened by ``sqlite_connect``.
+
+    A fresh authorizer and progress handler replace the previous statement's, so every
+    statement is checked and timed on its own.
+    """
+    _refuse_by_keyword(sql)
+    authorizer = _SqliteAuthorizer()
+    con.set_authorizer(authorizer)
+    deadline = time.monotonic() + max(float(timeout_s), 0.0)
+    con.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    start = time.perf_counter()
+    watchdog = Watchdog(timeout_s, con.interrupt)
+    try:
+        with watchdog:
+            cur = con.execute(sql)
+            columns = [d[0] for d in (cur.description or [])]
+            fetched = cur.fetchmany(row_cap + 1) if cur.description else []
+    except sqlite3.ProgrammingError as exc:
+        if "one statement" in str(exc):
+            raise QueryRefused("refused: only one statement is allowed") from None
+        raise QueryFailed(str(exc)) from None
+    except (sqlite3.Error, ValueError, OverflowError) as exc:
+        if authorizer.reason is not None:
+            raise QueryRefused(authorizer.reason) from None
+        if watchdog.fired or time.monotonic() > deadline or "interrupted" in str(exc):
+            raise timeout_error(timeout_s) from None
+        raise QueryFailed(str(exc)) from None
+    elapsed_ms = (time.perf_counter() - start) * 1000.0
     truncated = len(fetched) > row_cap
     rows = [tuple(r) for r in fetched[:row_cap]]
     return QueryResult(columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed_ms)
