@@ -159,26 +159,28 @@ def _answer_step(
         if no_rows or reference is None:
             return last, _div("answer", f"no rows is the right answer, final answer "
                                         f"{trajectory.final_answer[:20]!r} is text instead of null")
-    if probe is not None and (reference is not None or gold):
-        for i, sql in steps:
-            got = probe.run(sql)
-            if got is None or not got.rows:
-                continue
-            if (reference is not None and same_rows(got, reference)) or (
-                gold and sorted(as_table(list(got.rows)) or []) == sorted(gold)
-            ):
-                return i, _div("answer", f"answer correct in step {i} (its result equals the "
-                                         "reference's), final answer reformatted or changed")
-    elif gold:
-        # No database: the recorded observations are the only results there are.
-        wanted = {v for row in gold for v in row if v and v not in {"none", "null", ""}}
-        for i, step in enumerate(trajectory.steps):
-            if step.kind == StepKind.MESSAGE or step.error or not step.observation or not wanted:
-                continue
-            obs = step.observation.lower()
-            if all(v.lower() in obs for v in wanted):
-                return i, _div("answer", f"answer correct in step {i} (seen in its recorded "
-                                         "output), final answer reformatted or changed")
+    expected = gold if gold else (as_table(list(reference.rows)) if reference else None)
+    wanted = {v for row in expected or [] for v in row if v and v not in {"none", "null", ""}}
+    by_index = dict(steps)
+    for i, step in enumerate(trajectory.steps):
+        if step.kind == StepKind.MESSAGE or step.error or not step.observation or not wanted:
+            continue
+        obs = step.observation.lower()
+        if not all(v.lower() in obs for v in wanted):
+            continue
+        if probe is None:
+            # No database: the recorded observations are the only results there are.
+            return i, _div("answer", f"answer correct in step {i} (seen in its recorded "
+                                     "output), final answer reformatted or changed")
+        # The recorded output holds every expected value; executing the step confirms it
+        # returns exactly the reference's rows, not just a superset that mentions them.
+        got = probe.run(by_index[i]) if i in by_index else None
+        if got is not None and got.rows and (
+            (reference is not None and same_rows(got, reference))
+            or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
+        ):
+            return i, _div("answer", f"answer correct in step {i} (its result equals the "
+                                     "reference's), final answer reformatted or changed")
     if shape_only:
         return last, _div("answer", "final answer has the reference's values in another shape")
     return None

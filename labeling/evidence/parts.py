@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sqlglot import exp
 
@@ -63,6 +64,7 @@ def _literal_pairs(tree: exp.Expr) -> list[tuple[str, str]]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def decompose(sql: str | None) -> RefParts | None:
     """Parts of ``sql``, or None when it does not parse in either dialect."""
     if not sql or not sql.strip():

@@ -113,12 +113,13 @@ class Probe:
         safe = [c for c in codes if _RE_CODE.match(c)][:20]
         if not safe:
             return {}
-        listed = ", ".join(f"'{c}'" for c in safe)
+        # Parts are lower-cased; ICD codes are stored upper-case, so compare without case.
+        listed = ", ".join(f"'{c.upper()}'" for c in safe)
         out: dict[str, CodeInfo] = {}
         for table, code, version, label in self._dictionaries():
             cols = ", ".join(c for c in (code, version or "NULL", label))
             got = self.run(
-                f"SELECT {cols} FROM {table} WHERE CAST({code} AS VARCHAR) IN ({listed}) "
+                f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN ({listed}) "
                 f"ORDER BY 1"
             )
             for value, ver, text in got.rows if got is not None else ():

@@ -47,9 +47,15 @@ def tables_in_sql(sql: str) -> list[str]:
     Schema-qualified names keep their schema (``mimiciv_icu.icustays``); CTE names and table
     functions (``read_csv(...)``) are left out. Unparseable text gives ``[]``.
     """
-    tree = parse_sql(sql) if isinstance(sql, str) else None
+    return list(_tables(sql)) if isinstance(sql, str) else []
+
+
+@lru_cache(maxsize=4096)
+def _tables(sql: str) -> tuple[str, ...]:
+    # Cached: walking a large tree costs more than parsing it, and agents repeat queries.
+    tree = parse_sql(sql)
     if tree is None:
-        return []
+        return ()
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     # Tables written to are not read (INSERT INTO x SELECT ... FROM y reads y only).
     targets: set[int] = set()
@@ -72,4 +78,4 @@ def tables_in_sql(sql: str) -> list[str]:
         if full.lower() not in seen:
             seen.add(full.lower())
             out.append(full)
-    return out
+    return tuple(out)
