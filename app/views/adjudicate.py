@@ -12,6 +12,7 @@ import streamlit as st
 from app.auth import require_user
 from app.state import get_settings, get_store, open_trajectory_link, workspace
 from app.viewer import viewer_of
+from app.widgets.evidence import render_evidence
 from app.widgets.label_form import step_caption
 from app.widgets.rubric import category_label, render_rubric
 from app.widgets.safe import escape_markdown, plain
@@ -64,6 +65,7 @@ with head[0]:
     st.caption(f"Trajectory {tid}")
 if head[1].button("Open trajectory", key=f"adj_{tid}_open"):
     open_trajectory_link(tid)
+render_evidence(traj, key=f"adj_{tid}")
 
 
 def _step_text(step: int | None) -> str:

@@ -12,6 +12,7 @@ from streamlit.errors import StreamlitAPIException
 from app.auth import require_user
 from app.state import get_settings, get_store, workspace
 from app.widgets.answer import render_answer_panel
+from app.widgets.evidence import render_evidence
 from app.widgets.label_form import render_label_form, render_last_saved, render_visible_labels
 from app.widgets.queue import render_assignment_form, render_progress
 from app.widgets.rubric import render_rubric
@@ -127,6 +128,7 @@ def labelling_panel(me: User, hide: bool) -> None:
             # Runs before the next script run, so the form's step picker shows the choice.
             st.session_state[f"lf_{tid}_step"] = index
 
+        render_evidence(traj, key=f"annotate_{tid}", show_category=not hide)
         render_steps(traj.steps, expand_all=expand_all, pick=pick_step, key_prefix=tid)
         with st.expander("Answer vs ground truth", expanded=True):
             render_answer_panel(traj)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.state import open_trajectory_link, workspace
 from app.widgets.answer import outcome_of, render_answer_panel
+from app.widgets.evidence import render_evidence
 from app.widgets.safe import escape_markdown, plain
 from app.widgets.sandbox_run import rerun_button
 from app.widgets.steps import render_steps
@@ -79,6 +80,7 @@ with left:
     with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
         render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
 with right:
+    render_evidence(traj, key=traj.id)
     render_answer_panel(traj)
     st.markdown("**Reference SQL**")
     if task.reference_sql:

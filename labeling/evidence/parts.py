@@ -57,6 +57,8 @@ class Divergence:
 def _literal_pairs(tree: exp.Expr) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for node in tree.find_all(exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE):
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            continue  # x IN (SELECT ...): the subquery's own comparisons are found by themselves
         col = node.find(exp.Column)
         name = col.name.lower() if col is not None else ""
         for lit in node.find_all(exp.Literal):

@@ -10,14 +10,14 @@ simply no result.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labeling.prelabel.signals._answers import as_table
-from trajectories.sql import ReadonlySession, SandboxError, json_cell, open_readonly
+from trajectories.sql import QueryResult, SandboxError, json_cell, open_readonly, run_isolated
 
 __all__ = ["ROW_CAP", "TIMEOUT_S", "CodeInfo", "Probe", "Rows", "same_rows"]
 
@@ -66,11 +66,20 @@ def same_rows(a: Rows, b: Rows) -> bool:
     return sorted(as_table(list(a.rows)) or []) == sorted(as_table(list(b.rows)) or [])
 
 
-class Probe:
-    """A sandbox session on one EHR database plus a result cache. One thread only."""
+_Execute = Callable[[str], QueryResult]
 
-    def __init__(self, session: ReadonlySession, path: Path) -> None:
-        self._session = session
+
+class Probe:
+    """Sandboxed execution on one EHR database plus a result cache. One thread only.
+
+    ``Probe.open`` runs in this process over one read-only session (fast: batch work in the
+    CLI, the benchmark and the pre-labelling worker); ``Probe.isolated`` sends every query to
+    the sandbox's worker processes, so a memory bomb in agent SQL cannot touch a long-lived
+    caller such as the app.
+    """
+
+    def __init__(self, execute: _Execute, path: Path) -> None:
+        self._execute = execute
         self.path = path
         self._cache: dict[str, Rows | None] = {}
         self._dicts: list[tuple[str, str, str | None, str]] | None = None
@@ -80,14 +89,21 @@ class Probe:
     @contextmanager
     def open(cls, db_path: Path) -> Iterator[Probe]:
         with open_readonly(db_path) as session:
-            yield cls(session, Path(db_path))
+            yield cls(lambda sql: session.run(sql, timeout_s=TIMEOUT_S, row_cap=ROW_CAP),
+                      Path(db_path))
+
+    @classmethod
+    def isolated(cls, db_path: Path) -> Probe:
+        path = Path(db_path)
+        return cls(lambda sql: run_isolated(path, sql, timeout_s=TIMEOUT_S, row_cap=ROW_CAP),
+                   path)
 
     def run(self, sql: str) -> Rows | None:
         if sql in self._cache:
             return self._cache[sql]
         self.queries += 1
         try:
-            res = self._session.run(sql, timeout_s=TIMEOUT_S, row_cap=ROW_CAP)
+            res = self._execute(sql)
             out: Rows | None = Rows(
                 tuple(res.columns),
                 tuple(tuple(json_cell(v) for v in row) for row in res.rows),
