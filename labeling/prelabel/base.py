@@ -7,7 +7,7 @@ holds only plain data and protocols.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from trajectories.model import Trajectory
 
@@ -31,6 +31,9 @@ class LabelResult:
     labeller: str  # "heuristic" | "gemini"
     labeller_version: str
     secondary_category: str | None = None
+    # The first-divergence evidence behind the label (labeling.evidence.Evidence.to_dict()),
+    # stored beside the pre-label and exported with it; None when the labeller had none.
+    evidence: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ because when the values are right, the query was not the problem.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -227,9 +228,15 @@ class HeuristicLabeller:
         return len(PRIORITY)
 
     def _label(self, trajectory: Trajectory) -> LabelResult:
+        evidence = self.evidence(trajectory)
+        result = self._decide(trajectory, evidence)
+        if evidence is None:
+            return result
+        return dataclasses.replace(result, evidence=evidence.to_dict())
+
+    def _decide(self, trajectory: Trajectory, evidence: Evidence | None) -> LabelResult:
         views = sg.action_views(trajectory)
         found = self.signals(trajectory, views)
-        evidence = self.evidence(trajectory)
         decided = self._evidence_signal(evidence)
         if decided is not None:
             return self._from_evidence(decided, found)

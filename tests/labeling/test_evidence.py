@@ -295,3 +295,31 @@ def test_real_failures_mostly_get_a_non_fallback_suggestion() -> None:
     with Probe.open(db) as probe:
         evidence = [find_divergence(t, probe=probe) for t in fails]
     assert sum(e.category is not None for e in evidence) / len(fails) >= 0.7
+
+
+# --------------------------------------------------------------------------- stored and exported
+
+
+def test_evidence_is_stored_beside_the_prelabel_and_exported(store: Any, icd_db: Path) -> None:
+    import json
+
+    from labeling.prelabel.base import PrelabelKey, PrelabelRecord
+    from labeling.store.io import export_labels
+
+    ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code IN ('I509')"
+    wrong = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code IN ('4280')"
+    t = traj([sql(wrong, "[(1,)]")], 1, ref=ref, gold=[[2]]).with_id()
+    lab = HeuristicLabeller(ehr_path=icd_db)
+    result = lab.label(t, lab.taxonomy.version)
+    assert result.evidence is not None and result.evidence["part"] == "codes"
+    assert result.category == CODE_LOOKUP and result.rationale.startswith("evidence:")
+    key = PrelabelKey(t.id, lab.taxonomy.version, lab.prompt_version, lab.model)
+    store.prelabels.save(PrelabelRecord(key=key, result=result))
+    got = store.prelabels.get(key)
+    assert got is not None and got.result is not None
+    assert got.result.evidence == json.loads(json.dumps(result.evidence))
+    lines = [json.loads(x) for x in export_labels(store, fmt="jsonl").splitlines()]
+    [row] = [x for x in lines if x["source"] == "llm"]
+    assert row["evidence"]["reason"] == result.evidence["reason"]
+    csv_text = export_labels(store, fmt="csv")
+    assert "ICD-9 code looked up" in csv_text
