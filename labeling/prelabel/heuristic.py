@@ -5,7 +5,13 @@ replace them. Confidence is meant to be honest: only unambiguous mechanical evid
 on a name an earlier call defined, the same action repeated verbatim) scores high, and the
 fallback, which is a guess, scores about 0.3.
 
-Priority order (used to choose among signals of comparable strength, i.e. within
+Evidence first: with a reference SQL, the first-divergence finder (labeling.evidence; executed
+in the SQL sandbox when ``ehr_path`` is given) runs before the text rules. Evidence whose
+calibrated confidence reaches ``EVIDENCE_MIN`` decides the category and step; the text rules
+then only add detail or name a rival. Weaker evidence is used when no text rule fires; with no
+evidence at all the label is the low-confidence fallback and says why (docs/evidence.md).
+
+Priority order of the text rules (used to choose among signals of comparable strength, i.e. within
 ``PRIORITY_MARGIN`` of the strongest one), with the confidence each rule reports:
 
 1. Variable Scope Error - NameError on a name an earlier execution defined 0.92 (0.95 when
@@ -55,15 +61,18 @@ because when the values are right, the query was not the problem.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from labeling.evidence import Evidence, find_divergence
+from labeling.evidence import Evidence, Probe, find_divergence
 from labeling.prelabel import signals as sg
 from labeling.prelabel.base import LabelResult
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories.model import Trajectory
+from trajectories.sql import SandboxError
 
 PRIORITY: tuple[str, ...] = (
     sg.VARIABLE_SCOPE,
@@ -128,6 +137,7 @@ class HeuristicLabeller:
         # The EHR database the evidence finder executes on; without one it compares structure
         # and the recorded observations only.
         self.ehr_path = ehr_path
+        self._local = threading.local()
 
     @staticmethod
     def _build_key_map(taxonomy: Taxonomy, key_map: Mapping[str, str] | None) -> dict[str, str]:
@@ -208,7 +218,24 @@ class HeuristicLabeller:
         """The first-divergence evidence, or None without a reference SQL to compare with."""
         if not isinstance(trajectory.task.reference_sql, str):
             return None
-        return find_divergence(trajectory, self.ehr_path)
+        return find_divergence(trajectory, probe=self._probe())
+
+    def _probe(self) -> Probe | None:
+        """One sandbox session per thread, opened on first use and kept: opening a locked-down
+        DuckDB connection costs more than most evidence queries. A database that cannot be
+        opened leaves the finder structural (recorded observations only), never a failed label."""
+        if self.ehr_path is None:
+            return None
+        local = self._local
+        if not hasattr(local, "probe"):
+            stack = contextlib.ExitStack()
+            try:
+                local.probe = stack.enter_context(Probe.open(self.ehr_path))
+                local.stack = stack  # closed with the thread's state
+            except SandboxError:
+                local.probe = None
+        probe: Probe | None = local.probe
+        return probe
 
     def _evidence_signal(
         self, evidence: Evidence | None, minimum: float = EVIDENCE_MIN

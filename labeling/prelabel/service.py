@@ -222,10 +222,13 @@ def labeller_identity(options: PrelabelOptions) -> tuple[str, str, str]:
     return ("gemini", options.model or DEFAULT_MODEL, PROMPT_VERSION)
 
 
-def build_labeller(options: PrelabelOptions, taxonomy: Taxonomy) -> AnyLabeller:
+def build_labeller(
+    options: PrelabelOptions, taxonomy: Taxonomy, *, ehr_path: Path | None = None
+) -> AnyLabeller:
     if options.labeller == "heuristic":
         try:
-            return HeuristicLabeller(taxonomy)
+            # With the workspace's EHR database, the evidence finder executes in the sandbox.
+            return HeuristicLabeller(taxonomy, ehr_path=ehr_path)
         except TaxonomyError as e:
             raise PrelabelServiceError(
                 f"the heuristic labeller cannot use this taxonomy: {e}"
@@ -332,7 +335,9 @@ def run_prelabelling(
     try:
         require_consent(options, env)
         taxonomy = load_run_taxonomy(options.taxonomy_path)
-        lab = labeller if labeller is not None else build_labeller(options, taxonomy)
+        lab = labeller if labeller is not None else build_labeller(
+            options, taxonomy, ehr_path=ws.ehr_path
+        )
     except PrelabelServiceError:
         if run_id is not None:
             store.prelabels.update_run(run_id, status="failed")
