@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import workspace
-from app.widgets.safe import escape_markdown
+from faillab.app.state import workspace
+from faillab.app.widgets.safe import escape_markdown
 from trajectories.model import Trajectory
 
 

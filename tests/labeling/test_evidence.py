@@ -313,6 +313,7 @@ def test_evidence_is_stored_beside_the_prelabel_and_exported(store: Any, icd_db:
     result = lab.label(t, lab.taxonomy.version)
     assert result.evidence is not None and result.evidence["part"] == "codes"
     assert result.category == CODE_LOOKUP and result.rationale.startswith("evidence:")
+    assert t.id is not None
     key = PrelabelKey(t.id, lab.taxonomy.version, lab.prompt_version, lab.model)
     store.prelabels.save(PrelabelRecord(key=key, result=result))
     got = store.prelabels.get(key)
