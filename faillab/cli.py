@@ -75,8 +75,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("faillab.cli_workspace:demo",
         "Build the synthetic demo workspace: an EHR database, tasks and simulated agents."),
     "evidence": ("faillab.cli_evidence:evidence",
-        "First diverging step, diverging part and suggested category for each failure in "
-        "PATH."),
+        "First diverging step, diverging part, evidence rows and suggested category for "
+        "each failure in PATH, executed read-only in the SQL sandbox."),
     "import": ("faillab.cli_workspace:import_cmd",
         "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
         "logs (.eval, .json), LM Studio conversations, or any JSON mapped with --map."),
