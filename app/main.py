@@ -21,6 +21,7 @@ PAGES = {
         st.Page("views/annotate.py", title="Annotate", url_path="annotate"),
         st.Page("views/adjudicate.py", title="Adjudicate", url_path="adjudicate"),
         st.Page("views/agreement.py", title="Agreement", url_path="agreement"),
+        st.Page("views/clusters.py", title="Clusters", url_path="clusters"),
     ],
     "Pre-labels": [
         # LLM / heuristic pre-labelling pages

@@ -72,8 +72,16 @@ def load_command(path: str) -> click.Command:
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("faillab.cli_audit:audit",
         "Human validity audit of tasks no selected run solved."),
+    "clusters": ("faillab.cli_clusters:clusters",
+        "Group the workspace's failed trajectories into look-alike clusters (question, final "
+        "SQL, error text, divergence), largest first; outliers are marked for one-by-one "
+        "confirmation."),
     "demo": ("faillab.cli_workspace:demo",
         "Build the synthetic demo workspace: an EHR database, tasks and simulated agents."),
+    "evaluate": ("faillab.cli_clusters:evaluate",
+        "Agreement of the heuristic, the first-divergence finder and the classifier "
+        "(cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa, "
+        "first-step exact and within one step, share of real (non-fallback) suggestions."),
     "evidence": ("faillab.cli_evidence:evidence",
         "First diverging step, diverging part, evidence rows and suggested category for "
         "each failure in PATH, executed read-only in the SQL sandbox."),
