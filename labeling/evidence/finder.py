@@ -221,12 +221,23 @@ def find_divergence(
     if ref is None:
         reason = "no reference SQL" if not ref_sql else "reference SQL does not parse"
         return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
-    parsed = [(i, p) for i, sql in steps if (p := decompose(sql)) is not None]
-    if not parsed:
+    # Parse lazily: the last query over the reference's tables is usually the last step, and
+    # the first diverging one comes early; parsing every step is the finder's main cost.
+    last_step: tuple[int, RefParts] | None = None
+    fallback: tuple[int, RefParts] | None = None
+    for i, sql in reversed(steps):
+        p = decompose(sql)
+        if p is None:
+            continue
+        fallback = fallback or (i, p)
+        if p.tables & ref.tables:
+            last_step = (i, p)
+            break
+    last_step = last_step or fallback
+    if last_step is None:
         return Evidence(None, rows=rows, reason="no parsable agent SQL step: no evidence",
                         executed=executed)
-    on_topic = [(i, p) for i, p in parsed if p.tables & ref.tables] or parsed
-    last_i, last = on_topic[-1]
+    last_i, last = last_step
     final_div = compare(ref, last)
     if probe is not None:
         final_div = _with_lookups(final_div, ref, last, probe, rows)
@@ -246,8 +257,13 @@ def find_divergence(
     final_div = _calibrated(final_div)
     kinds = {d.part for d in final_div}
     first = last_i
-    for i, parts in parsed:
-        if parts.tables & ref.tables and {d.part for d in compare(ref, parts)} & kinds:
+    for i, sql in steps:
+        if i >= last_i:
+            break
+        parts = decompose(sql)
+        if parts is not None and parts.tables & ref.tables and (
+            {d.part for d in compare(ref, parts)} & kinds
+        ):
             first = i
             break
     if probe is not None:

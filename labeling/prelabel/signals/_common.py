@@ -95,7 +95,12 @@ class ActionView:
     empty: bool
     tool_table: str | None  # table argument of a lookup tool (e.g. substring search)
     tool_column: str | None
-    tables: frozenset[str]  # tables the SQL reads, schema prefixes dropped
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """Tables the SQL reads, schema prefixes dropped. Computed on use (parsing is the
+        costly part of a view, and most detectors never ask); the parse itself is cached."""
+        return frozenset(sql_tables(self.sql)) if self.sql else frozenset()
 
 
 def clip(text: str | None, limit: int = _OBS_HEAD) -> str:
@@ -199,7 +204,6 @@ def view_step(index: int, step: Step) -> ActionView:
         empty=empty,
         tool_table=tool_table,
         tool_column=tool_column,
-        tables=frozenset(sql_tables(sql[:_CODE_MAX])) if sql else frozenset(),
     )
 
 
