@@ -118,8 +118,7 @@ def trajectory_frame(source: str) -> pd.DataFrame:
 # --- the EHR database --------------------------------------------------------------------------
 @st.cache_data(max_entries=256, show_spinner=False)
 def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
-    from trajectories.sandbox import SandboxError
-    from trajectories.sandbox_isolated import run_isolated
+    from trajectories.sql import SandboxError, run_isolated
 
     try:
         result = run_isolated(Path(ehr[0]), sql, timeout_s=timeout_s, row_cap=row_cap)

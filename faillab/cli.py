@@ -84,8 +84,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "(cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa, "
         "first-step exact and within one step, share of real (non-fallback) suggestions."),
     "evidence": ("faillab.cli_evidence:evidence",
-        "First diverging step, diverging part and suggested category for each failure in "
-        "PATH."),
+        "First diverging step, diverging part, evidence rows and suggested category for "
+        "each failure in PATH, executed read-only in the SQL sandbox."),
     "import": ("faillab.cli_workspace:import_cmd",
         "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
         "logs (.eval, .json), LM Studio conversations, or any JSON mapped with --map."),

@@ -34,8 +34,7 @@ def sandbox() -> None:
 def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | None,
           row_cap: int | None, as_json: bool) -> None:
     """Run one read-only SQL statement (time-limited, row-capped, no file access)."""
-    from trajectories.sandbox import SandboxError
-    from trajectories.sandbox_isolated import run_isolated
+    from trajectories.sql import SandboxError, run_isolated
 
     ws, settings = _ws(workspace)
     path = db or ws.ehr_path

@@ -31,13 +31,13 @@ from labeling.audit_report import AuditItem as ReportItem
 from labeling.audit_report import AuditReport, Judgment, build_audit_report
 from labeling.sampling import SampleResult, stratified_sample
 from labeling.store import AuditAdjudication, AuditItem, AuditJudgment, Store, StoreError
-from trajectories.sandbox import (
+from trajectories.sql import (
     QueryResult,
     SandboxError,
     describe_tables,
+    run_isolated,
     tables_in_sql,
 )
-from trajectories.sandbox_isolated import run_isolated
 from trajectories.workspace import Workspace
 
 __all__ = [

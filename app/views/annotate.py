@@ -12,6 +12,7 @@ from streamlit.errors import StreamlitAPIException
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, load_trajectory, workspace
 from faillab.app.widgets.answer import render_answer_panel
+from faillab.app.widgets.evidence import render_evidence
 from faillab.app.widgets.label_form import (
     render_label_form,
     render_last_saved,
@@ -124,6 +125,7 @@ def labelling_panel(me: User, hide: bool) -> None:
             # Runs before the next script run, so the form's step picker shows the choice.
             st.session_state[f"lf_{tid}_step"] = index
 
+        render_evidence(traj, key=f"annotate_{tid}", show_category=not hide)
         render_steps(traj.steps, expand_all=expand_all, pick=pick_step, key_prefix=tid)
         with st.expander("Answer vs ground truth", expanded=True):
             render_answer_panel(traj)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from faillab.app.state import load_trajectory, open_trajectory_link, workspace
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
+from faillab.app.widgets.evidence import render_evidence
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.steps import render_steps
@@ -72,6 +73,7 @@ with left:
     with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
         render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
 with right:
+    render_evidence(traj, key=trajectory_id)
     render_answer_panel(traj)
     st.markdown("**Reference SQL**")
     if task.reference_sql:

@@ -31,7 +31,7 @@ from labeling.audit import (
     task_record,
 )
 from labeling.store import Store
-from trajectories.sandbox import QueryResult
+from trajectories.sql import QueryResult
 
 
 @st.cache_data(max_entries=256, show_spinner="Re-running the reference SQL…")

@@ -7,7 +7,7 @@ plain data and protocols. The labeller interface itself is ``labeling.prelabel.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     # Transitional name, resolved at run time by ``__getattr__`` below.
@@ -33,6 +33,9 @@ class LabelResult:
     labeller: str  # "heuristic" | "gemini"
     labeller_version: str
     secondary_category: str | None = None
+    # The first-divergence evidence behind the label (labeling.evidence.Evidence.to_dict()),
+    # stored beside the pre-label and exported with it; None when the labeller had none.
+    evidence: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

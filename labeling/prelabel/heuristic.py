@@ -5,7 +5,13 @@ replace them. Confidence is meant to be honest: only unambiguous mechanical evid
 on a name an earlier call defined, the same action repeated verbatim) scores high, and the
 fallback, which is a guess, scores about 0.3.
 
-Priority order (used to choose among signals of comparable strength, i.e. within
+Evidence first: with a reference SQL, the first-divergence finder (labeling.evidence; executed
+in the SQL sandbox when ``ehr_path`` is given) runs before the text rules. Evidence whose
+calibrated confidence reaches ``EVIDENCE_MIN`` decides the category and step; the text rules
+then only add detail or name a rival. Weaker evidence is used when no text rule fires; with no
+evidence at all the label is the low-confidence fallback and says why (docs/evidence.md).
+
+Priority order of the text rules (used to choose among signals of comparable strength, i.e. within
 ``PRIORITY_MARGIN`` of the strongest one), with the confidence each rule reports:
 
 1. Variable Scope Error - NameError on a name an earlier execution defined 0.92 (0.95 when
@@ -55,13 +61,18 @@ because when the values are right, the query was not the problem.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
-from labeling.evidence import find_divergence
+from labeling.evidence import Evidence, Probe, find_divergence
 from labeling.prelabel import signals as sg
 from labeling.prelabel.base import LabelResult
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories.model import Trajectory
+from trajectories.sql import SandboxError
 
 PRIORITY: tuple[str, ...] = (
     sg.VARIABLE_SCOPE,
@@ -89,7 +100,9 @@ PRIORITY_MARGIN = 0.15
 FALLBACK_CONFIDENCE = 0.3
 NO_STEPS_CONFIDENCE = 0.2
 SECONDARY_MIN = 0.4
-EVIDENCE_MIN = 0.65  # weaker structural differences stay a guess on the demo set
+# Evidence at or above this calibrated confidence decides before any text rule; below it, the
+# text rules decide and the evidence is only cited.
+EVIDENCE_MIN = 0.6
 
 # How the core categories land in taxonomies that pool them (by taxonomy name).
 BUILTIN_KEY_MAPS: dict[str, dict[str, str]] = {
@@ -115,11 +128,16 @@ class HeuristicLabeller:
     prompt_version = "rules-1"
 
     def __init__(
-        self, taxonomy: Taxonomy | None = None, key_map: Mapping[str, str] | None = None
+        self, taxonomy: Taxonomy | None = None, key_map: Mapping[str, str] | None = None,
+        *, ehr_path: Path | None = None,
     ) -> None:
         self.taxonomy = taxonomy or default_taxonomy()
         self._key_map = self._build_key_map(self.taxonomy, key_map)
         self._others: dict[str, HeuristicLabeller] = {}
+        # The EHR database the evidence finder executes on; without one it compares structure
+        # and the recorded observations only.
+        self.ehr_path = ehr_path
+        self._local = threading.local()
 
     @staticmethod
     def _build_key_map(taxonomy: Taxonomy, key_map: Mapping[str, str] | None) -> dict[str, str]:
@@ -162,7 +180,7 @@ class HeuristicLabeller:
                     f"heuristic labeller is set up for taxonomy {self.taxonomy.name!r}, "
                     f"not {wanted!r}; construct HeuristicLabeller(taxonomy=...) for it"
                 )
-            self._others[wanted] = HeuristicLabeller(builtin)
+            self._others[wanted] = HeuristicLabeller(builtin, ehr_path=self.ehr_path)
         return self._others[wanted]
 
     def label(self, trajectory: Trajectory, taxonomy_version: str) -> LabelResult:
@@ -194,16 +212,41 @@ class HeuristicLabeller:
                 target = self._key_map.get(s.category)
                 if target is not None:
                     found.append(sg.Signal(target, s.confidence, s.step, s.rationale))
-        if not found and reference is not None:
-            # Structural evidence decides where no text rule fires, before the fallback guess
-            # (letting it compete with the rules lowered demo agreement from >= 0.8 to 0.63).
-            evidence = find_divergence(trajectory)
-            if evidence.category is not None and evidence.confidence >= EVIDENCE_MIN:
-                target = self._key_map.get(evidence.category)
-                if target is not None:
-                    why = "evidence: " + evidence.reason
-                    found.append(sg.Signal(target, evidence.confidence, evidence.step, why))
         return found
+
+    def evidence(self, trajectory: Trajectory) -> Evidence | None:
+        """The first-divergence evidence, or None without a reference SQL to compare with."""
+        if not isinstance(trajectory.task.reference_sql, str):
+            return None
+        return find_divergence(trajectory, probe=self._probe())
+
+    def _probe(self) -> Probe | None:
+        """One sandbox session per thread, opened on first use and kept: opening a locked-down
+        DuckDB connection costs more than most evidence queries. A database that cannot be
+        opened leaves the finder structural (recorded observations only), never a failed label."""
+        if self.ehr_path is None:
+            return None
+        local = self._local
+        if not hasattr(local, "probe"):
+            stack = contextlib.ExitStack()
+            try:
+                local.probe = stack.enter_context(Probe.open(self.ehr_path))
+                local.stack = stack  # closed with the thread's state
+            except SandboxError:
+                local.probe = None
+        probe: Probe | None = local.probe
+        return probe
+
+    def _evidence_signal(
+        self, evidence: Evidence | None, minimum: float = EVIDENCE_MIN
+    ) -> sg.Signal | None:
+        """The evidence as a signal when its calibrated confidence reaches ``minimum``."""
+        if evidence is None or evidence.category is None or evidence.confidence < minimum:
+            return None
+        target = self._key_map.get(evidence.category)
+        if target is None:
+            return None
+        return sg.Signal(target, evidence.confidence, evidence.step, "evidence: " + evidence.reason)
 
     def _rank(self, category: str) -> int:
         for i, internal in enumerate(PRIORITY):
@@ -212,8 +255,22 @@ class HeuristicLabeller:
         return len(PRIORITY)
 
     def _label(self, trajectory: Trajectory) -> LabelResult:
+        evidence = self.evidence(trajectory)
+        result = self._decide(trajectory, evidence)
+        if evidence is None:
+            return result
+        return dataclasses.replace(result, evidence=evidence.to_dict())
+
+    def _decide(self, trajectory: Trajectory, evidence: Evidence | None) -> LabelResult:
         views = sg.action_views(trajectory)
         found = self.signals(trajectory, views)
+        decided = self._evidence_signal(evidence)
+        if decided is not None:
+            return self._from_evidence(decided, found)
+        weak = self._evidence_signal(evidence, minimum=FALLBACK_CONFIDENCE)
+        if not found and weak is not None:
+            # No text rule fires: weaker evidence still beats the semantic guess.
+            return self._from_evidence(weak, found)
         if not found:
             step = sg.fallback_step(views, trajectory)
             if step is None:
@@ -225,8 +282,8 @@ class HeuristicLabeller:
                     f"step {step}: no mechanical error pattern found; the first substantive "
                     "action is assumed to misread the request (a guess)."
                 )
-                if trajectory.task.reference_sql:
-                    why += f" No evidence decided ({find_divergence(trajectory).reason})."
+                if evidence is not None:
+                    why += f" No evidence decided ({_evidence_why(evidence)})."
             return self._result(self._key_map[sg.SEMANTIC], conf, step, why, None)
 
         # Best signal per category, then priority among the comparably strong ones.
@@ -261,6 +318,27 @@ class HeuristicLabeller:
             secondary.category if secondary else None,
         )
 
+    def _from_evidence(self, decided: sg.Signal, found: list[sg.Signal]) -> LabelResult:
+        """Evidence first: the text rules only name a rival (secondary) and cost confidence."""
+        rivals = sorted(
+            (s for s in found if s.category != decided.category),
+            key=lambda s: (-s.confidence, self._rank(s.category)),
+        )
+        secondary = rivals[0] if rivals and rivals[0].confidence >= SECONDARY_MIN else None
+        conf = decided.confidence
+        rationale = decided.rationale
+        agreeing = [s for s in found if s.category == decided.category]
+        if agreeing:  # a text rule names the same category: its detail helps the reviewer
+            rationale += " Rules agree: " + max(agreeing, key=lambda s: s.confidence).rationale
+        if secondary is not None:
+            if secondary.confidence >= conf:
+                conf -= 0.1  # a mechanical text rule at least as sure disagrees
+            rationale += f" Also possible: {secondary.category} ({secondary.rationale})"
+        return self._result(
+            decided.category, conf, decided.step, rationale,
+            secondary.category if secondary else None,
+        )
+
     def _result(
         self, category: str, conf: float, step: int | None, rationale: str, secondary: str | None
     ) -> LabelResult:
@@ -273,3 +351,10 @@ class HeuristicLabeller:
             labeller_version=self.version,
             secondary_category=secondary,
         )
+
+
+def _evidence_why(evidence: Evidence) -> str:
+    if evidence.category is None:
+        return evidence.reason
+    return (f"{evidence.reason}, confidence {evidence.confidence:.2f} below "
+            f"{FALLBACK_CONFIDENCE:.2f}")

@@ -29,10 +29,13 @@ def labeller_identity(options: PrelabelOptions) -> tuple[str, str, str]:
     return ("gemini", options.model or DEFAULT_GEMINI_MODEL, PROMPT_VERSION)
 
 
-def build_labeller(options: PrelabelOptions, taxonomy: Taxonomy) -> Labeller:
+def build_labeller(
+    options: PrelabelOptions, taxonomy: Taxonomy, *, ehr_path: Path | None = None
+) -> Labeller:
     if options.labeller == "heuristic":
         try:
-            return SyncLabellerAdapter(HeuristicLabeller(taxonomy))
+            # With the workspace's EHR database, the evidence finder executes in the sandbox.
+            return SyncLabellerAdapter(HeuristicLabeller(taxonomy, ehr_path=ehr_path))
         except TaxonomyError as e:
             raise PrelabelServiceError(
                 f"the heuristic labeller cannot use this taxonomy: {e}"

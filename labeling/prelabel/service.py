@@ -157,7 +157,9 @@ def run_prelabelling(
     try:
         require_consent(options, env)
         taxonomy = load_run_taxonomy(options.taxonomy_path)
-        lab = labeller if labeller is not None else build_labeller(options, taxonomy)
+        lab = labeller if labeller is not None else build_labeller(
+            options, taxonomy, ehr_path=ws.ehr_path
+        )
     except PrelabelServiceError:
         if run_id is not None:
             store.prelabels.update_run(run_id, status="failed")

@@ -39,6 +39,7 @@ EXPORT_COLUMNS = [
     "first_error_step",
     "confidence",
     "note",
+    "evidence",  # pre-labels only: the first-divergence evidence as JSON (revision 0006)
     "taxonomy_version",
     "created_at",
 ]
@@ -74,6 +75,7 @@ def export_labels(
             "first_error_step": label.first_error_step,
             "confidence": label.confidence,
             "note": label.note,
+            "evidence": None,
             "taxonomy_version": label.taxonomy_version,
             "created_at": label.created_at.isoformat(),
         }
@@ -90,6 +92,7 @@ def export_labels(
                 "first_error_step": p["first_error_step"],
                 "confidence": p["confidence"],
                 "note": p["rationale"],
+                "evidence": p.get("evidence"),
                 "taxonomy_version": p["taxonomy_version"],
                 "created_at": p["created_at"].isoformat(),
             }
@@ -103,7 +106,11 @@ def export_labels(
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else csv_cell(v) for k, v in row.items()})
+        writer.writerow({
+            k: "" if v is None else csv_cell(json.dumps(v, ensure_ascii=False)
+                                              if isinstance(v, dict) else v)
+            for k, v in row.items()
+        })
     return out.getvalue()
 
 

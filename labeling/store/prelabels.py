@@ -3,6 +3,7 @@ opinion on each item, and pre-label run progress."""
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from typing import Any
@@ -56,6 +57,17 @@ def _run_record(row: PrelabelRunRow, now: datetime | None = None) -> PrelabelRun
     )
 
 
+def _evidence_from(text: str | None) -> dict[str, Any] | None:
+    """The stored evidence JSON; unreadable text is reported as such rather than lost."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"unreadable": text[:200]}
+    return value if isinstance(value, dict) else {"unreadable": text[:200]}
+
+
 def _prelabel_record(row: PrelabelRow, key: PrelabelKey) -> PrelabelRecord:
     result = None
     if row.category is not None and row.error is None:
@@ -67,6 +79,7 @@ def _prelabel_record(row: PrelabelRow, key: PrelabelKey) -> PrelabelRecord:
             labeller=row.labeller or "",
             labeller_version=row.labeller_version or "",
             secondary_category=row.secondary_category,
+            evidence=_evidence_from(row.evidence),
         )
     return PrelabelRecord(
         key=key,
@@ -128,6 +141,7 @@ class Prelabels(Part):
             "secondary_category": r.secondary_category if r else None,
             "labeller": r.labeller if r else None,
             "labeller_version": r.labeller_version if r else None,
+            "evidence": json.dumps(r.evidence, ensure_ascii=False) if r and r.evidence else None,
             "error": record.error,
             "input_tokens": record.input_tokens,
             "output_tokens": record.output_tokens,
@@ -163,6 +177,7 @@ class Prelabels(Part):
                     "first_error_step": r.first_error_step,
                     "confidence": r.confidence,
                     "rationale": r.rationale,
+                    "evidence": _evidence_from(r.evidence),
                     "taxonomy_version": r.taxonomy_version,
                     "created_at": r.created_at,
                 }

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
-from labeling.evidence import decompose, find_divergence
+import pytest
+
+from labeling.evidence import CALIBRATION, Probe, decompose, find_divergence
+from labeling.evidence.finder import MEASURED_PARTS
 from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.prelabel.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC
 from taxonomy import default_taxonomy
@@ -125,13 +131,196 @@ def test_cli_prints_evidence_for_each_real_failure() -> None:
     from click.testing import CliRunner
 
     from faillab.cli import main
-    from tests.conftest import REAL_TRAJECTORIES
+    from tests.conftest import EHRSQL_SQLITE, REAL_TRAJECTORIES, require_shared
 
-    path = sorted(REAL_TRAJECTORIES.glob("*.json"))[0]
-    res = CliRunner().invoke(main, ["evidence", str(path), "--json"])
+    path = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[0]
+    res = CliRunner().invoke(main, ["evidence", str(path), "--json", "--no-exec"])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines()]
     assert rows and all("reason" in r and "step" in r for r in rows)
     assert sum(r["category"] is not None for r in rows) >= len(rows) // 2
+    assert not any(r["executed"] for r in rows)
+    run = CliRunner().invoke(
+        main, ["evidence", str(path), "--json", "--db", str(require_shared(EHRSQL_SQLITE))]
+    )
+    assert run.exit_code == 0, run.output
+    executed = [json.loads(line) for line in run.output.splitlines()]
+    assert len(executed) == len(rows) and all(r["executed"] for r in executed)
+    assert all(any(x.startswith("reference result:") for x in r["rows"]) for r in executed)
     bad = CliRunner().invoke(main, ["evidence", str(path) + ".missing"])
     assert bad.exit_code == 1 and "no such trajectory file" in bad.output
+    no_db = CliRunner().invoke(main, ["evidence", str(path), "--db", str(path) + ".nodb"])
+    assert no_db.exit_code == 1 and "no such EHR database" in no_db.output
+
+
+# --------------------------------------------------------------------------- executed evidence
+
+
+@pytest.fixture()
+def icd_db(tmp_path: Path) -> Path:
+    """A tiny EHR with both ICD versions of one concept, for code look-ups by execution."""
+    path = tmp_path / "ehr.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(
+        "CREATE TABLE d_icd_diagnoses (icd_code TEXT, icd_version INTEGER, long_title TEXT);"
+        "INSERT INTO d_icd_diagnoses VALUES ('4280', 9, 'Congestive heart failure'),"
+        " ('I509', 10, 'Heart failure, unspecified');"
+        "CREATE TABLE diagnoses_icd (subject_id INTEGER, hadm_id INTEGER, icd_code TEXT,"
+        " icd_version INTEGER);"
+        "INSERT INTO diagnoses_icd VALUES (1, 10, 'I509', 10), (2, 20, 'I509', 10),"
+        " (3, 30, '4280', 9);"
+    )
+    con.commit()
+    con.close()
+    return path
+
+
+def test_executed_evidence_names_the_code_version_and_cites_rows(icd_db: Path) -> None:
+    ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code IN ('I509')"
+    wrong = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code IN ('4280')"
+    t = traj([sql("SELECT * FROM d_icd_diagnoses"), sql(wrong, "[(1,)]")], 1, ref=ref, gold=[[2]])
+    ev = find_divergence(t, icd_db)
+    assert ev.executed and ev.part == "codes" and ev.category == CODE_LOOKUP
+    assert "ICD-9 code looked up, task needs ICD-10" in ev.reason
+    assert ev.step == 1
+    assert "reference result: 1 row: 2" in ev.rows
+    assert any("'Congestive heart failure'" in r for r in ev.rows)
+    assert ev.confidence == CALIBRATION["codes"][1]
+
+
+def test_executed_answer_step_needs_the_same_rows_not_a_mention(icd_db: Path) -> None:
+    ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code = 'I509'"
+    # The recorded output mentions 2, but the query returns more than the reference's rows.
+    superset = "SELECT hadm_id / 10 FROM diagnoses_icd ORDER BY 1"
+    t = traj([sql(superset, "1\n2\n3")], "unsure", ref=ref, gold=[[2]])
+    assert find_divergence(t).part == "answer"  # structural only: the mention is enough
+    assert find_divergence(t, icd_db).part != "answer"  # executed: it is not the answer
+    right = traj([sql(ref, "2")], "two admissions", ref=ref, gold=[[2]])
+    ev = find_divergence(right, icd_db)
+    assert ev.part == "answer" and ev.step == 0 and ev.category == ANSWER_FORMAT
+
+
+def test_hostile_agent_sql_is_no_evidence_and_changes_nothing(icd_db: Path) -> None:
+    before = icd_db.read_bytes()
+    ref = "SELECT COUNT(*) FROM diagnoses_icd"
+    hostile = ["DELETE FROM diagnoses_icd", "ATTACH DATABASE '/tmp/x.db' AS x",
+               "SELECT load_extension('/tmp/x')"]
+    t = traj([sql(h, "ok") for h in hostile], 0, ref=ref, gold=[[3]])
+    with Probe.open(icd_db) as probe:
+        find_divergence(t, probe=probe)
+        assert all(probe.run(h) is None for h in hostile)
+    assert icd_db.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- demo and real targets
+
+# The diverging parts that count as right for each cause the demo generator injects.
+RIGHT_PARTS = {
+    "Medical-Code Lookup Error": {"codes", "lookup"},
+    "SQL Logic Error": {"times", "aggregations", "group_by", "order_limit", "filters", "result"},
+    "Semantic Misunderstanding": {"no_data", "tables", "filters", "order_limit"},
+    "Answer Format Error": {"answer"},
+    "Variable Scope Error": {"execution"},
+    "Stuck-in-Loop": {"loop"},
+}
+_CATEGORY_KEYS = {
+    "Medical-Code Lookup Error": CODE_LOOKUP,
+    "SQL Logic Error": SQL_LOGIC,
+    "Semantic Misunderstanding": SEMANTIC,
+    "Answer Format Error": ANSWER_FORMAT,
+    "Variable Scope Error": "variable_scope_error",
+    "Stuck-in-Loop": "stuck_in_loop",
+}
+
+
+@pytest.fixture(scope="module")
+def demo_evidence(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Any]]:
+    from trajectories.demo import generate_demo
+
+    demo = generate_demo(tmp_path_factory.mktemp("evdemo"), seed=1, n_tasks=24, rollouts=2,
+                         n_patients=500)
+    fails = [t for t in demo.trajectories if t.outcome is not None and not t.outcome.success]
+    with Probe.open(demo.ehr_path) as probe:
+        return [
+            (str((t.model_extra or {})["simulated_failure"]), find_divergence(t, probe=probe))
+            for t in fails
+        ]
+
+
+def test_demo_failures_get_evidence_with_the_right_part(
+    demo_evidence: list[tuple[str, Any]],
+) -> None:
+    assert len(demo_evidence) > 80
+    assert all(ev.executed for _, ev in demo_evidence)
+    right = sum(ev.part in RIGHT_PARTS[cause] for cause, ev in demo_evidence)
+    assert right / len(demo_evidence) >= 0.9, right / len(demo_evidence)
+
+
+def test_calibration_matches_what_the_demo_measures(
+    demo_evidence: list[tuple[str, Any]],
+) -> None:
+    by_part: dict[str, Counter[str]] = {}
+    for cause, ev in demo_evidence:
+        if ev.part is not None:
+            by_part.setdefault(ev.part, Counter())[_CATEGORY_KEYS[cause]] += 1
+    checked = 0
+    for part, causes in by_part.items():
+        n = sum(causes.values())
+        if part not in MEASURED_PARTS or n < 10:
+            continue
+        category, confidence = CALIBRATION[part]
+        precision = causes[category] / n
+        assert causes.most_common(1)[0][0] == category, (part, causes)
+        assert abs(confidence - min(0.9, precision)) <= 0.15, (part, confidence, precision)
+        checked += 1
+    assert checked >= 4
+
+
+def test_real_failures_mostly_get_a_non_fallback_suggestion() -> None:
+    from tests.conftest import EHRSQL_SQLITE, REAL_TRAJECTORIES, require_shared
+    from trajectories.importers import read_file
+
+    db = require_shared(EHRSQL_SQLITE)
+    fails = [
+        t
+        for f in sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))
+        for _, t in read_file(f).trajectories
+        if t.outcome is not None and t.outcome.reward is not None and t.outcome.reward < 1
+    ]
+    assert len(fails) == 95
+    lab = HeuristicLabeller(ehr_path=db)
+    labels = [lab.label(t, lab.taxonomy.version) for t in fails]
+    non_fallback = sum(r.confidence > 0.3 for r in labels)
+    assert non_fallback / len(fails) >= 0.7, non_fallback
+    with Probe.open(db) as probe:
+        evidence = [find_divergence(t, probe=probe) for t in fails]
+    assert sum(e.category is not None for e in evidence) / len(fails) >= 0.7
+
+
+# --------------------------------------------------------------------------- stored and exported
+
+
+def test_evidence_is_stored_beside_the_prelabel_and_exported(store: Any, icd_db: Path) -> None:
+    import json
+
+    from labeling.prelabel.base import PrelabelKey, PrelabelRecord
+    from labeling.store.io import export_labels
+
+    ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code IN ('I509')"
+    wrong = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code IN ('4280')"
+    t = traj([sql(wrong, "[(1,)]")], 1, ref=ref, gold=[[2]]).with_id()
+    lab = HeuristicLabeller(ehr_path=icd_db)
+    result = lab.label(t, lab.taxonomy.version)
+    assert result.evidence is not None and result.evidence["part"] == "codes"
+    assert result.category == CODE_LOOKUP and result.rationale.startswith("evidence:")
+    assert t.id is not None
+    key = PrelabelKey(t.id, lab.taxonomy.version, lab.prompt_version, lab.model)
+    store.prelabels.save(PrelabelRecord(key=key, result=result))
+    got = store.prelabels.get(key)
+    assert got is not None and got.result is not None
+    assert got.result.evidence == json.loads(json.dumps(result.evidence))
+    lines = [json.loads(x) for x in export_labels(store, fmt="jsonl").splitlines()]
+    [row] = [x for x in lines if x["source"] == "llm"]
+    assert row["evidence"]["reason"] == result.evidence["reason"]
+    csv_text = export_labels(store, fmt="csv")
+    assert "ICD-9 code looked up" in csv_text

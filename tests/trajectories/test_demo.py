@@ -13,8 +13,8 @@ import pytest
 
 from trajectories.demo import (
     FAILURE_CATEGORIES,
+    DemoDatabase,
     DemoResult,
-    SqlSandbox,
     build_ehr,
     generate_demo,
     iter_demo_trajectories,
@@ -109,7 +109,7 @@ def test_tasks_cover_intents_and_scopes(demo: DemoResult) -> None:
 
 
 def test_reference_sql_reproduces_ground_truth(demo: DemoResult) -> None:
-    with SqlSandbox(demo.ehr_path) as db:
+    with DemoDatabase(demo.ehr_path) as db:
         for task in demo.tasks:
             res = db.run(task.reference_sql or "")
             assert res.error is None, task.id
@@ -212,7 +212,7 @@ def test_sql_observations_are_real(demo: DemoResult) -> None:
     steps = [s for t in demo.trajectories for s in t.steps if s.kind == StepKind.SQL]
     sample = rng.sample(steps, min(400, len(steps)))
     con = duckdb.connect(str(demo.ehr_path), read_only=True)
-    fresh = SqlSandbox(demo.ehr_path)
+    fresh = DemoDatabase(demo.ehr_path)
     try:
         for step in sample:
             again = fresh.run(step.code or "")
@@ -243,7 +243,7 @@ def test_iterator_matches_and_scales(tmp_path: Path) -> None:
     lazy = list(iter_demo_trajectories(tmp_path, seed=1, n_patients=N_PATIENTS, n_tasks=60,
                                        rollouts=1, rebuild=False))
     assert [t.id for t in lazy] == [t.id for t in eager.trajectories]
-    with SqlSandbox(eager.ehr_path) as db:
+    with DemoDatabase(eager.ehr_path) as db:
         assert len(make_tasks(db, seed=1, n_tasks=150)) == 150
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import MIMIC_DEMO, require_shared
 from trajectories.ehr_build import MimicBuildError, build_duckdb_from_mimic, find_mimic_csvs
-from trajectories.sandbox import run_readonly
+from trajectories.sql import run_readonly
 
 
 def _csv_rows(path: Path) -> int:

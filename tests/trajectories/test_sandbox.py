@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EHRSQL_SQLITE, require_shared
-from trajectories.sandbox import (
+from trajectories.sql import (
     QueryFailed,
     QueryRefused,
     QueryResult,
@@ -354,7 +354,7 @@ def test_result_text_and_json() -> None:
     assert "NULL" in lines[2] and "a\\nb" in lines[2]
     assert len(lines) == 5 and "more rows exist" in lines[-1]
     payload = json.loads(result.to_json())
-    assert payload["rows"][0] == [1, "2130-01-02T03:04:05+00:00", 1.5, "a\nb", "base64:AAE=", None]
+    assert payload["rows"][0] == [1, "2130-01-02 03:04:05+00:00", 1.5, "a\nb", "base64:AAE=", None]
     assert payload["rows"][1][2] == "NaN" and payload["rows"][1][5] == "inf"
     json.dumps(result.json_rows(), allow_nan=False)
 
@@ -411,3 +411,36 @@ def test_real_ehrsql_sqlite() -> None:
         stat_before.st_mtime_ns,
     )
     assert sorted(os.listdir(EHRSQL_SQLITE.parent)) == siblings_before
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def test_session_keeps_every_guard_between_queries(
+    tmp_path: Path, duck_db: Path, lite_db: Path
+) -> None:
+    """One connection for many queries: hostile SQL is still refused, timed out or failed, and
+    the queries before and after it answer normally."""
+    from trajectories.sql import open_readonly
+
+    target = tmp_path / "target"
+    target.mkdir()
+    before = _snapshot(tmp_path)
+    cases = [(duck_db, _duck_hostile(target)), (lite_db, _lite_hostile(target))]
+    runaway = {
+        duck_db: "SELECT count(*) FROM range(100000000) a, range(100000000) b",
+        lite_db: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+        "SELECT count(*) FROM r",
+    }
+    for db, hostile in cases:
+        with open_readonly(db) as session:
+            assert session.run("SELECT count(*) FROM patients").rows == [(5,)]
+            for sql, expected, _fragment in hostile:
+                with pytest.raises(expected):
+                    session.run(sql)
+                assert session.run("SELECT count(*) FROM admissions").rows == [(3,)]
+            with pytest.raises(QueryTimeout):
+                session.run(runaway[db], timeout_s=0.5)
+            capped = session.run("SELECT subject_id FROM patients ORDER BY 1", row_cap=2)
+            assert capped.rows == [(1,), (2,)] and capped.truncated
+    assert _snapshot(tmp_path) == before

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trajectories.demo.agents import PROFILES, TEMPERATURES, AgentProfile, simulate_runs
 from trajectories.demo.ehr import build_ehr, table_content_hash
-from trajectories.demo.sqlexec import SqlSandbox
+from trajectories.demo.sqlexec import DemoDatabase
 from trajectories.demo.tasks import FAILURE_CATEGORIES, TaskSpec, make_tasks
 from trajectories.model import Task, Trajectory
 
@@ -22,8 +22,8 @@ __all__ = [
     "PROFILES",
     "TEMPERATURES",
     "AgentProfile",
+    "DemoDatabase",
     "DemoResult",
-    "SqlSandbox",
     "TaskSpec",
     "build_ehr",
     "generate_demo",
@@ -55,7 +55,7 @@ def iter_demo_trajectories(out_dir: Path, *, seed: int = 0, n_tasks: int = 72,
     ehr_path = Path(out_dir) / EHR_FILENAME
     if rebuild or not ehr_path.exists():
         build_ehr(ehr_path, seed=seed, n_patients=n_patients)
-    with SqlSandbox(ehr_path) as db:
+    with DemoDatabase(ehr_path) as db:
         specs = make_tasks(db, seed=seed, n_tasks=n_tasks)
         yield from simulate_runs(db, specs, seed=seed, rollouts=rollouts, profiles=profiles,
                                  temperatures=temperatures)
@@ -66,7 +66,7 @@ def generate_demo(out_dir: Path, *, seed: int = 0, n_tasks: int = 72, rollouts: 
     """Build the demo EHR under ``out_dir`` and simulate every configured agent on it."""
     ehr_path = Path(out_dir) / EHR_FILENAME
     build_ehr(ehr_path, seed=seed, n_patients=n_patients)
-    with SqlSandbox(ehr_path) as db:
+    with DemoDatabase(ehr_path) as db:
         specs = make_tasks(db, seed=seed, n_tasks=n_tasks)
         trajectories = list(simulate_runs(db, specs, seed=seed, rollouts=rollouts))
     return DemoResult(ehr_path, trajectories, [s.task for s in specs])

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trajectories.demo.sqlexec import SqlResult, SqlSandbox
+from trajectories.demo.sqlexec import DemoDatabase, SqlResult
 from trajectories.demo.tasks import (
     CODE,
     FORMAT,
@@ -95,7 +95,7 @@ def _reshape(answer: Any) -> Any:
 class _Script:
     """Accumulates the steps of one trajectory."""
 
-    def __init__(self, db: SqlSandbox, rng: random.Random, style: str,
+    def __init__(self, db: DemoDatabase, rng: random.Random, style: str,
                  chatty: float = 0.0) -> None:
         self.db = db
         self.rng = rng
@@ -183,7 +183,7 @@ class _Script:
 class Simulator:
     """Turns (profile, temperature, task, rollout) into a trajectory; deterministic by seed."""
 
-    def __init__(self, db: SqlSandbox, seed: int) -> None:
+    def __init__(self, db: DemoDatabase, seed: int) -> None:
         self.db = db
         self.seed = seed
         self._usable: dict[str, dict[str, list[Variant]]] = {}
@@ -395,7 +395,7 @@ class Simulator:
         return s.final(None)
 
 
-def simulate_runs(db: SqlSandbox, specs: list[TaskSpec], *, seed: int, rollouts: int,
+def simulate_runs(db: DemoDatabase, specs: list[TaskSpec], *, seed: int, rollouts: int,
                   profiles: tuple[AgentProfile, ...] = PROFILES,
                   temperatures: tuple[float, ...] = TEMPERATURES) -> Iterator[Trajectory]:
     """All runs x tasks x rollouts, ids filled in, in a fixed order."""

@@ -8,17 +8,18 @@ simulated agents repeat themselves a lot (that is half the point of the failure 
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from trajectories.sql.cells import json_cell
+
 __all__ = [
     "MAX_ROWS_SHOWN",
+    "DemoDatabase",
     "SqlResult",
-    "SqlSandbox",
     "answer_from_rows",
     "format_rows",
     "jsonable",
@@ -70,16 +71,10 @@ def format_rows(columns: tuple[str, ...], rows: tuple[tuple[Any, ...], ...]) -> 
 
 
 def jsonable(v: Any) -> Any:
-    """One SQL value as JSON: timestamps as 'YYYY-MM-DD HH:MM:SS', decimals as floats."""
-    if isinstance(v, dt.datetime):
-        return v.strftime("%Y-%m-%d %H:%M:%S")
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, decimal.Decimal):
-        return float(v)
-    if isinstance(v, float):
-        return round(v, 6)
-    return v
+    """One SQL value as an answer cell: the product's one cell encoder, floats rounded to 6
+    places so that a re-run on another machine gives the same answer."""
+    out = json_cell(v)
+    return round(out, 6) if isinstance(out, float) else out
 
 
 def answer_from_rows(rows: tuple[tuple[Any, ...], ...] | list[tuple[Any, ...]]) -> Any:
@@ -90,8 +85,13 @@ def answer_from_rows(rows: tuple[tuple[Any, ...], ...] | list[tuple[Any, ...]]) 
     return [[jsonable(v) for v in row] for row in rows]
 
 
-class SqlSandbox:
-    """A read-only connection to the demo database plus a per-SQL result cache."""
+class DemoDatabase:
+    """The demo generator's own read-only connection to the database it just built, plus a
+    per-SQL result cache.
+
+    Not a sandbox: the SQL run here is the generator's own (templates and their variants), never
+    an agent's or a user's, so it needs none of :mod:`trajectories.sql`'s guards.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -106,7 +106,7 @@ class SqlSandbox:
     def close(self) -> None:
         self._con.close()
 
-    def __enter__(self) -> SqlSandbox:
+    def __enter__(self) -> DemoDatabase:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -129,13 +129,14 @@ class SqlSandbox:
 
     def schema(self, table: str) -> str:
         """Column listing for a get_schema tool call (read from the catalog, not hard-coded)."""
-        res = self.run(
+        rows = self._con.execute(
             "SELECT column_name, data_type FROM information_schema.columns "
-            f"WHERE table_name = '{table}' ORDER BY ordinal_position"
-        )
-        if not res.rows:
+            "WHERE table_name = ? ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+        if not rows:
             return f"Error: table '{table}' not found"
-        cols = ", ".join(f"{c} {t}" for c, t in res.rows)
+        cols = ", ".join(f"{c} {t}" for c, t in rows)
         return f"{table}({cols})"
 
     def table_names(self) -> list[str]:

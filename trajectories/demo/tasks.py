@@ -18,7 +18,7 @@ from typing import Any
 
 from taxonomy import builtin_taxonomies
 from trajectories.demo.ehr import CONCEPTS, LAB_ITEMS, Concept, LabItem
-from trajectories.demo.sqlexec import SqlSandbox
+from trajectories.demo.sqlexec import DemoDatabase
 from trajectories.model import Task
 
 __all__ = [
@@ -192,7 +192,7 @@ def _adm_list(sid: int) -> str:
 class _Ctx:
     """Parameter pools drawn once from the database."""
 
-    def __init__(self, db: SqlSandbox) -> None:
+    def __init__(self, db: DemoDatabase) -> None:
         self.db = db
         rows = db.run("SELECT subject_id, COUNT(*) FROM admissions GROUP BY 1 ORDER BY 1").rows
         self.n_adm = {int(s): int(n) for s, n in rows}
@@ -892,7 +892,7 @@ def _spec(d: _Draft, task_id: str, gt: Any, pair_id: str | None, variant: str | 
     return TaskSpec(task, d.tables, d.lookups, d.variants, d.probe, d.probe_note, d.relaxed)
 
 
-def make_tasks(db: SqlSandbox, *, seed: int, n_tasks: int = 72) -> list[TaskSpec]:
+def make_tasks(db: DemoDatabase, *, seed: int, n_tasks: int = 72) -> list[TaskSpec]:
     """Draw ``n_tasks`` tasks (Clean/Noise pairs count as two) and verify every answer by
     executing its reference SQL.  Templates are visited round-robin so any ``n_tasks`` >= 40
     covers all six intents at both scopes."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajectories.model import Step, StepKind, Trajectory
+from trajectories.sql.tables import tables_in_sql
 
 # Internal category keys (the EHR-Complex taxonomy keys).
 SEMANTIC = "semantic_misunderstanding"
@@ -53,7 +54,6 @@ DICTIONARY_TABLES: dict[str, tuple[str, ...]] = {
 SQL_ARG_KEYS = ("query", "sql", "sql_query", "statement")
 PYTHON_ARG_KEYS = ("code", "script", "python", "source")
 
-_RE_TABLE_REF = re.compile(r"\b(?:from|join)\s+([`\"\[]?[\w.]+)", re.I)
 _RE_SQLISH = re.compile(r"^\s*(?:select|with|create|insert|pragma|explain)\b", re.I)
 _RE_ERROR = re.compile(
     r"^\s*(?:error|traceback|exception)\b|(?:Error|Exception)\s*[:(]"
@@ -95,7 +95,12 @@ class ActionView:
     empty: bool
     tool_table: str | None  # table argument of a lookup tool (e.g. substring search)
     tool_column: str | None
-    tables: frozenset[str]  # tables the SQL reads, schema prefixes dropped
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """Tables the SQL reads, schema prefixes dropped. Computed on use (parsing is the
+        costly part of a view, and most detectors never ask); the parse itself is cached."""
+        return frozenset(sql_tables(self.sql)) if self.sql else frozenset()
 
 
 def clip(text: str | None, limit: int = _OBS_HEAD) -> str:
@@ -199,7 +204,6 @@ def view_step(index: int, step: Step) -> ActionView:
         empty=empty,
         tool_table=tool_table,
         tool_column=tool_column,
-        tables=frozenset(sql_tables(sql[:_CODE_MAX])) if sql else frozenset(),
     )
 
 
@@ -221,14 +225,10 @@ def action_views(trajectory: Trajectory) -> list[ActionView]:
 
 
 def sql_tables(sql: str | None) -> set[str]:
+    """Bare, lower-case names of the tables ``sql`` reads; empty when it does not parse."""
     if not sql:
         return set()
-    out = set()
-    for raw in _RE_TABLE_REF.findall(sql):
-        name = raw.strip('`"[').split(".")[-1].lower()
-        if name and name not in {"select", "lateral", "unnest"}:
-            out.add(name)
-    return out
+    return {name.rsplit(".", 1)[-1].lower() for name in tables_in_sql(sql)}
 
 
 def _cite(view: ActionView, detail: str) -> str:

@@ -1,6 +1,6 @@
 """Run sandbox queries in a separate worker process, so no query can hurt the caller.
 
-``run_readonly`` (in :mod:`trajectories.sandbox`) already refuses writes, interrupts long queries
+``run_readonly`` (in :mod:`trajectories.sql.run`) already refuses writes, interrupts long queries
 and caps rows, but it runs inside the calling process. A single scalar expression that builds an
 enormous value (``SELECT repeat('x', 2000000000)``) cannot be interrupted there and can take tens
 of seconds and several GB of the app's memory. ``run_isolated`` sends the query to a long-lived
@@ -18,6 +18,11 @@ worker process instead:
 * The parent enforces a hard deadline of ``timeout_s`` plus a short grace. On overrun it kills
   the worker (SIGKILL) and raises ``QueryTimeout`` with the usual message; the next call starts a
   new worker.
+* The worker acknowledges each request before it runs it. A worker that dies before that
+  acknowledgement (killed from outside between two queries, say) never ran the query, so the
+  parent starts a new worker and sends the query once more; should that one die unacknowledged
+  too, the caller gets ``WorkerRestarted`` ("run the query again"), never a misleading memory or
+  result-size message.
 * Results come back as plain data: the fields of ``QueryResult`` (values limited to the types
   DuckDB and SQLite produce, anything else turned into text) or an error class name plus its
   one-line message. The parent unpickles with an allow-list of classes and refuses replies
@@ -50,20 +55,21 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from trajectories.sandbox import (
+from trajectories.sql.guard import check_db_path, check_sql_text
+from trajectories.sql.result import (
     QueryFailed,
     QueryRefused,
     QueryResult,
     QueryTimeout,
     SandboxError,
-    _check_db_path,
-    _check_sql_text,
-    _timeout_error,
+    WorkerRestarted,
+    timeout_error,
 )
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_BYTES",
     "MEMORY_MESSAGE",
+    "RESTARTED_MESSAGE",
     "IsolatedSandbox",
     "run_isolated",
     "shutdown",
@@ -83,13 +89,18 @@ MAX_REPLY_BYTES = 64 << 20
 DEFAULT_WORKERS = 2
 
 MEMORY_MESSAGE = "stopped: the query needed more memory than the sandbox allows"
+RESTARTED_MESSAGE = (
+    "the sandbox worker stopped before it ran the query and has been restarted; "
+    "nothing was run, run the query again"
+)
 _ERRORS: dict[str, type[SandboxError]] = {
     cls.__name__: cls for cls in (QueryRefused, QueryTimeout, QueryFailed, SandboxError)
 }
 # Words in an engine message that mean an allocation failed.
 _OOM_MARKERS = ("out of memory", "bad allocation", "bad_alloc", "cannot allocate memory")
 _READY = b"ready"
-_BOOT = "import sys; from trajectories.sandbox_isolated import _worker_main; " \
+_ACK = b"go"
+_BOOT = "import sys; from trajectories.sql.isolation import _worker_main; " \
         "_worker_main(int(sys.argv[1]))"
 
 
@@ -170,8 +181,8 @@ class IsolatedSandbox:
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
     ) -> QueryResult:
         # The cheap checks run here, so a missing file or empty SQL starts no worker.
-        path = _check_db_path(db_path)
-        _check_sql_text(sql)
+        path = check_db_path(db_path)
+        check_sql_text(sql)
         request = (
             os.path.abspath(path),  # the worker's working directory is ours, but be explicit
             sql,
@@ -219,36 +230,61 @@ class _Worker:
         timeout_s: float,
     ) -> tuple[Any, ...]:
         with self._lock:
-            conn = self._ensure_started(startup_timeout_s)
-            finished = False
+            try:
+                return self._call_once(request, deadline_s, startup_timeout_s, timeout_s)
+            except _DiedBeforeQuery:
+                pass
+            # Nothing ran, so sending the same read-only query to a fresh worker is safe.
+            try:
+                return self._call_once(request, deadline_s, startup_timeout_s, timeout_s)
+            except _DiedBeforeQuery:
+                raise WorkerRestarted(RESTARTED_MESSAGE) from None
+
+    def _call_once(
+        self, request: tuple[Any, ...], deadline_s: float, startup_timeout_s: float,
+        timeout_s: float,
+    ) -> tuple[Any, ...]:
+        conn = self._ensure_started(startup_timeout_s)
+        finished = False
+        try:
             try:
                 conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
-                if not conn.poll(deadline_s):
-                    self._kill()
-                    finished = True
-                    raise _timeout_error(timeout_s)
-                try:
-                    raw = conn.recv_bytes(MAX_REPLY_BYTES + 65536)
-                except EOFError:
-                    # The worker died mid-query: killed by the kernel or crashed while
-                    # allocating. Either way the query asked for too much.
-                    self._kill()
-                    finished = True
-                    raise QueryFailed(MEMORY_MESSAGE) from None
-                except OSError:
-                    self._kill()
-                    finished = True
-                    raise QueryFailed(_too_large_message(MAX_REPLY_BYTES + 65536)) from None
-                reply = _loads(raw)
-                if reply[-1]:  # the worker retires itself after a memory failure
-                    self._reap()
+                acked = conn.poll(deadline_s) and conn.recv_bytes(16) == _ACK
+            except (EOFError, OSError):
+                acked = False
+            if not acked:
+                # Dead before it took the query (or hung without reading it): the query never
+                # started, whatever the reason.
+                self._kill()
                 finished = True
-                return reply
-            finally:
-                if not finished:
-                    # Interrupted (KeyboardInterrupt, broken pipe, bad reply): the worker's
-                    # state is unknown, so replace it.
-                    self._kill()
+                raise _DiedBeforeQuery
+            if not conn.poll(deadline_s):
+                self._kill()
+                finished = True
+                raise timeout_error(timeout_s)
+            try:
+                raw = conn.recv_bytes(MAX_REPLY_BYTES + 65536)
+            except (EOFError, ConnectionError):
+                # The worker died mid-query: killed by the kernel or crashed while
+                # allocating. Either way the query asked for too much.
+                self._kill()
+                finished = True
+                raise QueryFailed(MEMORY_MESSAGE) from None
+            except OSError:
+                # recv_bytes refuses a message longer than its limit with a plain OSError.
+                self._kill()
+                finished = True
+                raise QueryFailed(_too_large_message(MAX_REPLY_BYTES + 65536)) from None
+            reply = _loads(raw)
+            if reply[-1]:  # the worker retires itself after a memory failure
+                self._reap()
+            finished = True
+            return reply
+        finally:
+            if not finished:
+                # Interrupted (KeyboardInterrupt, broken pipe, bad reply): the worker's
+                # state is unknown, so replace it.
+                self._kill()
 
     def stop(self) -> None:
         with self._lock:
@@ -313,6 +349,10 @@ class _Worker:
                 with contextlib.suppress(OSError):
                     proc.kill()
             proc.wait()
+
+
+class _DiedBeforeQuery(Exception):
+    """The worker was gone before it acknowledged the request."""
 
 
 def _worker_env() -> dict[str, str]:
@@ -385,7 +425,7 @@ def _worker_main(fd: int) -> None:
     """Entry point of the worker process: answer requests until the pipe closes."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     conn = Connection(fd)
-    from trajectories import sandbox  # loads DuckDB before any limit applies
+    from trajectories.sql.run import run_readonly  # loads DuckDB before any limit applies
 
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     conn.send_bytes(_READY)
@@ -397,11 +437,15 @@ def _worker_main(fd: int) -> None:
         request = pickle.loads(raw)  # from our parent only
         if request is None:
             return
+        try:
+            conn.send_bytes(_ACK)
+        except (EOFError, OSError):
+            return
         db_path, sql, timeout_s, row_cap, memory_limit, max_reply = request
         soft = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
         try:
             resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-            reply, retire = _answer(sandbox.run_readonly, Path(db_path), sql, timeout_s,
+            reply, retire = _answer(run_readonly, Path(db_path), sql, timeout_s,
                                     row_cap, max_reply)
         except MemoryError:
             reply, retire = _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True

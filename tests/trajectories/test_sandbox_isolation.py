@@ -9,15 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from trajectories.sandbox import (
+from trajectories.sql import (
     QueryFailed,
     QueryRefused,
     QueryTimeout,
     SandboxError,
+    WorkerRestarted,
     run_readonly,
 )
-from trajectories.sandbox_isolated import (
+from trajectories.sql.isolation import (
     MEMORY_MESSAGE,
+    RESTARTED_MESSAGE,
     IsolatedSandbox,
     run_isolated,
     shutdown,
@@ -208,6 +210,54 @@ def test_worker_killed_from_outside_is_replaced(duck_db: Path, pool: IsolatedSan
     _wait_until_dead(pid)
     assert pool.run(duck_db, "SELECT 3").rows == [(3,)]
     assert pool.worker_pids() != [pid]
+
+
+def test_worker_killed_just_before_a_query_is_restarted_and_the_query_runs(
+    duck_db: Path, pool: IsolatedSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race: the worker looks alive when picked, and is dead by the time it gets the query.
+
+    The liveness check is made to miss the death so the race happens every time; the process
+    itself is really killed. It used to surface as a memory or "result larger" error.
+    """
+    import os
+    import signal
+
+    assert pool.run(duck_db, "SELECT 1").rows == [(1,)]
+    (pid,) = pool.worker_pids()
+    os.kill(pid, signal.SIGKILL)
+    _wait_until_dead(pid)
+    (worker,) = [w for w in pool._workers if w._proc is not None]
+    assert worker._proc is not None
+    monkeypatch.setattr(worker._proc, "poll", lambda: None)
+    assert pool.run(duck_db, "SELECT 4").rows == [(4,)]
+    assert pid not in pool.worker_pids()
+
+
+def test_worker_dying_before_every_attempt_gives_a_clear_restart_error(
+    duck_db: Path, pool: IsolatedSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from trajectories.sql import isolation
+
+    started = isolation._Worker._ensure_started
+
+    def start_then_die(self: isolation._Worker, startup_timeout_s: float) -> object:
+        conn = started(self, startup_timeout_s)
+        assert self._proc is not None
+        os.kill(self._proc.pid, signal.SIGKILL)
+        _wait_until_dead(self._proc.pid)
+        return conn
+
+    monkeypatch.setattr(isolation._Worker, "_ensure_started", start_then_die)
+    with pytest.raises(WorkerRestarted) as caught:
+        pool.run(duck_db, "SELECT 5")
+    assert str(caught.value) == RESTARTED_MESSAGE
+    assert "memory" not in str(caught.value) and "larger" not in str(caught.value)
+    monkeypatch.undo()
+    assert pool.run(duck_db, "SELECT 6").rows == [(6,)]
 
 
 # --------------------------------------------------------------------------- concurrency, shutdown

@@ -1,0 +1,57 @@
+"""The first-divergence evidence of a failed trajectory: the marked step, the diverging part,
+the rows the sandbox returned and the suggested category. Pages call ``render_evidence``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from faillab.app.state import workspace
+from faillab.app.widgets.safe import escape_markdown
+from trajectories.model import Trajectory
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _evidence(trajectory_json: str, ehr: str | None, ehr_mtime: float, ehr_size: int,
+              ) -> dict[str, object]:
+    # Keyed by the trajectory's content and the EHR file's (path, mtime, size): a rebuilt
+    # database gives fresh evidence, an unchanged one is not re-executed on every rerun.
+    from pathlib import Path
+
+    from labeling.evidence import Probe, find_divergence
+
+    traj = Trajectory.model_validate_json(trajectory_json)
+    # Agent SQL runs in the sandbox's worker processes, never in the server's own memory.
+    probe = Probe.isolated(Path(ehr)) if ehr else None
+    return find_divergence(traj, probe=probe).to_dict()
+
+
+def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True) -> None:
+    """Evidence for ``traj`` (failed trajectories only; nothing for None); ``show_category=False``
+    hides the suggestion where annotators label blind."""
+    out = traj.outcome if traj is not None else None
+    if traj is None or out is None:
+        return
+    if out.success is not False and (out.reward is None or out.reward >= 1):
+        return  # not a failure: nothing diverged
+    ehr = workspace().ehr_path
+    stat = ehr.stat() if ehr is not None and ehr.is_file() else None
+    found = _evidence(traj.model_dump_json(), str(ehr) if stat else None,
+                      stat.st_mtime if stat else 0.0, stat.st_size if stat else 0)
+    with st.container(border=True, key=f"evidence_{key}"):
+        step = found.get("step")
+        if found.get("part") is None:
+            st.markdown("**Evidence** · nothing decides")
+            st.caption(escape_markdown(str(found.get("reason", ""))))
+            return
+        title = f"**Evidence** · first divergence at step **{step}** · part `{found['part']}`"
+        if show_category and found.get("category"):
+            title += (f" · suggests {escape_markdown(str(found['category']))} "
+                      f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
+        st.markdown(title)
+        st.markdown(escape_markdown(str(found.get("reason", ""))))
+        if not found.get("executed"):
+            st.caption("Structural comparison only: no EHR database to execute on.")
+        rows = found.get("rows") or []
+        assert isinstance(rows, list)
+        if rows:
+            st.code("\n".join(str(r) for r in rows), language=None, wrap_lines=True)

@@ -1,0 +1,231 @@
+"""The parts of an SQL query that the first-divergence finder compares, and their comparison.
+
+Both the reference and each agent query are parsed with sqlglot (the product's one parser,
+:func:`trajectories.sql.parse_sql`: SQLite dialect first, then DuckDB) and reduced to: base
+tables, code filters and their literals, dictionary look-ups (``LIKE`` patterns on ``d_*``
+tables), other filter literals, time literals (the time window, to the month), grouping,
+aggregation, ordering/limit and output columns. Text that does not parse has no parts (None).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlglot import exp
+
+from labeling.prelabel import signals as sg
+from trajectories.sql import parse_sql, tables_in_sql
+
+__all__ = ["Divergence", "RefParts", "compare", "decompose"]
+
+_CODE_COLS = frozenset({"icd_code", "itemid", "icd9_code", "icd10_code", "drug", "ndc", "label"})
+_RE_TIME = re.compile(r"^\d{4}-\d{2}(-\d{2})?( \d{2}:\d{2}(:\d{2})?)?$")
+_DICT_PREFIX = "d_"
+
+
+@dataclass(frozen=True, slots=True)
+class RefParts:
+    """The parts of one SQL query that the comparison uses."""
+
+    tables: frozenset[str]
+    codes: frozenset[tuple[str, str]]  # (column, literal) on code columns
+    filters: frozenset[tuple[str, str]]  # (column, literal) on other columns
+    times: frozenset[str]  # date/time literals (the time window)
+    group_by: frozenset[str]
+    aggregations: frozenset[str]  # e.g. "count distinct", "avg"
+    order_limit: tuple[bool, int | None]
+    n_outputs: int
+    lookups: frozenset[tuple[str, str]] = frozenset()  # (dictionary table, LIKE pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """One way a query leaves the reference's path.
+
+    ``part`` is one of: loop, execution, answer, no_data, tables, codes, lookup, filters, times,
+    group_by, aggregations, order_limit, result.
+    """
+
+    part: str
+    reason: str
+    category: str  # internal category key (labeling.prelabel.signals)
+    confidence: float
+
+
+def _literal_pairs(tree: exp.Expr) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for node in tree.find_all(exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE):
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            continue  # x IN (SELECT ...): the subquery's own comparisons are found by themselves
+        col = node.find(exp.Column)
+        name = col.name.lower() if col is not None else ""
+        for lit in node.find_all(exp.Literal):
+            out.append((name, str(lit.this).strip().lower()))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def decompose(sql: str | None) -> RefParts | None:
+    """Parts of ``sql``, or None when it does not parse in either dialect."""
+    if not sql or not sql.strip():
+        return None
+    tree = parse_sql(sql)
+    if tree is None:
+        return None
+    tables = frozenset(t.rsplit(".", 1)[-1].lower() for t in tables_in_sql(sql))
+    lookups: set[tuple[str, str]] = set()
+    for like in tree.find_all(exp.Like, exp.ILike):
+        select = like.find_ancestor(exp.Select)
+        table = select.find(exp.Table) if select is not None else None
+        pattern = like.find(exp.Literal)
+        if table is not None and table.name.lower().startswith(_DICT_PREFIX) and pattern:
+            lookups.add((table.name.lower(), str(pattern.this).lower()))
+    codes: set[tuple[str, str]] = set()
+    filters: set[tuple[str, str]] = set()
+    times: set[str] = set()
+    for col, lit in _literal_pairs(tree):
+        if _RE_TIME.match(lit):
+            times.add(lit[:7])
+        elif col in _CODE_COLS:
+            codes.add((col, lit))
+        elif col:
+            filters.add((col, lit))
+    group_by = frozenset(
+        c.name.lower() for g in tree.find_all(exp.Group) for c in g.find_all(exp.Column)
+    )
+    aggs: set[str] = set()
+    for fn in tree.find_all(exp.AggFunc):
+        name = fn.key.lower()
+        aggs.add(f"{name} distinct" if fn.find(exp.Distinct) else name)
+    limit_node = tree.find(exp.Limit)
+    limit: int | None = None
+    if limit_node is not None:
+        num = limit_node.find(exp.Literal)
+        if num is not None and str(num.this).isdigit():
+            limit = int(str(num.this))
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    n_out = len(select.expressions) if select is not None else 0
+    return RefParts(
+        tables=tables,
+        codes=frozenset(codes),
+        filters=frozenset(filters),
+        times=frozenset(times),
+        group_by=group_by,
+        aggregations=frozenset(aggs),
+        order_limit=(tree.find(exp.Order) is not None, limit),
+        n_outputs=n_out,
+        lookups=frozenset(lookups),
+    )
+
+
+def _fmt(pairs: frozenset[tuple[str, str]] | set[tuple[str, str]]) -> str:
+    return ", ".join(f"{c} {v}" for c, v in sorted(pairs)[:3])
+
+
+def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
+    """How ``got`` leaves the reference's path, strongest evidence first."""
+    out: list[Divergence] = []
+    ref_base = {t for t in ref.tables if not t.startswith(_DICT_PREFIX)}
+    got_base = {t for t in got.tables if not t.startswith(_DICT_PREFIX)}
+    missing_tables = ref_base - got_base
+    if missing_tables and not (ref_base & got_base):
+        out.append(
+            Divergence(
+                "tables",
+                f"reads {', '.join(sorted(got_base)) or 'no base table'} instead of "
+                f"{', '.join(sorted(ref_base))}",
+                sg.SEMANTIC,
+                0.55,
+            )
+        )
+    if out:  # another entity altogether: code and logic differences follow from it
+        return out
+    miss_codes = ref.codes - got.codes
+    other_codes = got.codes - ref.codes
+    if miss_codes and got.codes:
+        instead = f"; uses {_fmt(other_codes)} instead" if other_codes else ""
+        out.append(
+            Divergence(
+                "codes",
+                f"filter on {_fmt(miss_codes)} missing{instead}",
+                sg.CODE_LOOKUP,
+                0.7,
+            )
+        )
+    elif miss_codes:
+        # No code at all where the reference filters on one: a dropped filter, not a wrong code.
+        out.append(
+            Divergence("filters", f"filter on {_fmt(miss_codes)} missing", sg.SQL_LOGIC, 0.5)
+        )
+    miss_lookups = ref.lookups - got.lookups
+    if miss_lookups and not miss_codes and other_codes:
+        table, pattern = sorted(miss_lookups)[0]
+        out.append(
+            Divergence(
+                "lookup",
+                f"reference looks up {pattern!r} in {table}; the query uses "
+                f"{_fmt(other_codes)} instead",
+                sg.CODE_LOOKUP,
+                0.6,
+            )
+        )
+    if ref.times and got.times and ref.times != got.times:
+        out.append(
+            Divergence(
+                "times",
+                f"time window {', '.join(sorted(got.times))} vs reference "
+                f"{', '.join(sorted(ref.times))}",
+                sg.SQL_LOGIC,
+                0.65,
+            )
+        )
+    elif ref.times and not got.times:
+        out.append(
+            Divergence(
+                "times",
+                f"time window {', '.join(sorted(ref.times))} missing",
+                sg.SQL_LOGIC,
+                0.55,
+            )
+        )
+    ref_aggs = {a.split()[0] for a in ref.aggregations}
+    if ref.aggregations and got.aggregations and ref.aggregations != got.aggregations:
+        same_fn = ref_aggs == {a.split()[0] for a in got.aggregations}
+        out.append(
+            Divergence(
+                "aggregations",
+                f"aggregation {', '.join(sorted(got.aggregations))} vs reference "
+                f"{', '.join(sorted(ref.aggregations))}",
+                sg.SQL_LOGIC,
+                0.6 if same_fn else 0.5,
+            )
+        )
+    if ref.group_by and got.group_by != ref.group_by and got.aggregations:
+        out.append(
+            Divergence(
+                "group_by",
+                f"grouped by {', '.join(sorted(got.group_by)) or 'nothing'} vs reference "
+                f"{', '.join(sorted(ref.group_by))}",
+                sg.SQL_LOGIC,
+                0.5,
+            )
+        )
+    if ref.order_limit[1] is not None and got.order_limit[1] != ref.order_limit[1]:
+        out.append(
+            Divergence(
+                "order_limit",
+                f"limit {got.order_limit[1]} vs reference {ref.order_limit[1]}",
+                sg.SQL_LOGIC,
+                0.45,
+            )
+        )
+    miss_filters = ref.filters - got.filters
+    if miss_filters and not miss_codes and len(miss_filters) <= 3 and not any(
+        d.part == "filters" for d in out
+    ):
+        out.append(
+            Divergence("filters", f"filter {_fmt(miss_filters)} missing", sg.SQL_LOGIC, 0.45)
+        )
+    return out

@@ -1,0 +1,166 @@
+"""Executing the reference's parts and the agent's queries read-only, for the evidence finder.
+
+Everything runs through the SQL sandbox (:mod:`trajectories.sql`): one read-only session per
+probe, every statement guarded, time-limited (``TIMEOUT_S``) and row-capped (``ROW_CAP``).
+Results are cached per SQL text, because agents repeat queries and many trajectories share a
+task. A query the sandbox refuses, stops or fails gives None: for evidence, a failed query is
+simply no result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labeling.prelabel.signals._answers import as_table
+from trajectories.sql import QueryResult, SandboxError, json_cell, open_readonly, run_isolated
+
+__all__ = ["ROW_CAP", "TIMEOUT_S", "CodeInfo", "Probe", "Rows", "same_rows"]
+
+TIMEOUT_S = 2.0
+ROW_CAP = 200
+# Codes are agent-written literals spliced into a look-up query: only these shapes qualify.
+_RE_CODE = re.compile(r"^[A-Za-z0-9._-]{1,20}$")
+_RE_PATTERN = re.compile(r"^[^'\\]{1,80}$")
+# Dictionary tables: (table, code column, version column or None, label column).
+_DICTIONARIES = (
+    ("d_icd_diagnoses", "icd_code", "icd_version", "long_title"),
+    ("d_icd_procedures", "icd_code", "icd_version", "long_title"),
+    ("d_labitems", "itemid", None, "label"),
+    ("d_items", "itemid", None, "label"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    truncated: bool
+
+    def text(self, limit: int) -> str:
+        shown = "; ".join(", ".join(str(v) for v in row) for row in self.rows[:5])
+        more = f" (+{len(self.rows) - 5} more rows)" if len(self.rows) > 5 else ""
+        text = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}: {shown}{more}"
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class CodeInfo:
+    table: str
+    version: str | None
+    label: str
+
+    def describe(self) -> str:
+        version = f"ICD-{self.version} " if self.version else ""
+        return f"{version}{self.label!r} in {self.table}"
+
+
+def same_rows(a: Rows, b: Rows) -> bool:
+    """Same values row for row, whatever the column names and row order (numbers to 2 dp)."""
+    if a.truncated or b.truncated:
+        return False
+    return sorted(as_table(list(a.rows)) or []) == sorted(as_table(list(b.rows)) or [])
+
+
+_Execute = Callable[[str], QueryResult]
+
+
+class Probe:
+    """Sandboxed execution on one EHR database plus a result cache. One thread only.
+
+    ``Probe.open`` runs in this process over one read-only session (fast: batch work in the
+    CLI, the benchmark and the pre-labelling worker); ``Probe.isolated`` sends every query to
+    the sandbox's worker processes, so a memory bomb in agent SQL cannot touch a long-lived
+    caller such as the app.
+    """
+
+    def __init__(self, execute: _Execute, path: Path) -> None:
+        self._execute = execute
+        self.path = path
+        self._cache: dict[str, Rows | None] = {}
+        self._dicts: list[tuple[str, str, str | None, str]] | None = None
+        self.queries = 0  # how many statements reached the sandbox (for the benchmark)
+
+    @classmethod
+    @contextmanager
+    def open(cls, db_path: Path) -> Iterator[Probe]:
+        with open_readonly(db_path) as session:
+            yield cls(lambda sql: session.run(sql, timeout_s=TIMEOUT_S, row_cap=ROW_CAP),
+                      Path(db_path))
+
+    @classmethod
+    def isolated(cls, db_path: Path) -> Probe:
+        path = Path(db_path)
+        return cls(lambda sql: run_isolated(path, sql, timeout_s=TIMEOUT_S, row_cap=ROW_CAP),
+                   path)
+
+    def run(self, sql: str) -> Rows | None:
+        if sql in self._cache:
+            return self._cache[sql]
+        self.queries += 1
+        try:
+            res = self._execute(sql)
+            out: Rows | None = Rows(
+                tuple(res.columns),
+                tuple(tuple(json_cell(v) for v in row) for row in res.rows),
+                res.truncated,
+            )
+        except SandboxError:
+            out = None
+        self._cache[sql] = out
+        return out
+
+    def _dictionaries(self) -> list[tuple[str, str, str | None, str]]:
+        if self._dicts is None:
+            found = []
+            for table, code, version, label in _DICTIONARIES:
+                cols = ", ".join(c for c in (code, version, label) if c)
+                if self.run(f"SELECT {cols} FROM {table} LIMIT 0") is not None:
+                    found.append((table, code, version, label))
+            self._dicts = found
+        return self._dicts
+
+    def codes(self, codes: list[str]) -> dict[str, CodeInfo]:
+        """What each code is, from the dictionary tables the database has."""
+        safe = [c for c in codes if _RE_CODE.match(c)][:20]
+        if not safe:
+            return {}
+        # Parts are lower-cased; ICD codes are stored upper-case, so compare without case.
+        listed = ", ".join(f"'{c.upper()}'" for c in safe)
+        out: dict[str, CodeInfo] = {}
+        for table, code, version, label in self._dictionaries():
+            cols = ", ".join(c for c in (code, version or "NULL", label))
+            got = self.run(
+                f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN ({listed}) "
+                f"ORDER BY 1"
+            )
+            for value, ver, text in got.rows if got is not None else ():
+                out.setdefault(str(value).lower(), CodeInfo(table, _ver(ver), str(text)))
+        return out
+
+    def lookup(self, table: str, pattern: str) -> dict[str, CodeInfo]:
+        """The codes a reference's dictionary look-up (``label LIKE pattern``) finds."""
+        if not _RE_PATTERN.match(pattern):
+            return {}
+        out: dict[str, CodeInfo] = {}
+        for name, code, version, label in self._dictionaries():
+            if name != table:
+                continue
+            got = self.run(
+                f"SELECT {code}, {version or 'NULL'}, {label} FROM {name} "
+                f"WHERE lower({label}) LIKE '{pattern.lower()}' ORDER BY 1 LIMIT 50"
+            )
+            for value, ver, text in got.rows if got is not None else ():
+                out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver), str(text)))
+        return out
+
+
+def _ver(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text[:-2] if text.endswith(".0") else text or None

@@ -1,0 +1,43 @@
+"""The evidence widget on the Trajectory page: the marked step and rows the sandbox returned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from labeling.evidence import Probe, find_divergence
+from tests.conftest import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+
+
+def test_trajectory_page_shows_the_executed_evidence(
+    demo_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(demo_workspace))
+    ws = Workspace(demo_workspace)
+    ehr = ws.ehr_path
+    assert ehr is not None
+    with Probe.open(ehr) as probe:
+        decided = None
+        for row in ws.list(failed=True)[:40]:
+            traj = ws.get(row["id"])
+            assert traj is not None
+            found = find_divergence(traj, probe=probe)
+            if found.part is not None:
+                decided = (traj.id, found)
+                break
+    assert decided is not None
+    tid, expected = decided
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = tid
+    at.run()
+    assert not at.exception
+    text = [m.value for m in at.markdown]
+    assert any(f"first divergence at step **{expected.step}**" in t
+               and f"`{expected.part}`" in t for t in text), text
+    assert any("reference result:" in c.value for c in at.code)
