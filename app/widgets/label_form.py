@@ -79,7 +79,9 @@ def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy) -> None:
         name = escape_markdown(category_label(taxonomy, prelabel.category))
         st.markdown(f"**LLM pre-label:** {name}{conf}{step}")
         if prelabel.rationale:
-            plain(prelabel.rationale, caption=True)
+            # A long rationale scrolls in place, so the buttons below keep their position.
+            with st.container(height=96, border=False, key="lf_rationale"):
+                plain(prelabel.rationale, caption=True)
 
 
 def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User, *,
@@ -97,9 +99,10 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         _prelabel_box(prelabel, taxonomy)
 
     steps: list[int | None] = [None, *range(len(traj.steps))]
+    pick_col, second_col = st.columns(2, gap="small")
     # Never prefilled from the pre-label: a step is stored only when the person chose it, or
     # ticked the box below to accept the pre-label's step (recorded as such).
-    step = st.selectbox(
+    step = pick_col.selectbox(
         "First faulty step", steps, index=0,
         format_func=lambda i: "not set" if i is None else step_caption(traj, i),
         key=f"lf_{tid}_step",
@@ -117,12 +120,13 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         assert prelabel is not None
         step = prelabel.first_error_step
     keys = list(taxonomy.keys)
-    secondary = st.selectbox("Secondary category (optional)", [None, *keys],
+    secondary = second_col.selectbox("Secondary category (optional)", [None, *keys],
                              format_func=lambda k: "none" if k is None
                              else category_label(taxonomy, k),
                              key=f"lf_{tid}_secondary")
-    note = st.text_area("Note", key=f"lf_{tid}_note", height=80,
-                        placeholder="Why this category? (optional)")
+    note = st.text_area("Note", key=f"lf_{tid}_note", height=68,
+                        placeholder="Why this category? (optional; Ctrl+Enter keeps it and "
+                                    "gives the keys back)")
 
     chosen: str | None = None
     if show_prelabel:
@@ -132,13 +136,15 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
                      help="Save the LLM's category with the step, secondary and note above."):
             chosen = prelabel.category
     st.caption("Primary category: press its number to save")
+    grid = st.columns(2, gap="small")
     for number, cat in enumerate(taxonomy.categories[:9], start=1):
         # Streamlit shows the shortcut (the number) on the button itself.
-        if st.button(cat.name, key=f"lf_{tid}_cat_{cat.key}",
-                     shortcut=str(number), width="stretch", help=cat.definition):
+        if grid[(number - 1) % 2].button(cat.name, key=f"lf_{tid}_cat_{cat.key}",
+                                         shortcut=str(number), width="stretch",
+                                         help=cat.definition):
             chosen = cat.key
-    if st.button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY,
-                 icon=":material/skip_next:"):
+    if st.button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY, width="stretch",
+                 icon=":material/skip_next:", help="Put this item aside for now (S)."):
         return "skipped"
     if chosen is None:
         return None
