@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,8 +81,7 @@ def test_blind_double_annotation_then_adjudication(
     assert "ANA-NOTE-7731" not in body  # blind: ana's note is not on ben's screen
     assert "Labels already on this item" not in body
     write_note(ben, BEN_NOTE)
-    # Shortcuts are ignored while typing in a field: leave it, then press 5 (Answer Format).
-    ben.get_by_role("heading", name="Annotate failures").click()
+    # Ctrl+Enter committed the note and left the box, so 5 (Answer Format) saves at once.
     ben.keyboard.press("5")
     wait_idle(ben)
     expect(ben.get_by_text("Saved Answer Format Error")).to_be_visible()
@@ -112,3 +113,112 @@ def test_blind_double_annotation_then_adjudication(
     assert decision.reason.startswith("Rule 2")
     for page in (ana, ben, lea):
         page.context.close()
+
+
+# -- one screen per decision, keys, undo and an honest queue -------------------------------------
+
+VIEWPORT = {"width": 1440, "height": 900}
+
+
+@pytest.fixture(scope="module")
+def solo(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+         ) -> Iterator[tuple[StreamlitServer, Store]]:
+    """A workspace with pre-labels and one annotator whose queue starts empty."""
+    root = tmp_path_factory.mktemp("solo") / "ws"
+    shutil.copytree(demo_workspace, root)
+    subprocess.run([str(Path(sys.executable).parent / "faillab"), "prelabel", "--workspace", str(root)],
+                   check=True, capture_output=True)
+    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
+    store.add_user("sol", "annotator")
+    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    try:
+        yield server, store
+    finally:
+        server.stop()
+        store.close()
+
+
+def position(page: Page) -> tuple[int, int, int, int]:
+    """(item k, of N, labelled, skipped) as the page states them."""
+    text = page.locator("[data-testid='stMarkdownContainer']").filter(
+        has_text=re.compile(r"Item \d+ of \d+")).first.inner_text()
+    found = re.search(r"Item (\d+) of (\d+) · (\d+) labelled · (\d+) skipped", text)
+    assert found, text
+    k, n, done, skipped = (int(g) for g in found.groups())
+    return k, n, done, skipped
+
+
+def inside_viewport(page: Page, locator_text: str | re.Pattern[str], role: str | None = None
+                    ) -> None:
+    loc = (page.get_by_role("button", name=locator_text).first if role == "button"
+           else page.get_by_text(locator_text).first)
+    box = loc.bounding_box()
+    assert box is not None, locator_text
+    assert box["x"] >= 0 and box["x"] + box["width"] <= VIEWPORT["width"], (locator_text, box)
+    assert box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], (locator_text, box)
+
+
+def test_take_label_skip_undo_in_one_viewport(
+        browser: Browser, solo: tuple[StreamlitServer, Store]) -> None:
+    server, store = solo
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{server.url}/annotate")
+    wait_idle(page)
+    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+    field.fill("sol")
+    field.press("Enter")
+    wait_idle(page)
+
+    page.get_by_role("button", name=re.compile(r"^Take 25 unassigned failures")).click()
+    wait_idle(page)
+    mine = [tid for tid, _, _ in store.assignments("sol")]
+    waiting = store.next_items("sol", prelabel_threshold=Settings.from_env({}).prelabel_threshold,
+                               spot_check_share=Settings.from_env({}).spot_check_share)
+    # Take gives what it says, and every item it took is one the queue shows.
+    assert len(mine) == 25 and sorted(waiting) == sorted(mine)
+    assert position(page) == (1, 25, 0, 0)
+
+    # Everything the decision needs is on screen at once, without scrolling.
+    page.evaluate("window.scrollTo(0, 0)")
+    for text in ("Answer vs ground truth", "Reference SQL", "Note"):
+        inside_viewport(page, text)
+    for name in (re.compile(r"^Skip"), re.compile(r"^SQL Logic Error"),
+                 re.compile(r"^Stuck-in-Loop"), re.compile(r"^Re-run reference SQL")):
+        inside_viewport(page, name, role="button")
+    first = waiting[0]
+    assert page.get_by_text(first).first.is_visible()
+    screenshot(page, "annotate-1440x900")
+
+    # Ctrl+Enter keeps the note and hands the keys back: 3 saves at once.
+    note = page.get_by_label("Note", exact=True).and_(page.locator("textarea"))
+    note.fill("SOL-NOTE-3391 wrong join")
+    note.press("Control+Enter")
+    wait_idle(page)
+    page.keyboard.press("3")
+    wait_idle(page)
+    saved = [lab for lab in store.labels_for(first, viewer=None, blind=False)
+             if lab.source == "human"]
+    assert [(lab.category, lab.note) for lab in saved] == [("sql_logic_error",
+                                                            "SOL-NOTE-3391 wrong join")]
+    assert position(page) == (2, 25, 1, 0)
+    # The next item starts at its question.
+    assert page.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
+
+    second = waiting[1]
+    page.keyboard.press("s")
+    wait_idle(page)
+    expect(page.get_by_text(f"Skipped {second[:12]}")).to_be_visible()
+    assert position(page) == (3, 25, 1, 1)
+
+    # U reopens the last label; saving again appends, the first label stays in history.
+    page.keyboard.press("u")
+    wait_idle(page)
+    expect(page.get_by_text("Changing your label")).to_be_visible()
+    assert page.get_by_text(first).first.is_visible()
+    page.keyboard.press("5")
+    wait_idle(page)
+    history = [lab for lab in store.labels_for(first, viewer=None, blind=False)
+               if lab.source == "human"]
+    assert [lab.category for lab in history] == ["sql_logic_error", "answer_format_error"]
+    assert position(page) == (3, 25, 1, 1)
+    page.context.close()
