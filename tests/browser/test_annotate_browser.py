@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from faillab.settings import Settings
 from labeling.queue import failed_frame
@@ -148,14 +148,11 @@ def position(page: Page) -> tuple[int, int, int, int]:
     return k, n, done, skipped
 
 
-def inside_viewport(page: Page, locator_text: str | re.Pattern[str], role: str | None = None
-                    ) -> None:
-    loc = (page.get_by_role("button", name=locator_text).first if role == "button"
-           else page.get_by_text(locator_text).first)
+def inside_viewport(loc: Locator) -> None:
     box = loc.bounding_box()
-    assert box is not None, locator_text
-    assert box["x"] >= 0 and box["x"] + box["width"] <= VIEWPORT["width"], (locator_text, box)
-    assert box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], (locator_text, box)
+    assert box is not None, loc
+    assert box["x"] >= 0 and box["x"] + box["width"] <= VIEWPORT["width"], (loc, box)
+    assert box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], (loc, box)
 
 
 def test_take_label_skip_undo_in_one_viewport(
@@ -180,11 +177,13 @@ def test_take_label_skip_undo_in_one_viewport(
 
     # Everything the decision needs is on screen at once, without scrolling.
     page.evaluate("window.scrollTo(0, 0)")
-    for text in ("Answer vs ground truth", "Reference SQL", "Note"):
-        inside_viewport(page, text)
-    for name in (re.compile(r"^Skip"), re.compile(r"^SQL Logic Error"),
-                 re.compile(r"^Stuck-in-Loop"), re.compile(r"^Re-run reference SQL")):
-        inside_viewport(page, name, role="button")
+    for text in ("Answer vs ground truth", "Reference SQL"):
+        inside_viewport(page.get_by_text(text, exact=True).first)
+    inside_viewport(page.get_by_label("Note", exact=True).and_(page.locator("textarea")))
+    inside_viewport(page.locator("[data-testid='stDataFrame']").first)  # the answer diff
+    for name in (r"^Accept pre-label", r"^Skip", r"^SQL Logic Error", r"^Stuck-in-Loop",
+                 r"^Re-run reference SQL"):
+        inside_viewport(page.get_by_role("button", name=re.compile(name)).first)
     first = waiting[0]
     assert page.get_by_text(first).first.is_visible()
     screenshot(page, "annotate-1440x900")
