@@ -45,29 +45,38 @@ def labelled_ids(url: str, categories: tuple[str, ...], viewer: Viewer) -> list[
 
 
 def _from_url(options: dict[str, list[str]], categories: list[str]) -> None:
-    """Seed the widgets from the URL once per visit; values the workspace lacks are dropped."""
-    if st.session_state.get("browse_seeded_from") == dict(st.query_params.to_dict()):
+    """Seed the widgets from the URL when it changed; values the workspace lacks are dropped.
+
+    Arriving with no parameters (from the page menu) restores this session's last filters:
+    Streamlit forgets a page's widget values once another page has run.
+    """
+    params: dict[str, list[str]] = {k: st.query_params.get_all(k) for k in st.query_params}
+    forgotten = "browse_sort" not in st.session_state  # another page ran since
+    if not params and isinstance(saved := st.session_state.get("browse_saved"), dict):
+        params = saved
+    if st.session_state.get("browse_seeded_from") == params and not forgotten:
         return
     allowed = {"browse_runs": options["run"], "browse_models": options["model"],
                "browse_intents": options["intent"], "browse_scopes": options["scope"],
                "browse_templates": options["template_id"],
                "browse_failure_labels": categories}
-    qp = st.query_params
+
+    def one(name: str) -> str | None:
+        values = params.get(name) or []
+        return values[0] if values else None
+
     for key, param in MULTI.items():
-        if param in qp:
-            st.session_state[key] = [v for v in qp.get_all(param) if v in allowed[key]]
-    if qp.get("outcome") in OUTCOMES:
-        st.session_state["browse_outcome"] = qp["outcome"]
-    if "q" in qp:
-        st.session_state["browse_text"] = qp["q"]
-    if qp.get("sort", "") in SORT_NAMES:
-        st.session_state["browse_sort"] = qp.get("sort", "")
+        st.session_state[key] = [v for v in params.get(param, []) if v in allowed[key]]
+    outcome = one("outcome")
+    st.session_state["browse_outcome"] = outcome if outcome in OUTCOMES else "all"
+    st.session_state["browse_text"] = one("q") or ""
+    sort = one("sort") or ""
+    st.session_state["browse_sort"] = sort if sort in SORT_NAMES else ""
     for key, param in FLAGS.items():
-        if param in qp:
-            st.session_state[key] = qp[param] == "1"
-    if "page" in qp and qp["page"].isdigit():
-        st.session_state["browse_page"] = max(1, int(qp["page"]))
-    st.session_state["browse_seeded_from"] = dict(qp.to_dict())
+        st.session_state[key] = one(param) == "1"
+    page = one("page") or "1"
+    st.session_state["browse_page"] = max(1, int(page)) if page.isdigit() else 1
+    st.session_state["browse_seeded_from"] = params
 
 
 def _to_url(page: int) -> None:
@@ -85,11 +94,11 @@ def _to_url(page: int) -> None:
             wanted[param] = "1"
     if page > 1:
         wanted["page"] = str(page)
-    current = {k: (st.query_params.get_all(k) if k in MULTI.values() else st.query_params[k])
-               for k in st.query_params}
-    if current != wanted:
+    params = {k: v if isinstance(v, list) else [v] for k, v in wanted.items()}
+    if {k: st.query_params.get_all(k) for k in st.query_params} != params:
         st.query_params.from_dict(wanted)
-    st.session_state["browse_seeded_from"] = dict(st.query_params.to_dict())
+    st.session_state["browse_seeded_from"] = params
+    st.session_state["browse_saved"] = params
 
 
 st.title("Browse")
@@ -115,7 +124,10 @@ with st.container(border=True):
     scopes = c4.multiselect("Scope", options["scope"], key="browse_scopes",
                             on_change=_first_page)
     c5, c6, c7 = st.columns([3, 2, 2])
-    outcome = c5.segmented_control("Outcome", OUTCOMES, default="all", key="browse_outcome",
+    # No default once the URL set the value: Streamlit refuses both at once.
+    outcome = c5.segmented_control("Outcome", OUTCOMES, key="browse_outcome",
+                                   default=None if "browse_outcome" in st.session_state
+                                   else "all",
                                    on_change=_first_page,
                                    help="unscored: no ground truth and no recorded outcome")
     templates = c6.multiselect("Template", options["template_id"], key="browse_templates",

@@ -126,8 +126,9 @@ def solo(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
     """A workspace with pre-labels and one annotator whose queue starts empty."""
     root = tmp_path_factory.mktemp("solo") / "ws"
     shutil.copytree(demo_workspace, root)
-    subprocess.run([str(Path(sys.executable).parent / "faillab"), "prelabel", "--workspace", str(root)],
-                   check=True, capture_output=True)
+    faillab = str(Path(sys.executable).parent / "faillab")
+    subprocess.run([faillab, "prelabel", "--workspace", str(root)], check=True,
+                   capture_output=True)
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
     store.add_user("sol", "annotator")
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
