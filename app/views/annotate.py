@@ -53,7 +53,7 @@ def _taxonomy() -> Taxonomy:
 taxonomy = _taxonomy()
 if not st.session_state.get("annotate_taxonomy_saved"):
     # Keep the rubric every label refers to, so old labels stay interpretable after edits.
-    store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     st.session_state["annotate_taxonomy_saved"] = True
 
 
@@ -107,7 +107,7 @@ def _empty_queue(me: User, skipped: list[str], queue: list[str]) -> None:
 
 def _my_labels(me: User) -> None:
     """The labels this person gave, newest first; choosing one reopens it to change."""
-    df = store.labels_df()
+    df = store.labels.frame()
     own = df[(df["source"] == "human") & (df["annotator"] == me.name)]
     if own.empty:
         st.caption("You have given no label yet.")
@@ -254,7 +254,7 @@ with st.expander("My labels (choose one to change it)", expanded=False):
 with st.expander("Rubric", expanded=False):
     render_rubric(taxonomy, height=420)
 if user.role in LEAD_ROLES:
-    with st.expander("Queues and assignments", expanded=not store.progress()):
+    with st.expander("Queues and assignments", expanded=not store.queues.progress()):
         render_assignment_form(store, ws, user.name)
 with st.expander("Progress per annotator", expanded=False):
     render_progress(store, _failed_ids(_signature()),

@@ -16,7 +16,7 @@ def render_progress(store: Store, failed_ids: list[str], *, prelabel_threshold: 
     Assigned items whose confident pre-label is left to the LLM are not open work, so they are
     named apart instead of keeping a bar short of full forever.
     """
-    progress = store.progress()
+    progress = store.queues.progress()
     if not progress:
         st.caption("No assignments yet.")
         return
@@ -33,11 +33,11 @@ def render_progress(store: Store, failed_ids: list[str], *, prelabel_threshold: 
 
 def render_assignment_form(store: Store, ws: Workspace, actor: str) -> None:
     """Leads and admins assign failures to annotators (re-running only adds what is missing)."""
-    people = [u.name for u in store.list_users()]
+    people = [u.name for u in store.users.all()]
     n_failed = len(failed_frame(ws))
     with st.form("assign_form", clear_on_submit=False):
         st.markdown(f"**Assign failures** ({n_failed:,} failed trajectories in this workspace)")
-        default = [u.name for u in store.list_users() if u.role == "annotator"]
+        default = [u.name for u in store.users.all() if u.role == "annotator"]
         annotators = st.multiselect("Annotators", people, default=default,
                                     key="assign_annotators")
         c1, c2, c3, c4 = st.columns(4)

@@ -29,11 +29,12 @@ def stats_workspace(
     ws = Workspace(root)
     failed = ws.query_df("SELECT id FROM trajectories WHERE NOT success ORDER BY id")["id"]
     store = open_store(ws.default_annotations_url)
-    store.add_user("ann")
+    store.users.add("ann")
     for i, tid in enumerate(failed[:6]):
         category = ("sql_logic_error", "answer_format_error")[i % 2]
-        store.add_label(tid, category, annotator="ann", taxonomy_version=default_taxonomy().version)
-        store.add_label(tid, "sql_logic_error", annotator=None, source="llm",
+        store.labels.add(tid, category, annotator="ann",
+                         taxonomy_version=default_taxonomy().version)
+        store.labels.add(tid, "sql_logic_error", annotator=None, source="llm",
                         taxonomy_version=default_taxonomy().version)
     store.close()
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
@@ -225,7 +226,7 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     failed = ws.query_df("SELECT id FROM trajectories WHERE NOT success ORDER BY id")["id"]
     store = open_store(ws.default_annotations_url)
     for tid in failed[6:9]:  # three items nobody reviewed
-        store.add_label(tid, "stuck_in_loop", annotator=None, source="llm",
+        store.labels.add(tid, "stuck_in_loop", annotator=None, source="llm",
                         taxonomy_version=default_taxonomy().version)
     store.close()
     at = run_page()

@@ -30,11 +30,11 @@ def setup(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
     root = tmp_path_factory.mktemp("annotate") / "ws"
     shutil.copytree(demo_workspace, root)
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
-    store.add_user("ana", "annotator")
-    store.add_user("ben", "annotator")
-    store.add_user("lea", "lead")
+    store.users.add("ana", "annotator")
+    store.users.add("ben", "annotator")
+    store.users.add("lea", "lead")
     tid = str(failed_frame(Workspace(root))["id"].iloc[0])
-    store.assign([tid], ["ana", "ben"], overlap=2, double_share=1.0)
+    store.queues.assign([tid], ["ana", "ben"], overlap=2, double_share=1.0)
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_BLIND": "1",
                                         "FAILLAB_DATABASE_URL": ""})
     try:
@@ -92,7 +92,7 @@ def test_blind_double_annotation_then_adjudication(
     wait_idle(ana)
     assert "BEN-NOTE-4410" not in ana.inner_text("body")
 
-    labels = {lab.annotator: lab for lab in store.labels_for(tid, viewer=None, blind=False)}
+    labels = {lab.annotator: lab for lab in store.labels.for_item(tid, viewer=None, blind=False)}
     assert labels["ana"].category == "sql_logic_error" and labels["ana"].note == ANA_NOTE
     assert labels["ben"].category == "answer_format_error" and labels["ben"].note == BEN_NOTE
     assert all(lab.seconds_on_item is not None for lab in labels.values())
@@ -108,7 +108,7 @@ def test_blind_double_annotation_then_adjudication(
     wait_idle(lea)
     expect(lea.get_by_text("(version 1)").first).to_be_visible()
     screenshot(lea, "adjudicate-saved")
-    decision = store.get_adjudication(tid)
+    decision = store.adjudications.get(tid)
     assert decision is not None and decision.decided_by == "lea"
     assert decision.reason.startswith("Rule 2")
     for page in (ana, ben, lea):
@@ -130,7 +130,7 @@ def solo(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
     subprocess.run([faillab, "prelabel", "--workspace", str(root)], check=True,
                    capture_output=True)
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
-    store.add_user("sol", "annotator")
+    store.users.add("sol", "annotator")
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
     try:
         yield server, store
@@ -169,9 +169,10 @@ def test_take_label_skip_undo_in_one_viewport(
 
     page.get_by_role("button", name=re.compile(r"^Take 25 unassigned failures")).click()
     wait_idle(page)
-    mine = [tid for tid, _, _ in store.assignments("sol")]
-    waiting = store.next_items("sol", prelabel_threshold=Settings.from_env({}).prelabel_threshold,
-                               spot_check_share=Settings.from_env({}).spot_check_share)
+    mine = [tid for tid, _, _ in store.queues.assignments("sol")]
+    defaults = Settings.from_env({})
+    waiting = store.queues.next_items("sol", prelabel_threshold=defaults.prelabel_threshold,
+                                      spot_check_share=defaults.spot_check_share)
     # Take gives what it says, and every item it took is one the queue shows.
     assert len(mine) == 25 and sorted(waiting) == sorted(mine)
     assert position(page) == (1, 25, 0, 0)
@@ -196,7 +197,7 @@ def test_take_label_skip_undo_in_one_viewport(
     wait_idle(page)
     page.keyboard.press("3")
     wait_idle(page)
-    saved = [lab for lab in store.labels_for(first, viewer=None, blind=False)
+    saved = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
              if lab.source == "human"]
     assert [(lab.category, lab.note) for lab in saved] == [("sql_logic_error",
                                                             "SOL-NOTE-3391 wrong join")]
@@ -217,7 +218,7 @@ def test_take_label_skip_undo_in_one_viewport(
     assert page.get_by_text(first).first.is_visible()
     page.keyboard.press("5")
     wait_idle(page)
-    history = [lab for lab in store.labels_for(first, viewer=None, blind=False)
+    history = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
                if lab.source == "human"]
     assert [lab.category for lab in history] == ["sql_logic_error", "answer_format_error"]
     assert position(page) == (3, 25, 1, 1)
