@@ -14,7 +14,10 @@ Each figure is the median and p95 over --repeat actions (default 20). Not a test
 docs/benchmarks.md.
 
     .venv/bin/python bench/bench_browser.py --workspace workspace            # the demo
-    .venv/bin/python bench/bench_browser.py --workspace /tmp/faillab-bench-ws
+    .venv/bin/python bench/bench_browser.py --build 50000 --ehr workspace/ehr/demo.sqlite
+
+--build N makes a scratch workspace of N trajectories from the synthetic generator
+(bench/synthetic.py) and removes it afterwards; --ehr attaches an EHR database for re-runs.
 """
 
 from __future__ import annotations
@@ -202,10 +205,17 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             results["first_sql_rerun"] = figures(first_reruns)
 
         timed_load(page, f"{url}/browse", "Search question")
-        next_page = page.get_by_role("button", name="Next page")
+        next_page = page.get_by_role("button", name="Next ▶")
         if next_page.count():
             results["browse_next_page"] = figures(
                 [timed_rerun(page, next_page.first.click) for _ in range(repeat)])
+        descending = page.get_by_text("Descending", exact=True)
+        if descending.count():
+            timed_rerun(page, lambda: page.get_by_label("Sort by").first.click())
+            page.get_by_role("option", name="turns").click()
+            wait_idle(page)
+            results["browse_sort"] = figures(
+                [timed_rerun(page, descending.first.click) for _ in range(repeat)])
         search = page.get_by_label("Search question", exact=False).and_(page.locator("input"))
         if search.count():
             filters = []
@@ -241,18 +251,48 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workspace", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--workspace", type=Path)
+    where.add_argument("--build", type=int, metavar="N",
+                       help="Build a scratch workspace of N synthetic trajectories.")
+    parser.add_argument("--ehr", type=Path, help="EHR database for re-runs (with --build).")
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     # Labels go to a scratch copy of the store so the benchmark never touches real annotations.
     scratch = Path(tempfile.mkdtemp(prefix="faillab-bench-store-"))
     env = {"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": f"sqlite:///{scratch}/labels.sqlite"}
     try:
-        with serve(args.workspace, env) as url:
-            results = bench(url, args.workspace, args.repeat)
+        workspace = args.workspace or build_workspace(scratch, args.build, args.ehr)
+        with serve(workspace, env) as url:
+            results = bench(url, workspace, args.repeat)
+        results["workspace_trajectories"] = workspace_size(workspace)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps(results, indent=2))
+
+
+def build_workspace(scratch: Path, n: int, ehr: Path | None) -> Path:
+    """N generated trajectories imported into a fresh workspace under `scratch`."""
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from synthetic import write_files
+
+    from trajectories.workspace import Workspace
+
+    files = write_files(scratch / "src", n)
+    ws = Workspace(scratch / "ws")
+    ws.import_files(files)
+    if ehr is not None:
+        ws.set_ehr_database(ehr)
+    shutil.rmtree(scratch / "src", ignore_errors=True)
+    return scratch / "ws"
+
+
+def workspace_size(workspace: Path) -> int:
+    sys.path.insert(0, str(ROOT))
+    from trajectories.workspace import Workspace
+
+    return int(Workspace(workspace).summary()["trajectories"])
 
 
 if __name__ == "__main__":
