@@ -16,6 +16,7 @@ from app.auth import require_user
 from app.state import get_settings, get_store, workspace
 from app.widgets.answer import render_answer_compact
 from app.widgets.label_form import (
+    Hooks,
     render_label_form,
     render_last_saved,
     render_visible_labels,
@@ -196,38 +197,42 @@ def labelling_panel(me: User) -> None:
                              label="Re-run reference SQL")
             else:
                 st.caption("The task carries no reference SQL.")
+    def saved(done_tid: str) -> None:
+        if done_tid in done:
+            done.remove(done_tid)
+        done.append(done_tid)
+        st.session_state.pop(REVISIT_KEY, None)
+
+    def skip(skip_tid: str) -> None:
+        skipped.append(skip_tid)
+        st.session_state["annotate_skip_note"] = f"Skipped {skip_tid[:12]}: it waits at the end."
+
+    def undo(back_tid: str | None) -> None:
+        st.session_state[REVISIT_KEY] = back_tid
+
+    def leave_revisit() -> None:
+        st.session_state.pop(REVISIT_KEY, None)
+
     with right, st.container(key="annotate_form"):
-        outcome = render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
-                                    hide_prelabel=st.session_state.get(
-                                        "annotate_hide_prelabel", settings.hide_prelabel))
+        render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
+                          hide_prelabel=st.session_state.get("annotate_hide_prelabel",
+                                                             settings.hide_prelabel),
+                          hooks=Hooks(saved=saved, skipped=skip))
         nav = st.columns(2)
         back = done[-1] if done and not isinstance(revisit, str) else None
-        if nav[0].button("Undo last label", key="annotate_undo", shortcut="U",
-                         icon=":material/undo:", disabled=back is None, width="stretch",
-                         help="Reopen the item you labelled last (U or Z) to change its "
-                              "label; labels are never deleted, a new one supersedes."):
-            st.session_state[REVISIT_KEY] = back
-            _next_item()
-        if isinstance(revisit, str) and nav[1].button(
-                "Back to the queue", key="annotate_leave_revisit", width="stretch"):
-            st.session_state.pop(REVISIT_KEY, None)
-            _next_item()
+        # Callbacks, like the label buttons: the run they trigger already shows the new item.
+        nav[0].button("Undo last label", key="annotate_undo", shortcut="U",
+                      icon=":material/undo:", disabled=back is None, width="stretch",
+                      on_click=undo, args=(back,),
+                      help="Reopen the item you labelled last (U or Z) to change its "
+                           "label; labels are never deleted, a new one supersedes.")
+        if isinstance(revisit, str):
+            nav[1].button("Back to the queue", key="annotate_leave_revisit", width="stretch",
+                          on_click=leave_revisit)
         # Z undoes too; a hidden twin keeps one button on screen.
         with st.container(key="annotate_undo_z"):
-            if st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z",
-                         disabled=back is None):
-                st.session_state[REVISIT_KEY] = back
-                _next_item()
-        if outcome == "skipped":
-            skipped.append(tid)
-            st.session_state["annotate_skip_note"] = f"Skipped {tid[:12]}: it waits at the end."
-        if outcome == "saved":
-            if tid in done:
-                done.remove(tid)
-            done.append(tid)
-            st.session_state.pop(REVISIT_KEY, None)
-        if outcome is not None:
-            _next_item()
+            st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z",
+                      disabled=back is None, on_click=undo, args=(back,))
         # Banners go under the form, so the buttons never move when one appears.
         render_last_saved(taxonomy)
         if note := st.session_state.pop("annotate_skip_note", None):
