@@ -8,30 +8,31 @@ re-runs only the panel. Leads and admins create assignments below the panel.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from app.auth import require_user
-from app.state import get_settings, get_store, workspace
-from app.widgets.answer import render_answer_compact
-from app.widgets.label_form import (
+from faillab.app.auth import require_user
+from faillab.app.state import data_key, get_settings, get_store, load_trajectory, workspace
+from faillab.app.widgets.answer import render_answer_compact
+from faillab.app.widgets.label_form import (
     Hooks,
     render_label_form,
     render_last_saved,
     render_visible_labels,
 )
-from app.widgets.page_keys import page_keys
-from app.widgets.queue import render_assignment_form, render_progress
-from app.widgets.rubric import category_label, render_rubric
-from app.widgets.safe import escape_markdown, plain
-from app.widgets.sandbox_run import rerun_button
-from app.widgets.steps import render_steps
+from faillab.app.widgets.page_keys import page_keys
+from faillab.app.widgets.queue import render_assignment_form, render_progress
+from faillab.app.widgets.rubric import category_label, render_rubric
+from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.sandbox_run import rerun_button
+from faillab.app.widgets.steps import render_steps
 from labeling.queue import failed_frame, prelabel_for, queue_state, take_unassigned
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
-from trajectories.model import Trajectory
 
 SKIPPED_KEY = "annotate_skipped"
 #: Items this session saved, newest last: U/Z and "Back" reopen them (labels are append-only,
@@ -58,20 +59,14 @@ if not st.session_state.get("annotate_taxonomy_saved"):
     st.session_state["annotate_taxonomy_saved"] = True
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def _load(trajectory_id: str, parts_signature: tuple[str, ...]) -> Trajectory | None:
-    # Trajectories are immutable: id plus the set of part files determines the result.
-    return ws.get(trajectory_id)
-
-
 @st.cache_data(max_entries=4, show_spinner=False)
-def _failed_ids(parts_signature: tuple[str, ...]) -> list[str]:
-    # The failures change only when the workspace's parts do.
+def _failed_ids_cached(root: str, signature: tuple[Any, ...]) -> list[str]:
+    # The failures change only when the workspace's data does (its signature).
     return [str(t) for t in failed_frame(ws)["id"]]
 
 
-def _signature() -> tuple[str, ...]:
-    return tuple(p.name for p in ws.part_files())
+def _failed_ids() -> list[str]:
+    return _failed_ids_cached(*data_key())
 
 
 def _next_item() -> None:
@@ -131,7 +126,7 @@ def _my_labels(me: User) -> None:
 
 @st.fragment
 def labelling_panel(me: User) -> None:
-    state = queue_state(store, _failed_ids(_signature()), me.name,
+    state = queue_state(store, _failed_ids(), me.name,
                         prelabel_threshold=settings.prelabel_threshold,
                         spot_check_share=settings.spot_check_share)
     skipped: list[str] = st.session_state.setdefault(SKIPPED_KEY, [])
@@ -149,7 +144,7 @@ def labelling_panel(me: User) -> None:
             st.caption(note)
         _empty_queue(me, skipped, state.waiting)
         return
-    traj = _load(tid, _signature())
+    traj = load_trajectory(tid)
     if traj is None:
         st.error(f"Trajectory {escape_markdown(tid)} is assigned but not in this workspace.")
         st.session_state.pop(REVISIT_KEY, None)
@@ -262,6 +257,6 @@ if user.role in LEAD_ROLES:
     with st.expander("Queues and assignments", expanded=not store.queues.progress()):
         render_assignment_form(store, ws, user.name)
 with st.expander("Progress per annotator", expanded=False):
-    render_progress(store, _failed_ids(_signature()),
+    render_progress(store, _failed_ids(),
                     prelabel_threshold=settings.prelabel_threshold,
                     spot_check_share=settings.spot_check_share)

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.auth import current_user
-from app.state import get_settings, get_store, open_trajectory_link, workspace
-from app.viewer import viewer_of
+from faillab.app.auth import current_user
+from faillab.app.state import (
+    get_settings,
+    get_store_for,
+    open_trajectory_link,
+    workspace,
+    workspace_facets,
+)
+from faillab.app.viewer import viewer_of
 from labeling.queue import ids_with_final_category
 from labeling.store import Viewer
 from taxonomy import default_taxonomy
-from trajectories.views import SORTABLE, BrowseFilter, browse_page, facets
+from trajectories.views import SORTABLE, BrowseFilter, browse_page
 
 PAGE_SIZE = 100
 OUTCOMES = ["all", "failed", "succeeded", "unscored"]
@@ -31,17 +37,11 @@ SORT_NAMES = {"": "browse order (run, task, rollout)", "question": "question", "
               "n_errors": "errors", "outcome": "outcome", "rollout": "rollout"}
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def cached_facets(root: str, parts: tuple[str, ...]) -> dict[str, list[str]]:
-    # Distinct values only change when parts are added; the part names key the cache.
-    return facets(workspace())
-
-
 @st.cache_data(ttl=15, max_entries=16, show_spinner=False)
 def labelled_ids(url: str, categories: tuple[str, ...], viewer: Viewer) -> list[str]:
     # Final labels change as people annotate; a few seconds of staleness keeps Browse fast.
     # Keyed by the viewer: the store shows each person only what they may see.
-    return ids_with_final_category(get_store(), list(categories), viewer=viewer)
+    return ids_with_final_category(get_store_for(url), list(categories), viewer=viewer)
 
 
 def _from_url(options: dict[str, list[str]], categories: list[str]) -> None:
@@ -104,7 +104,7 @@ def _to_url(page: int) -> None:
 st.title("Browse")
 viewer = viewer_of(current_user())
 ws = workspace()
-options = cached_facets(str(ws.root), tuple(p.name for p in ws.part_files()))
+options = workspace_facets()
 taxonomy = default_taxonomy()
 _from_url(options, list(taxonomy.keys))
 

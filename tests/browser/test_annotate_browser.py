@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
 from faillab.settings import Settings
 from labeling.queue import failed_frame
@@ -117,7 +117,7 @@ def test_blind_double_annotation_then_adjudication(
 
 # -- one screen per decision, keys, undo and an honest queue -------------------------------------
 
-VIEWPORT = {"width": 1440, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 
 
 @pytest.fixture(scope="module")
