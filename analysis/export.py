@@ -1,4 +1,4 @@
-"""Exports of analysis tables: JSON, CSV, Markdown, LaTeX (booktabs) and self-contained HTML.
+"""Exports of analysis tables and charts: JSON, CSV, Markdown, LaTeX (booktabs), HTML, PNG.
 
 Markdown and LaTeX are written by hand so exports need no optional dependencies (tabulate,
 jinja2) and the output is stable across pandas versions.
@@ -9,6 +9,10 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -169,6 +173,36 @@ def to_latex(
     if label is not None:
         wrapped.append(f"\\label{{{label}}}")
     return "\n".join([*wrapped, *lines, "\\end{table}"]) + "\n"
+
+
+#: Where kaleido looks for a browser when none is configured (Debian's chromium).
+SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
+PLOTLY_JS = "plotly.min.js"
+
+
+def to_png(fig: go.Figure, *, scale: float = 2.0) -> bytes:
+    """The chart as a PNG, rendered by kaleido in a headless chromium."""
+    if "BROWSER_PATH" not in os.environ and SYSTEM_CHROMIUM.exists():
+        # kaleido's browser finder honours BROWSER_PATH; point it at the system browser so it
+        # never tries to fetch one of its own.
+        os.environ["BROWSER_PATH"] = str(SYSTEM_CHROMIUM)
+    return bytes(fig.to_image(format="png", scale=scale))
+
+
+def charts_bundle(figs: Mapping[str, go.Figure]) -> bytes:
+    """A ZIP of chart pages sharing one copy of plotly.js (viewable offline once unpacked).
+
+    Each self-contained page would carry the whole library (about 4.8 MB); here every page
+    points at the one `plotly.min.js` beside it.
+    """
+    from plotly.offline import get_plotlyjs
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(PLOTLY_JS, get_plotlyjs())
+        for name, fig in figs.items():
+            zf.writestr(f"{name}.html", fig.to_html(include_plotlyjs=PLOTLY_JS, full_html=True))
+    return buf.getvalue()
 
 
 def to_html_chart(fig: go.Figure) -> str:

@@ -14,7 +14,10 @@ Each figure is the median and p95 over --repeat actions (default 20). Not a test
 docs/benchmarks.md.
 
     .venv/bin/python bench/bench_browser.py --workspace workspace            # the demo
-    .venv/bin/python bench/bench_browser.py --workspace /tmp/faillab-bench-ws
+    .venv/bin/python bench/bench_browser.py --build 50000 --ehr workspace/ehr/demo.sqlite
+
+--build N makes a scratch workspace of N trajectories from the synthetic generator
+(bench/synthetic.py) and removes it afterwards; --ehr attaches an EHR database for re-runs.
 """
 
 from __future__ import annotations
@@ -140,6 +143,21 @@ def timed_load(page: Page, url: str, ready_text: str, ready_selector: str | None
     return time.perf_counter() - start
 
 
+#: Measurements to take (all unless --only names some).
+ONLY: set[str] = set()
+
+
+def section(results: dict[str, Any], name: str, run: Callable[[], dict[str, Any]]) -> None:
+    """One measurement; a failure is recorded (and the rest still measured), never fatal."""
+    if ONLY and name not in ONLY:
+        return
+    try:
+        results[name] = run()
+    except Exception as err:  # a timed-out action says so in the figures
+        results[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0]}"}
+    print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
+
+
 def figures(seconds: list[float]) -> dict[str, Any]:
     ordered = sorted(seconds)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -177,82 +195,143 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
         warm.context.close()
 
         page = new_page()
-        results["trajectory_deep_link"] = figures(
+        section(results, "trajectory_deep_link", lambda: figures(
             [timed_load(page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
-             for tid in ids[:repeat]])
+             for tid in ids[:repeat]]))
 
-        page.goto(f"{url}/trajectory?id={ids[0]}")
-        wait_idle(page)
-        page.wait_for_timeout(500)  # key listeners attach after the first paint
-        moves = []
-        for i in range(repeat):
-            key = "j" if i % 2 == 0 else "k"
-            moves.append(timed_rerun(page, lambda key=key: page.locator("body").press(key)))
-        results["trajectory_j_k"] = figures(moves)
+        def j_k() -> dict[str, Any]:
+            # Without an id the page opens the first failure in browse order, so J (next)
+            # and K (previous) both have somewhere to go.
+            page.goto(f"{url}/trajectory")
+            wait_idle(page)
+            page.wait_for_timeout(500)  # key listeners attach after the first paint
+            moves = []
+            for i in range(repeat):
+                key = "j" if i % 2 == 0 else "k"
+                moves.append(timed_rerun(page, lambda key=key: page.locator("body").press(key)))
+            return figures(moves)
 
-        rerun_page = new_page()
-        first_reruns = []
-        for tid in ids[:max(3, repeat // 4)]:
-            timed_load(rerun_page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
-            button = rerun_page.get_by_role("button", name="Re-run").first
-            if not button.count():
-                continue
-            first_reruns.append(timed_rerun(rerun_page, button.click))
-        if first_reruns:
-            results["first_sql_rerun"] = figures(first_reruns)
+        section(results, "trajectory_j_k", j_k)
 
-        timed_load(page, f"{url}/browse", "Search question")
-        next_page = page.get_by_role("button", name="Next page")
-        if next_page.count():
-            results["browse_next_page"] = figures(
-                [timed_rerun(page, next_page.first.click) for _ in range(repeat)])
-        search = page.get_by_label("Search question", exact=False).and_(page.locator("input"))
-        if search.count():
+        def first_rerun() -> dict[str, Any]:
+            rerun_page = new_page()
+            first_reruns = []
+            for tid in ids[:max(3, repeat // 4)]:
+                timed_load(rerun_page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
+                button = rerun_page.get_by_role("button", name="Re-run").first
+                if button.count():
+                    first_reruns.append(timed_rerun(rerun_page, button.click))
+            return figures(first_reruns)
+
+        section(results, "first_sql_rerun", first_rerun)
+
+        def browse_next() -> dict[str, Any]:
+            timed_load(page, f"{url}/browse", "Search question")
+            next_page = page.get_by_role("button", name="Next ▶").first
+            return figures([timed_rerun(page, next_page.click) for _ in range(repeat)])
+
+        def browse_sort() -> dict[str, Any]:
+            page.get_by_label("Sort by").first.click()
+            page.get_by_role("option", name="turns", exact=True).click()
+            wait_idle(page)
+            descending = page.get_by_text("Descending", exact=True).first
+            return figures([timed_rerun(page, descending.click) for _ in range(repeat)])
+
+        def browse_filter() -> dict[str, Any]:
+            search = page.get_by_label("Search question", exact=False).and_(
+                page.locator("input")).first
             filters = []
             for i in range(repeat):
                 text = f"patients {i}" if i % 2 else "admission"
                 filters.append(timed_rerun(page, lambda text=text: (
-                    search.first.fill(text), search.first.press("Enter"))[-1]))
-            results["browse_filter"] = figures(filters)
+                    search.fill(text), search.press("Enter"))[-1]))
+            return figures(filters)
 
-        stats = []
-        for _ in range(max(3, repeat // 4)):
-            fresh = new_page()
-            stats.append(timed_load(fresh, f"{url}/statistics", STATISTICS_READY, CHART_DRAWN))
-            fresh.context.close()
-        results["statistics_first_visit"] = figures(stats)
+        section(results, "browse_next_page", browse_next)
+        section(results, "browse_sort", browse_sort)
+        section(results, "browse_filter", browse_filter)
 
-        annotate = new_page()
-        annotate.goto(f"{url}/annotate")
-        wait_idle(annotate)
-        identify(annotate, "bench-annotator")
-        # Solo local use: take a batch of unassigned failures into this annotator's queue.
-        annotate.get_by_role("button", name="Take").first.click(timeout=30_000)
-        wait_idle(annotate)
-        annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
-        keys = []
-        for i in range(repeat):
-            key = str(1 + i % 6)
-            keys.append(timed_rerun(annotate, lambda key=key: annotate.locator("body").press(key)))
-        results["label_key_to_next_item"] = figures(keys)
+        def statistics_first() -> dict[str, Any]:
+            stats = []
+            for _ in range(max(3, repeat // 4)):
+                fresh = new_page()
+                stats.append(timed_load(fresh, f"{url}/statistics", STATISTICS_READY,
+                                        CHART_DRAWN))
+                fresh.context.close()
+            return figures(stats)
+
+        section(results, "statistics_first_visit", statistics_first)
+
+        def label_keys() -> dict[str, Any]:
+            annotate = new_page()
+            annotate.goto(f"{url}/annotate")
+            wait_idle(annotate)
+            identify(annotate, "bench-annotator")
+            # Solo local use: take a batch of unassigned failures into this annotator's queue.
+            annotate.get_by_role("button", name="Take").first.click(timeout=30_000)
+            wait_idle(annotate)
+            annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
+            keys = []
+            for i in range(repeat):
+                key = str(1 + i % 6)
+                keys.append(timed_rerun(annotate,
+                                        lambda key=key: annotate.locator("body").press(key)))
+            return figures(keys)
+
+        section(results, "label_key_to_next_item", label_keys)
         browser.close()
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workspace", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--workspace", type=Path)
+    where.add_argument("--build", type=int, metavar="N",
+                       help="Build a scratch workspace of N synthetic trajectories.")
+    parser.add_argument("--ehr", type=Path, help="EHR database for re-runs (with --build).")
+    parser.add_argument("--keep", type=Path,
+                        help="With --build: build the workspace here and keep it.")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--only", default="", help="Comma-separated measurement names.")
     args = parser.parse_args()
+    ONLY.update(n for n in args.only.split(",") if n)
     # Labels go to a scratch copy of the store so the benchmark never touches real annotations.
     scratch = Path(tempfile.mkdtemp(prefix="faillab-bench-store-"))
     env = {"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": f"sqlite:///{scratch}/labels.sqlite"}
     try:
-        with serve(args.workspace, env) as url:
-            results = bench(url, args.workspace, args.repeat)
+        workspace = args.workspace or build_workspace(scratch, args.build, args.ehr, args.keep)
+        with serve(workspace, env) as url:
+            results = bench(url, workspace, args.repeat)
+        results["workspace_trajectories"] = workspace_size(workspace)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps(results, indent=2))
+
+
+def build_workspace(scratch: Path, n: int, ehr: Path | None, keep: Path | None) -> Path:
+    """N generated trajectories imported into a fresh workspace (under `scratch` unless kept)."""
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from synthetic import write_files
+
+    from trajectories.workspace import Workspace
+
+    files = write_files(scratch / "src", n)
+    root = keep or scratch / "ws"
+    ws = Workspace(root)
+    ws.import_files(files)
+    if ehr is not None:
+        ws.set_ehr_database(ehr)
+    shutil.rmtree(scratch / "src", ignore_errors=True)
+    return root
+
+
+def workspace_size(workspace: Path) -> int:
+    sys.path.insert(0, str(ROOT))
+    from trajectories.workspace import Workspace
+
+    return int(Workspace(workspace).summary()["trajectories"])
 
 
 if __name__ == "__main__":

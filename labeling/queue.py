@@ -89,15 +89,25 @@ def create_assignments(
     )
 
 
-def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25) -> int:
+def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25, *,
+                    prelabel_threshold: float | None = None) -> int:
     """Give `user` up to `n` failures nobody is assigned yet (single annotation).
 
     Lets one person start labelling without a lead planning overlap first (local use); items
     already in anyone's queue are left alone so a lead's overlap plan is never disturbed.
+    With `prelabel_threshold`, only items a person must label are taken (no pre-label, or one
+    less confident than the threshold): a confident pre-label would be left to the LLM by
+    `queue_for`, so taking it would promise an item the queue never shows.
     """
     taken = {tid for tid, _, _ in store.queues.assignments()}
     frame = failed_frame(ws)
-    free = [str(t) for t in frame["id"] if str(t) not in taken][:n]
+    free = [str(t) for t in frame["id"] if str(t) not in taken]
+    if prelabel_threshold is not None:
+        opinions = store.prelabels.opinions()
+        free = [tid for tid in free
+                if (op := opinions.get(tid)) is None or op.confidence is None
+                or op.confidence < prelabel_threshold]
+    free = free[:n]
     if not free:
         return 0
     return store.queues.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",
@@ -122,6 +132,44 @@ def queue_for(
     todo = store.queues.next_items(user, prelabel_threshold=prelabel_threshold,
                                    spot_check_share=spot_check_share, seed=seed)
     return [tid for tid in todo if tid in failed]
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """Where `user` stands in their queue, counted so every number on screen is true.
+
+    `needed` is what the person must label (done plus waiting); assigned items whose confident
+    pre-label is left to the LLM (or that a re-score turned into a success) are counted apart,
+    never as open work.
+    """
+
+    waiting: list[str]
+    assigned: int
+    labelled: int
+
+    @property
+    def needed(self) -> int:
+        return self.labelled + len(self.waiting)
+
+    @property
+    def not_for_you(self) -> int:
+        return max(0, self.assigned - self.needed)
+
+    def position(self, skipped: int) -> int:
+        """1-based number of the item on screen: labelled and put-aside items come first."""
+        return min(self.needed, self.labelled + skipped + 1)
+
+
+def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
+                prelabel_threshold: float, spot_check_share: float,
+                seed: int = 0) -> QueueState:
+    waiting = queue_for(store, failed_ids, user, prelabel_threshold=prelabel_threshold,
+                        spot_check_share=spot_check_share, seed=seed)
+    # One aggregate read (not a scan of every label), so it can run on each key press.
+    mine = next((p for p in store.queues.progress() if p.annotator == user), None)
+    if mine is None:
+        return QueueState(waiting, 0, 0)
+    return QueueState(waiting, mine.assigned, mine.done)
 
 
 # -- the LLM's pre-label, as people see it -------------------------------------------------------

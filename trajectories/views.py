@@ -33,6 +33,7 @@ class BrowseFilter:
     disagreement_only: bool = False
     text: str = ""
     ids: Sequence[str] | None = None  # e.g. trajectories with a given failure label
+    unscored_only: bool = False  # no ground truth and no recorded outcome (success IS NULL)
     limit: int = 1000
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -48,6 +49,8 @@ class BrowseFilter:
         if self.success is not None:
             clauses.append("success = ?")
             params.append(self.success)
+        if self.unscored_only:
+            clauses.append("success IS NULL")
         if self.disagreement_only:
             clauses.append("recorded_success IS NOT NULL AND recorded_success <> exact_match")
         if self.text.strip():
@@ -72,6 +75,34 @@ def browse(ws: Workspace, flt: BrowseFilter) -> tuple[pd.DataFrame, int]:
         f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM trajectories{where} "
         f"ORDER BY run, task_id, rollout, id LIMIT {int(flt.limit)}",
         params,
+    ).df()
+    return df, total
+
+
+#: Columns Browse may sort on (a whitelist: the name is formatted into the ORDER BY).
+SORTABLE = (*BROWSE_COLUMNS, "outcome")
+
+
+def browse_page(ws: Workspace, flt: BrowseFilter, *, sort: str = "", descending: bool = False,
+                offset: int = 0, limit: int = 100) -> tuple[pd.DataFrame, int]:
+    """One page of the whole filtered set, sorted in DuckDB, and the total match count.
+
+    Sorting and paging happen over every match, not over rows already loaded; ties fall back
+    to the browse order so pages never overlap or skip a row.
+    """
+    if sort and sort not in SORTABLE:
+        raise ValueError(f"cannot sort on {sort!r}; one of {', '.join(SORTABLE)}")
+    where, params = flt.where()
+    con = ws.connect()
+    total_row = con.execute(f"SELECT count(*) FROM trajectories{where}", params).fetchone()
+    total = int(total_row[0]) if total_row else 0
+    order = "run, task_id, rollout, id"
+    if sort:
+        order = f"{sort} {'DESC' if descending else 'ASC'} NULLS LAST, {order}"
+    df = con.execute(
+        f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM trajectories{where} "
+        f"ORDER BY {order} LIMIT ? OFFSET ?",
+        [*params, int(limit), max(0, int(offset))],
     ).df()
     return df, total
 

@@ -16,6 +16,7 @@ from faillab.app.widgets.evidence import render_evidence
 from faillab.app.widgets.label_form import step_caption
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.steps import render_steps
 from labeling.queue import prelabel_for
 from labeling.store import ConflictError, Label, StoreError
 from taxonomy import default_taxonomy
@@ -29,6 +30,13 @@ ws = workspace()
 taxonomy = default_taxonomy()
 
 include_done = st.toggle("Include items already adjudicated", key="adj_include_done")
+if (goto := st.session_state.pop("adj_goto", None)) is not None:
+    # Set before the item picker exists in this run: after a decision, the next open item.
+    st.session_state["adj_item"] = goto
+    if "id" in st.query_params:
+        del st.query_params["id"]
+if (done_msg := st.session_state.pop("adj_done_msg", None)) is not None:
+    st.success(done_msg, icon=":material/check:")
 selected = st.session_state.get("adj_item")
 # The item on screen stays listed after someone decides it, so a lead who is mid-decision
 # sees the conflict message rather than the item vanishing under them.
@@ -75,6 +83,13 @@ def _step_text(step: int | None) -> str:
         return step_caption(traj, step)
     return str(step)
 
+
+if traj is not None:
+    # The steps on this page, in their own scroll pane: the decision needs them side by side
+    # with the labels, not a trip to the Trajectory page.
+    with st.expander(f"Steps ({len(traj.steps)})", expanded=True), \
+            st.container(height=420, border=False, key="adj_steps_pane", autoscroll=False):
+        render_steps(traj.steps, expand_all=False, key_prefix=f"adj_{tid}")
 
 # -- what everyone said ------------------------------------------------------------------------
 labels = store.labels.for_item(tid, viewer=viewer_of(lead), include_llm=False)
@@ -149,8 +164,17 @@ if submitted:
             st.error(str(err))
         else:
             st.session_state[version_key] = saved.version
-            st.success(f"Saved: {escape_markdown(category_label(taxonomy, saved.category))} "
-                       f"(version {saved.version}).")
+            msg = (f"Saved: {escape_markdown(category_label(taxonomy, saved.category))} for "
+                   f"{tid[:12]} (version {saved.version}).")
+            # On to the next item nobody has decided yet (after this one, then from the top).
+            after = ids[ids.index(tid) + 1:] + ids[:ids.index(tid)]
+            nxt = next((t for t in after if not by_id[t].adjudicated), None)
+            if nxt is None:
+                st.success(msg + " No open disagreement is left.")
+            else:
+                st.session_state["adj_goto"] = nxt
+                st.session_state["adj_done_msg"] = msg + " Showing the next open item."
+                st.rerun()
 if st.button("Reload", key=f"adj_{tid}_reload", help="Show the latest decision and decide again."):
     st.session_state.pop(version_key, None)
     st.rerun()

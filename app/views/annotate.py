@@ -1,35 +1,47 @@
 """Annotate: label why failed trajectories failed, one item at a time, from your own queue.
 
-Leads and admins create assignments here too. The item view and the form live in one
-fragment, so saving a label and moving on re-runs only the panel, not the page around it.
+One screen per decision (1440x900): the question and the steps (their own scroll pane) with the
+answer diff and the reference SQL under them on the left, the label form with the pre-label on
+the right. The item view and the form live in one fragment, so saving a label and moving on
+re-runs only the panel. Leads and admins create assignments below the panel.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from faillab.app.auth import require_user
-from faillab.app.state import get_settings, get_store, load_trajectory, workspace
-from faillab.app.widgets.answer import render_answer_panel
+from faillab.app.state import data_key, get_settings, get_store, load_trajectory, workspace
+from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import render_evidence
 from faillab.app.widgets.label_form import (
+    Hooks,
     render_label_form,
     render_last_saved,
     render_visible_labels,
 )
+from faillab.app.widgets.page_keys import page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
-from faillab.app.widgets.rubric import render_rubric
+from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.steps import render_steps
-from labeling.queue import failed_frame, prelabel_for, queue_for, take_unassigned
+from labeling.queue import failed_frame, prelabel_for, queue_state, take_unassigned
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
 
 SKIPPED_KEY = "annotate_skipped"
+#: Items this session saved, newest last: U/Z and "Back" reopen them (labels are append-only,
+#: so reopening and saving again adds a superseding label; the earlier one stays in history).
+DONE_KEY = "annotate_done"
+REVISIT_KEY = "annotate_revisit"
+TAKE_N = 25
 
-st.title("Annotate failures")
 user = require_user()
 settings = get_settings()
 store = get_store()
@@ -48,22 +60,14 @@ if not st.session_state.get("annotate_taxonomy_saved"):
     st.session_state["annotate_taxonomy_saved"] = True
 
 
-if user.role in LEAD_ROLES:
-    with st.expander("Queues and assignments", expanded=not store.queues.progress()):
-        render_assignment_form(store, ws, user.name)
-with st.expander("Progress per annotator", expanded=False):
-    render_progress(store)
+@st.cache_data(max_entries=4, show_spinner=False)
+def _failed_ids_cached(root: str, signature: tuple[Any, ...]) -> list[str]:
+    # The failures change only when the workspace's data does (its signature).
+    return [str(t) for t in failed_frame(ws)["id"]]
 
-hide_setting = settings.hide_prelabel
-hide_prelabel = st.toggle(
-    "Hide the LLM pre-label until I commit", value=hide_setting, key="annotate_hide_prelabel",
-    disabled=hide_setting,
-    help="Against anchoring: the label records whether the pre-label was on screen."
-         + (" This workspace always hides it." if hide_setting else ""),
-)
-st.caption(f"Keys: 1–{min(9, len(taxonomy.categories))} save that category · A accepts the "
-           "pre-label · S skips. Blind mode is "
-           + ("on: you never see other annotators' labels." if settings.blind else "off."))
+
+def _failed_ids() -> list[str]:
+    return _failed_ids_cached(*data_key())
 
 
 def _next_item() -> None:
@@ -75,60 +79,188 @@ def _next_item() -> None:
         st.rerun()
 
 
-@st.fragment
-def labelling_panel(me: User, hide: bool) -> None:
-    failed_ids = list(failed_frame(ws)["id"])
-    queue = queue_for(store, failed_ids, me.name, prelabel_threshold=settings.prelabel_threshold,
-                      spot_check_share=settings.spot_check_share)
-    skipped: list[str] = st.session_state.setdefault(SKIPPED_KEY, [])
-    todo = [tid for tid in queue if tid not in skipped]
-    render_last_saved(taxonomy)
-    if not todo:
-        if skipped and queue:
-            st.info(f"You skipped {len(skipped)} item(s); nothing else is waiting.")
-            if st.button("Revisit skipped items", key="annotate_revisit"):
-                skipped.clear()
-                st.rerun(scope="fragment")
-        else:
-            st.success("Your queue is empty. A lead assigns more work on this page.")
-            if st.button("Take 25 unassigned failures", key="annotate_take"):
-                n = take_unassigned(store, ws, me.name, 25)
-                st.toast(f"{n} failures added to your queue" if n else "No unassigned failures")
-                _next_item()
+def _empty_queue(me: User, skipped: list[str], queue: list[str]) -> None:
+    if skipped and queue:
+        st.info(f"You skipped {len(skipped)} item(s); nothing else is waiting.")
+        if st.button("Revisit skipped items", key="annotate_revisit_skipped"):
+            skipped.clear()
+            _next_item()
         return
-    tid = todo[0]
+    st.success("Your queue is empty. A lead assigns more work on this page.")
+    if st.button(f"Take {TAKE_N} unassigned failures", key="annotate_take"):
+        n = take_unassigned(store, ws, me.name, TAKE_N,
+                            prelabel_threshold=settings.prelabel_threshold)
+        if n == TAKE_N:
+            msg = f"{n} failures added to your queue."
+        elif n:
+            msg = (f"Only {n} unassigned failures need a person (the others are assigned, or "
+                   f"confidently pre-labelled and left to the LLM); {n} added.")
+        else:
+            msg = ("No unassigned failure needs a person: every failure is assigned or "
+                   "confidently pre-labelled.")
+        st.session_state["annotate_take_msg"] = msg
+        _next_item()
+
+
+def _my_labels(me: User) -> None:
+    """The labels this person gave, newest first; choosing one reopens it to change."""
+    df = store.labels.frame()
+    own = df[(df["source"] == "human") & (df["annotator"] == me.name)]
+    if own.empty:
+        st.caption("You have given no label yet.")
+        return
+    latest = own.drop_duplicates("trajectory_id", keep="last").iloc[::-1]
+    counts = own.groupby("trajectory_id").size()
+    view = pd.DataFrame({
+        "trajectory": latest["trajectory_id"].astype(str),
+        "category": [category_label(taxonomy, c) for c in latest["category"]],
+        "labels given": [int(counts[t]) for t in latest["trajectory_id"]],
+        "when": latest["created_at"],
+    })
+    event = st.dataframe(view, hide_index=True, key="annotate_my_labels",
+                         on_select="rerun", selection_mode="single-row", height=240)
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        st.session_state[REVISIT_KEY] = str(view.iloc[rows[0]]["trajectory"])
+        st.rerun()
+
+
+@st.fragment
+def labelling_panel(me: User) -> None:
+    state = queue_state(store, _failed_ids(), me.name,
+                        prelabel_threshold=settings.prelabel_threshold,
+                        spot_check_share=settings.spot_check_share)
+    skipped: list[str] = st.session_state.setdefault(SKIPPED_KEY, [])
+    done: list[str] = st.session_state.setdefault(DONE_KEY, [])
+    revisit = st.session_state.get(REVISIT_KEY)
+    todo = [tid for tid in state.waiting if tid not in skipped]
+    skipped_now = [tid for tid in skipped if tid in state.waiting]
+    if msg := st.session_state.pop("annotate_take_msg", None):
+        st.toast(msg)
+        st.session_state["annotate_take_note"] = msg
+    tid = revisit if isinstance(revisit, str) else (todo[0] if todo else None)
+    if tid is None:
+        render_last_saved(taxonomy)
+        if note := st.session_state.get("annotate_take_note"):
+            st.caption(note)
+        _empty_queue(me, skipped, state.waiting)
+        return
     traj = load_trajectory(tid)
     if traj is None:
         st.error(f"Trajectory {escape_markdown(tid)} is assigned but not in this workspace.")
+        st.session_state.pop(REVISIT_KEY, None)
         return
-    st.markdown(f"**Item 1 of {len(todo)} waiting** · trajectory `{tid}`")
-    plain(traj.task.question)
-    meta = {"intent": traj.task.intent, "scope": traj.task.scope, "run": traj.run.name,
-            "model": traj.run.model, "template": traj.task.template_id}
-    st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
+    # The next item always opens at its question (a mouse save used to leave it mid-page).
+    page_keys(scroll_token=tid)
 
-    left, right = st.columns([3, 2], gap="medium")
-    with right:
-        render_visible_labels(store, tid, me, blind=settings.blind, taxonomy=taxonomy)
-        outcome = render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
-                                    hide_prelabel=hide)
-        if outcome == "skipped":
-            skipped.append(tid)
-        if outcome is not None:
-            _next_item()
-        st.markdown("**Rubric**")
-        render_rubric(taxonomy, height=420)
+    left, right = st.columns([11, 9], gap="medium")
     with left:
-        expand_all = st.toggle("Expand all steps", key=f"annotate_{tid}_expand")
+        if isinstance(revisit, str):
+            head = (f"**Changing your label** on `{tid}` · saving adds a new label, the "
+                    "earlier one stays in the history")
+        else:
+            head = (f"**Item {state.position(len(skipped_now))} of {state.needed}** · "
+                    f"{state.labelled} labelled · {len(skipped_now)} skipped · `{tid}`")
+        st.markdown(head, help=(f"{state.not_for_you} assigned item(s) need no label from "
+                                "you: confidently pre-labelled (left to the LLM) or no longer "
+                                "failures.") if state.not_for_you else None)
+        with st.container(key="annotate_question"):
+            plain(traj.task.question)
+        meta = {"intent": traj.task.intent, "scope": traj.task.scope, "run": traj.run.name,
+                "model": traj.run.model, "template": traj.task.template_id}
+        st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v)
+                   + f" · {len(traj.steps)} steps")
 
         def pick_step(index: int, tid: str = tid) -> None:
             # Runs before the next script run, so the form's step picker shows the choice.
             st.session_state[f"lf_{tid}_step"] = index
 
-        render_evidence(traj, key=f"annotate_{tid}", show_category=not hide)
-        render_steps(traj.steps, expand_all=expand_all, pick=pick_step, key_prefix=tid)
-        with st.expander("Answer vs ground truth", expanded=True):
-            render_answer_panel(traj)
+        def rerun(index: int, sql: str, tid: str = tid) -> None:
+            rerun_button(f"{tid}_{index}", sql)
+
+        # Steps scroll in their own pane so the answer and the form stay in view beside them.
+        with st.container(height=330, border=True, key="annotate_steps_pane", autoscroll=False):
+            # The evidence leads the pane; its suggested category stays hidden with the pre-label.
+            render_evidence(traj, key=f"annotate_{tid}", show_category=not st.session_state.get(
+                "annotate_hide_prelabel", settings.hide_prelabel))
+            render_steps(traj.steps, expand_all=False, pick=pick_step, rerun=rerun,
+                         key_prefix=tid)
+        ans, ref = st.columns(2, gap="small")
+        with ans, st.container(key="annotate_answer"):
+            render_answer_compact(traj)
+        with ref, st.container(key="annotate_reference"):
+            st.markdown("**Reference SQL**")
+            if traj.task.reference_sql:
+                st.code(traj.task.reference_sql, language="sql", wrap_lines=True, height=150)
+                rerun_button(f"{tid}_reference", traj.task.reference_sql,
+                             label="Re-run reference SQL")
+            else:
+                st.caption("The task carries no reference SQL.")
+    def saved(done_tid: str) -> None:
+        if done_tid in done:
+            done.remove(done_tid)
+        done.append(done_tid)
+        st.session_state.pop(REVISIT_KEY, None)
+
+    def skip(skip_tid: str) -> None:
+        skipped.append(skip_tid)
+        st.session_state["annotate_skip_note"] = f"Skipped {skip_tid[:12]}: it waits at the end."
+
+    def undo(back_tid: str | None) -> None:
+        st.session_state[REVISIT_KEY] = back_tid
+
+    def leave_revisit() -> None:
+        st.session_state.pop(REVISIT_KEY, None)
+
+    with right, st.container(key="annotate_form"):
+        render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
+                          hide_prelabel=st.session_state.get("annotate_hide_prelabel",
+                                                             settings.hide_prelabel),
+                          hooks=Hooks(saved=saved, skipped=skip))
+        nav = st.columns(2)
+        back = done[-1] if done and not isinstance(revisit, str) else None
+        # Callbacks, like the label buttons: the run they trigger already shows the new item.
+        nav[0].button("Undo last label", key="annotate_undo", shortcut="U",
+                      icon=":material/undo:", disabled=back is None, width="stretch",
+                      on_click=undo, args=(back,),
+                      help="Reopen the item you labelled last (U or Z) to change its "
+                           "label; labels are never deleted, a new one supersedes.")
+        if isinstance(revisit, str):
+            nav[1].button("Back to the queue", key="annotate_leave_revisit", width="stretch",
+                          on_click=leave_revisit)
+        # Z undoes too; a hidden twin keeps one button on screen.
+        with st.container(key="annotate_undo_z"):
+            st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z",
+                      disabled=back is None, on_click=undo, args=(back,))
+        # Banners go under the form, so the buttons never move when one appears.
+        render_last_saved(taxonomy)
+        if note := st.session_state.pop("annotate_skip_note", None):
+            st.info(note, icon=":material/skip_next:")
+        render_visible_labels(store, tid, me, blind=settings.blind, taxonomy=taxonomy)
 
 
-labelling_panel(user, hide_prelabel)
+labelling_panel(user)
+
+st.divider()
+hide_setting = settings.hide_prelabel
+st.toggle(
+    "Hide the LLM pre-label until I commit", value=hide_setting, key="annotate_hide_prelabel",
+    disabled=hide_setting,
+    help="Against anchoring: the label records whether the pre-label was on screen."
+         + (" This workspace always hides it." if hide_setting else ""),
+)
+st.caption(f"Keys: 1–{min(9, len(taxonomy.categories))} save that category · A accepts the "
+           "pre-label · S skips · U or Z undoes the last label · Ctrl+Enter in the note "
+           "commits it and gives the keys back. Blind mode is "
+           + ("on: you never see other annotators' labels." if settings.blind else "off."))
+with st.expander("My labels (choose one to change it)", expanded=False):
+    _my_labels(user)
+with st.expander("Rubric", expanded=False):
+    render_rubric(taxonomy, height=420)
+if user.role in LEAD_ROLES:
+    with st.expander("Queues and assignments", expanded=not store.queues.progress()):
+        render_assignment_form(store, ws, user.name)
+with st.expander("Progress per annotator", expanded=False):
+    render_progress(store, _failed_ids(),
+                    prelabel_threshold=settings.prelabel_threshold,
+                    spot_check_share=settings.spot_check_share)

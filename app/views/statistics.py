@@ -13,10 +13,12 @@ import streamlit as st
 from analysis.charts import robustness_bars
 from analysis.sources import (
     DESCRIPTIONS,
+    HUMAN_PROVENANCES,
     Inputs,
     SourceError,
     chart_for,
     compute_all,
+    compute_table,
     filter_frame,
     labeller_pairs,
     run_temperatures,
@@ -25,9 +27,12 @@ from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_va
 from faillab.app.auth import current_user
 from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.downloads import chart_downloads, table_downloads
+from faillab.app.widgets.downloads import chart_downloads, charts_bundle_download, table_downloads
 from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
+    LABEL_SCOPES,
+    label_scope_choice,
+    label_scope_note,
     passk_view,
     source_note,
     success_source_choice,
@@ -46,6 +51,8 @@ TITLES = {
     "robustness": "Robustness",
     "labeller": "Pre-labeller vs human",
 }
+#: Label tables whose counts depend on the "Labels counted" choice.
+SCOPED = frozenset({"taxonomy", "taxonomy_turns"})
 #: How long label frames stay cached: labelling goes on while people look at this page, so
 #: they must refresh soon, but not on every widget click.
 LABELS_TTL_S = 30
@@ -114,14 +121,16 @@ present_scopes = set(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str
 scope_options = [s for s in scope_values if s in present_scopes]
 
 with st.container(border=True):
-    c_runs, c_intents, c_scopes = st.columns([3, 2, 1])
-    runs = c_runs.multiselect("Runs", all_runs, default=all_runs, key="stats_runs")
+    # Runs on a row of their own and wide filter columns, so no chip is cut short.
+    runs = st.multiselect("Runs", all_runs, default=all_runs, key="stats_runs")
+    c_intents, c_scopes = st.columns([3, 2])
     intents = c_intents.multiselect(
         "Intents", intent_options, default=intent_options, key="stats_intents"
     )
     scopes = c_scopes.multiselect(
         "Scopes", scope_options, default=scope_options, key="stats_scopes"
     )
+    label_scope = label_scope_choice()
     if st.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
         _labels.clear()
         st.rerun()
@@ -133,25 +142,49 @@ if not runs or not intents or not scopes:
 # None means "no filter", so the full selection keeps the tables' own NULL handling intact.
 intent_sel = None if set(intents) == set(intent_options) else tuple(intents)
 scope_sel = None if set(scopes) == set(scope_options) else tuple(scopes)
+# The label tables count human-confirmed labels unless LLM-only pre-labels are asked for;
+# the provenance table always shows every source, so the share left out stays visible.
+counted = labels
+if labels is not None and label_scope == LABEL_SCOPES[0]:
+    counted = labels[labels["provenance"].isin(HUMAN_PROVENANCES)]
 tables = _tables(
     signature,
     tuple(runs),
     intent_sel,
     scope_sel,
-    _token(labels) ^ (_token(pairs) * 31),
+    _token(counted) ^ (_token(pairs) * 31),
     frame,
-    labels,
+    counted,
     pairs,
 )
 
 selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
+if "provenance" in tables and counted is not labels:
+    tables["provenance"] = compute_table("provenance", Inputs(selected, labels, pairs),
+                                         list(runs))
 st.caption(
     f"{len(selected):,} trajectories in {len(runs)} run(s); "
-    f"{0 if labels is None else int(labels['category'].notna().sum()):,} final labels "
-    f"(including LLM-only pre-labels), "
+    f"{0 if counted is None else int(counted['category'].notna().sum()):,} final labels "
+    f"counted ({label_scope_note(label_scope).lower()}), "
     f"{0 if pairs is None else len(pairs):,} pre-label/human pairs."
 )
 st.caption(source_note(selected, source))
+
+def _all_charts() -> dict[str, Any]:
+    figs: dict[str, Any] = {}
+    for chart_name, chart_table in tables.items():
+        try:
+            fig = chart_for(chart_name, chart_table)
+        except SourceError:
+            continue
+        if chart_name in SCOPED:
+            fig.update_layout(title=f"{fig.layout.title.text or chart_name}"
+                                    f"<br><sup>{label_scope_note(label_scope)}</sup>")
+        figs[chart_name] = fig
+    return figs
+
+
+charts_bundle_download(_all_charts, key="stats_dl_bundle")
 
 # --- one tab per table -------------------------------------------------------------------------
 names = [n for n in TITLES if n in tables] + [n for n in tables if n not in TITLES]
@@ -162,6 +195,8 @@ for name, tab in zip(names, tabs, strict=True):
         st.caption(DESCRIPTIONS.get(name, ""))
         if name in LABEL_CAPTIONS:
             st.caption(LABEL_CAPTIONS[name])
+        if name in SCOPED:
+            st.caption(label_scope_note(label_scope) + ".")
         if name == "turn_budget":  # the chart and table follow the chosen SR(T) definition
             table = turn_budget_view(table, selected, list(runs))
         if name == "passk":
@@ -200,6 +235,10 @@ for name, tab in zip(names, tabs, strict=True):
                 fig = chart_for(name, table)
         except SourceError:  # a table without a chart still shows and downloads
             fig = None
+        if fig is not None and name in SCOPED:
+            # Stated on the chart itself, so an exported picture still says what it counts.
+            fig.update_layout(title=f"{fig.layout.title.text or TITLES.get(name, name)}"
+                                    f"<br><sup>{label_scope_note(label_scope)}</sup>")
         if fig is not None:
             st.plotly_chart(fig, key=f"stats_chart_{name}")
         if name == "passk":  # a view of the same numbers: per run, or the paper's layout

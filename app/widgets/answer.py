@@ -72,3 +72,25 @@ def render_answer_panel(traj: Trajectory) -> None:
         st.caption("This task asks for an order, so row order counts in the exact match.")
     st.markdown("**Answer format required**")
     plain(task.answer_format or "not stated", caption=True)
+
+
+def render_answer_compact(traj: Trajectory) -> None:
+    """The answer against the ground truth in little height, for the Annotate screen."""
+    task = traj.task
+    em = score_task(traj.final_answer, task)
+    recorded = traj.outcome.success if traj.outcome else None
+    verdict = "unscored" if em is None else OUTCOME_TEXT[outcome_name(em)]
+    rec = "none" if recorded is None else OUTCOME_TEXT[outcome_name(recorded)]
+    st.markdown(f"**Answer vs ground truth** · exact match: {verdict} · recorded: {rec}")
+    if task.has_ground_truth:
+        frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
+        if frame.empty:
+            st.caption("Both answers are empty.")
+        else:
+            st.dataframe(frame, hide_index=True, key=f"diff_{traj.id}",
+                         height=min(38 + 35 * len(frame), 150))
+        if wants_order(task.question, task.answer_format):
+            st.caption("Row order counts for this task.")
+    else:
+        st.caption("No ground truth recorded; the final answer:")
+        st.code(_fmt(traj.final_answer), language="json", wrap_lines=True, height=150)

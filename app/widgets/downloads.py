@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Callable, Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis.export import to_csv, to_html_chart, to_latex
+from analysis.export import charts_bundle, to_csv, to_html_chart, to_latex, to_png
 
 #: Static PNG export needs plotly's optional kaleido engine.
 HAS_KALEIDO = importlib.util.find_spec("kaleido") is not None
@@ -65,7 +66,7 @@ def chart_downloads(fig: go.Figure, name: str, key: str) -> None:
     if HAS_KALEIDO:
         st.download_button(
             "Chart as PNG",
-            data=lambda: fig.to_image(format="png", scale=2),
+            data=lambda: to_png(fig),
             file_name=f"{slug}.png",
             mime="image/png",
             key=f"{key}_png",
@@ -77,3 +78,16 @@ def chart_downloads(fig: go.Figure, name: str, key: str) -> None:
             "PNG export needs the optional kaleido package, which is not installed; "
             "the camera icon in the chart's toolbar saves a PNG from the browser."
         )
+
+
+def charts_bundle_download(figs: Callable[[], Mapping[str, go.Figure]], key: str) -> None:
+    """Every chart of the page in one ZIP that carries plotly.js once (not once per chart)."""
+    st.download_button(
+        "All charts (ZIP, HTML sharing one plotly.js)",
+        data=lambda: charts_bundle(figs()),
+        file_name="faillab_charts.zip",
+        mime="application/zip",
+        key=key,
+        on_click="ignore",
+        icon=":material/folder_zip:",
+    )

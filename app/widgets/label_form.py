@@ -8,8 +8,8 @@ never carries a half-filled form over (Streamlit keeps widget state per key).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import pandas as pd
 import streamlit as st
@@ -23,7 +23,6 @@ from taxonomy import Taxonomy
 from trajectories.model import Trajectory
 from trajectories.render import preview
 
-Outcome = Literal["saved", "skipped"]
 ACCEPT_KEY = "A"
 SKIP_KEY = "S"
 
@@ -79,14 +78,17 @@ def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy) -> None:
         name = escape_markdown(category_label(taxonomy, prelabel.category))
         st.markdown(f"**LLM pre-label:** {name}{conf}{step}")
         if prelabel.rationale:
-            plain(prelabel.rationale, caption=True)
+            # A long rationale scrolls in place, so the buttons below keep their position.
+            with st.container(height=96, border=False, key="lf_rationale"):
+                plain(prelabel.rationale, caption=True)
 
 
 def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User, *,
-                      prelabel: PrelabelView | None, hide_prelabel: bool) -> Outcome | None:
-    """The form for one item; returns what happened on this run ("saved", "skipped" or None)."""
+                      prelabel: PrelabelView | None, hide_prelabel: bool,
+                      hooks: Hooks | None = None) -> None:
+    """The form for one item; `hooks` hear of a save or a skip."""
     tid = str(traj.id)
-    t0 = started_at(tid)
+    started_at(tid)
     show_prelabel = prelabel is not None and not hide_prelabel
     if prelabel is not None and hide_prelabel:
         st.caption("The LLM pre-label is hidden until you commit, so it cannot anchor you.")
@@ -97,54 +99,85 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         _prelabel_box(prelabel, taxonomy)
 
     steps: list[int | None] = [None, *range(len(traj.steps))]
+    pick_col, second_col = st.columns(2, gap="small")
     # Never prefilled from the pre-label: a step is stored only when the person chose it, or
     # ticked the box below to accept the pre-label's step (recorded as such).
-    step = st.selectbox(
+    step = pick_col.selectbox(
         "First faulty step", steps, index=0,
         format_func=lambda i: "not set" if i is None else step_caption(traj, i),
         key=f"lf_{tid}_step",
         help="The earliest step where the trajectory went wrong.",
     )
-    accept_step = False
     if show_prelabel and prelabel is not None and prelabel.first_error_step in steps[1:]:
-        accept_step = st.checkbox(
+        st.checkbox(
             f"Use the pre-label's first faulty step ({prelabel.first_error_step})",
             key=f"lf_{tid}_accept_step", disabled=step is not None,
             help="Only when you checked it: the label records that the step came from the "
                  "pre-label. A step chosen above wins.")
-    step_from_prelabel = step is None and accept_step and prelabel is not None
-    if step_from_prelabel:
-        assert prelabel is not None
-        step = prelabel.first_error_step
     keys = list(taxonomy.keys)
-    secondary = st.selectbox("Secondary category (optional)", [None, *keys],
+    second_col.selectbox("Secondary category (optional)", [None, *keys],
                              format_func=lambda k: "none" if k is None
                              else category_label(taxonomy, k),
                              key=f"lf_{tid}_secondary")
-    note = st.text_area("Note", key=f"lf_{tid}_note", height=80,
-                        placeholder="Why this category? (optional)")
+    st.text_area("Note", key=f"lf_{tid}_note", height=68,
+                        placeholder="Why this category? (optional; Ctrl+Enter keeps it and "
+                                    "gives the keys back)")
 
-    chosen: str | None = None
+    # Saving happens in the buttons' callbacks, before the next script run: that run already
+    # shows the next item (one run per key press instead of a save run plus a rerun).
+    hooks = hooks or Hooks()
+    args = (store, traj, taxonomy, user, prelabel, hide_prelabel, hooks)
+    if error := st.session_state.pop(f"lf_{tid}_error", None):
+        st.error(error)
     if show_prelabel:
         assert prelabel is not None
-        if st.button("Accept pre-label", key=f"lf_{tid}_accept", type="primary",
-                     shortcut=ACCEPT_KEY, width="stretch",
-                     help="Save the LLM's category with the step, secondary and note above."):
-            chosen = prelabel.category
+        st.button("Accept pre-label", key=f"lf_{tid}_accept", type="primary",
+                  shortcut=ACCEPT_KEY, width="stretch", on_click=_save,
+                  args=(*args, prelabel.category),
+                  help="Save the LLM's category with the step, secondary and note above.")
     st.caption("Primary category: press its number to save")
+    grid = st.columns(2, gap="small")
     for number, cat in enumerate(taxonomy.categories[:9], start=1):
         # Streamlit shows the shortcut (the number) on the button itself.
-        if st.button(cat.name, key=f"lf_{tid}_cat_{cat.key}",
-                     shortcut=str(number), width="stretch", help=cat.definition):
-            chosen = cat.key
-    if st.button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY,
-                 icon=":material/skip_next:"):
-        return "skipped"
-    if chosen is None:
-        return None
+        grid[(number - 1) % 2].button(cat.name, key=f"lf_{tid}_cat_{cat.key}",
+                                      shortcut=str(number), width="stretch",
+                                      help=cat.definition, on_click=_save,
+                                      args=(*args, cat.key))
+    st.button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY, width="stretch",
+              icon=":material/skip_next:", help="Put this item aside for now (S).",
+              on_click=hooks.skipped, args=(tid,))
+    return None
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the page does after a save or a skip (both run inside the button's callback)."""
+
+    saved: Callable[[str], None] = lambda tid: None
+    skipped: Callable[[str], None] = lambda tid: None
+
+
+def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
+          prelabel: PrelabelView | None, hide_prelabel: bool, hooks: Hooks,
+          chosen: str) -> None:
+    """Store the label from the form's current values (read from the session: a callback runs
+    before the widgets are drawn again, and the session holds what the person last entered)."""
+    tid = str(traj.id)
+    state = st.session_state
+    show_prelabel = prelabel is not None and not hide_prelabel
+    step: int | None = state.get(f"lf_{tid}_step")
+    step_from_prelabel = (step is None and show_prelabel and prelabel is not None
+                          and bool(state.get(f"lf_{tid}_accept_step"))
+                          and prelabel.first_error_step is not None
+                          and 0 <= prelabel.first_error_step < len(traj.steps))
+    if step_from_prelabel:
+        assert prelabel is not None
+        step = prelabel.first_error_step
+    secondary: str | None = state.get(f"lf_{tid}_secondary")
+    note = str(state.get(f"lf_{tid}_note") or "")
     if secondary == chosen:
-        st.error("The secondary category must differ from the primary one.")
-        return None
+        state[f"lf_{tid}_error"] = "The secondary category must differ from the primary one."
+        return
     try:
         store.labels.add(
             tid, chosen, annotator=user.name, taxonomy_version=taxonomy.version,
@@ -153,14 +186,14 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
             # Recorded so the LLM-vs-human override rate can be split by anchoring exposure.
             prelabel_shown=show_prelabel,
             step_from_prelabel=step_from_prelabel,
-            seconds_on_item=round(time.monotonic() - t0, 1),
+            seconds_on_item=round(time.monotonic() - started_at(tid), 1),
         )
     except StoreError as err:
-        st.error(str(err))
-        return None
-    st.session_state["annotate_last_saved"] = Saved(tid, chosen, prelabel,
-                                                    prelabel is not None and hide_prelabel)
-    return "saved"
+        state[f"lf_{tid}_error"] = str(err)
+        return
+    state["annotate_last_saved"] = Saved(tid, chosen, prelabel,
+                                         prelabel is not None and hide_prelabel)
+    hooks.saved(tid)
 
 
 def render_last_saved(taxonomy: Taxonomy) -> None:

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling.queue import create_assignments, failed_frame
+from labeling.queue import create_assignments, failed_frame, queue_state
 from labeling.store import Store, StoreError
 from trajectories.workspace import Workspace
 
 
-def render_progress(store: Store) -> None:
-    """One progress bar per annotator: how much of their assigned work they have labelled."""
+def render_progress(store: Store, failed_ids: list[str], *, prelabel_threshold: float,
+                    spot_check_share: float) -> None:
+    """One progress bar per annotator over the items they must label (done plus waiting).
+
+    Assigned items whose confident pre-label is left to the LLM are not open work, so they are
+    named apart instead of keeping a bar short of full forever.
+    """
     progress = store.queues.progress()
     if not progress:
         st.caption("No assignments yet.")
         return
     for p in progress:
-        share = p.done / p.assigned if p.assigned else 0.0
-        st.progress(share, text=f"{p.annotator}: {p.done} of {p.assigned} labelled")
+        state = queue_state(store, failed_ids, p.annotator,
+                            prelabel_threshold=prelabel_threshold,
+                            spot_check_share=spot_check_share)
+        share = state.labelled / state.needed if state.needed else 1.0
+        extra = (f" ({state.not_for_you} more assigned need no label: left to the LLM or no "
+                 "longer failures)" if state.not_for_you else "")
+        st.progress(min(1.0, share),
+                    text=f"{p.annotator}: {state.labelled} of {state.needed} labelled{extra}")
 
 
 def render_assignment_form(store: Store, ws: Workspace, actor: str) -> None:

@@ -23,9 +23,9 @@ SR_TEXT = {
 PASSK_LAYOUTS = ("per run", "paper")
 #: Which labels each label table counts (final labels are computed per viewer by the store).
 LABEL_CAPTIONS = {
-    "taxonomy": "Counts final labels, including LLM-only pre-labels; disputed items (humans "
+    "taxonomy": "Counts final labels (which ones: see below); disputed items (humans "
                 "disagree, not adjudicated) have no category and are left out.",
-    "taxonomy_turns": "Counts final labels, including LLM-only pre-labels; disputed items are "
+    "taxonomy_turns": "Counts final labels (which ones: see below); disputed items are "
                       "left out.",
     "provenance": "Counts every final label by where it comes from: adjudicated, human "
                   "(agreed or single), LLM-only pre-labels, and disputed items.",
@@ -33,6 +33,25 @@ LABEL_CAPTIONS = {
                 "(adjudicated, agreed or single annotator); LLM-only and disputed items are "
                 "left out.",
 }
+
+
+#: Which final labels the label tables count; the first is the default.
+LABEL_SCOPES = ("human-confirmed only", "include LLM-only")
+
+
+def label_scope_choice() -> str:
+    """Human-confirmed labels only (the default) or also unreviewed LLM pre-labels."""
+    scope = st.radio(
+        "Labels counted", LABEL_SCOPES, horizontal=True, key="stats_label_scope",
+        help="human-confirmed: adjudicated, or given by annotators (agreed or single). "
+             "LLM-only pre-labels nobody has reviewed are left out unless included here.",
+    )
+    return str(scope or LABEL_SCOPES[0])
+
+
+def label_scope_note(scope: str) -> str:
+    default = " (the default)" if scope == LABEL_SCOPES[0] else f" (default: {LABEL_SCOPES[0]})"
+    return f"Labels: {scope}{default}"
 
 
 def success_source_choice() -> str:

@@ -22,7 +22,9 @@ def _observation(step: Step, expand_all: bool) -> None:
         st.caption("no observation recorded")
         return
     if step.error:
-        st.error(escape_markdown(preview(text, 400)), icon=":material/error:")
+        # Named as recorded, so it is never mistaken for the error of a re-run shown nearby.
+        st.error("**Recorded error:** " + escape_markdown(preview(text, 400)),
+                 icon=":material/error:")
         if len(text) > 400:  # the full message only on demand
             with st.expander(f"Full error ({len(text):,} characters)", expanded=expand_all):
                 st.code(text, language=None, wrap_lines=True)

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import pathlib
 import re
 
 import numpy as np
@@ -157,3 +158,36 @@ def test_html_chart_self_contained() -> None:
     # plotly.js is inlined (no CDN script tag) so the page works offline.
     assert re.search(r"<script[^>]*\bsrc=", html) is None
     assert len(html) > 1_000_000
+
+
+def test_png_export_writes_a_real_png(tmp_path: pathlib.Path) -> None:
+    import struct
+
+    from analysis.export import to_png
+
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[3, 5]))
+    fig.update_layout(width=400, height=300)
+    data = to_png(fig, scale=1)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    # The IHDR chunk carries the size the figure asked for.
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (400, 300)
+    (tmp_path / "chart.png").write_bytes(data)
+
+
+def test_chart_bundle_carries_plotly_js_once() -> None:
+    import zipfile
+
+    from analysis.export import PLOTLY_JS, charts_bundle, to_html_chart
+
+    figs = {f"chart{i}": go.Figure(go.Bar(x=[1, 2], y=[i, i + 1])) for i in range(3)}
+    data = charts_bundle(figs)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        names = zf.namelist()
+        assert sorted(names) == sorted([PLOTLY_JS, "chart0.html", "chart1.html", "chart2.html"])
+        page = zf.read("chart1.html").decode()
+        library = zf.read(PLOTLY_JS)
+    assert f'src="{PLOTLY_JS}"' in page
+    # Each page is small: the library is not inside it.
+    assert len(page) < len(library) / 50
+    assert len(data) < 3 * len(to_html_chart(figs["chart0"]))

@@ -160,3 +160,23 @@ def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
     assert metrics["Step agreement (exact)"] == "50.0%"
     assert metrics["Labels left out"] == "6"
     assert len(at.tabs) == 3  # all / pre-label shown / pre-label hidden
+
+
+def test_decision_moves_on_to_the_next_open_item_and_shows_steps(
+        disputed: tuple[Store, str]) -> None:
+    store, first = disputed
+    ws = Workspace(Settings.from_env().workspace)
+    second = str(failed_frame(ws)["id"].iloc[1])
+    store.labels.add(second, "sql_logic_error", annotator="ana", taxonomy_version="v")
+    store.labels.add(second, "stuck_in_loop", annotator="ben", taxonomy_version="v")
+    at = open_adjudicate("lea")
+    assert at.selectbox(key="adj_item").value == first
+    traj = ws.get(first)
+    assert traj is not None
+    assert any(e.label == f"Steps ({len(traj.steps)})" for e in at.expander)
+    submit(at, first, "sql_logic_error", "rule 2: the join comes first")
+    assert store.adjudications.get(first) is not None
+    assert at.selectbox(key="adj_item").value == second
+    assert any("Showing the next open item" in s.value for s in at.success)
+    submit(at, second, "stuck_in_loop", "rule 5: it repeats the same query")
+    assert any("No open disagreement is left" in s.value for s in at.success)

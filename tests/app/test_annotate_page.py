@@ -57,6 +57,12 @@ def current_item(at: AppTest) -> str:
     return keys[0][len("lf_"):-len("_skip")]
 
 
+def position(at: AppTest) -> str:
+    """The position line without its markup ("Item k of N · d labelled · s skipped")."""
+    line = next(m.value for m in at.markdown if m.value.startswith("**Item "))
+    return line.replace("**", "")
+
+
 def texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
     parts += [str(d.value) for d in at.dataframe]
@@ -208,3 +214,59 @@ def test_first_faulty_step_can_be_picked_on_the_trajectory(
     chosen.click().run()
     assert not at.exception
     assert at.selectbox(key=f"lf_{tid}_step").value == index
+
+
+def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=4)
+    assigned = [tid for tid, _, _ in store.queues.assignments("ana")]
+    for tid in assigned[:2]:  # confident: left to the LLM (no spot check of 2 at 10 %)
+        save_prelabel(store, tid, "sql_logic_error", 0.97)
+    at = open_page("ana")
+    assert position(at).startswith("Item 1 of 2 · 0 labelled · 0 skipped")
+    bars = [p.proto.text for p in at.get("progress")]
+    assert any(t.startswith("ana: 0 of 2 labelled (2 more assigned need no label") for t in bars)
+    first = current_item(at)
+    assert first in assigned[2:]
+    at.button(key=f"lf_{first}_cat_stuck_in_loop").click()
+    at.run()
+    assert position(at).startswith("Item 2 of 2 · 1 labelled · 0 skipped")
+    second = current_item(at)
+    at.button(key=f"lf_{second}_skip").click()
+    at.run()
+    assert any("skipped 1 item" in i.value for i in at.info)
+    assert any(p.proto.text.startswith("ana: 1 of 2 labelled") for p in at.get("progress"))
+
+
+def test_undo_reopens_the_last_label_and_keeps_history(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3)
+    at = open_page("ana")
+    first = current_item(at)
+    at.button(key=f"lf_{first}_cat_sql_logic_error").click()
+    at.run()
+    assert current_item(at) != first
+    at.button(key="annotate_undo").click()
+    at.run()
+    assert current_item(at) == first
+    assert "Changing your label" in texts(at)
+    at.button(key=f"lf_{first}_cat_answer_format_error").click()
+    at.run()
+    history = store.labels.for_item(first, viewer=None, blind=False, include_llm=False)
+    # Append-only: the first label stays, the new one supersedes it.
+    assert [lab.category for lab in history] == ["sql_logic_error", "answer_format_error"]
+    assert position(at).startswith("Item 2 of 3 · 1 labelled")
+
+
+def test_take_gives_items_that_need_a_person(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    for tid in failed[:10]:
+        save_prelabel(store, tid, "sql_logic_error", 0.99)
+    at = open_page("ben")
+    at.button(key="annotate_take").click()
+    at.run()
+    assert not at.exception
+    taken = [tid for tid, _, _ in store.queues.assignments("ben")]
+    assert len(taken) == 25 and not set(taken) & set(failed[:10])
+    assert position(at).startswith("Item 1 of 25 · 0 labelled · 0 skipped")

@@ -69,9 +69,11 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
         tables[name] = tab.dataframe[-1].value
         keys = {b.proto.id.rsplit("-", 1)[-1] for b in tab.get("download_button")}
         assert {f"stats_dl_{name}_csv", f"stats_dl_{name}_tex",
-                f"stats_dl_{name}_chart_html"} <= keys, name
-    # No kaleido in this environment: the page says why there is no PNG button.
-    assert any("kaleido" in c.value for c in at.caption)
+                f"stats_dl_{name}_chart_html", f"stats_dl_{name}_chart_png"} <= keys, name
+    # kaleido is a dependency: every chart has a PNG button and no excuse caption.
+    assert not any("kaleido" in c.value for c in at.caption)
+    bundle = {b.proto.id.rsplit("-", 1)[-1] for b in at.get("download_button")}
+    assert "stats_dl_bundle" in bundle
     # Labels from the store reach the label tables.
     assert int(tables["taxonomy"]["count"].sum()) == 6
     assert int(cast(int, tables["labeller"].set_index("category").loc["(overall)", "support"])) == 6
@@ -208,9 +210,39 @@ def test_sr_definition_choice_is_named(stats_workspace: Path) -> None:
 
 def test_label_tables_say_which_labels_they_count(stats_workspace: Path) -> None:
     at = run_page()
-    assert any("final labels (including LLM-only pre-labels)" in c.value for c in at.caption)
-    for name in ("taxonomy", "taxonomy_turns", "provenance"):
+    assert any("final labels counted (labels: human-confirmed only (the default))" in c.value
+               for c in at.caption)
+    for name in ("taxonomy", "taxonomy_turns"):
         tab = at.tabs[list(TABLES).index(name)]
-        assert any("LLM-only pre-labels" in c.value for c in tab.caption), name
+        assert any("Labels: human-confirmed only (the default)" in c.value
+                   for c in tab.caption), name
+    tab = at.tabs[list(TABLES).index("provenance")]
+    assert any("LLM-only pre-labels" in c.value for c in tab.caption)
     tab = at.tabs[list(TABLES).index("labeller")]
     assert any("human-derived final label" in c.value for c in tab.caption)
+
+
+def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspace: Path) -> None:
+    ws = Workspace(stats_workspace)
+    failed = ws.query_df("SELECT id FROM trajectories WHERE NOT success ORDER BY id")["id"]
+    store = open_store(ws.default_annotations_url)
+    for tid in failed[6:9]:  # three items nobody reviewed
+        store.labels.add(tid, "stuck_in_loop", annotator=None, source="llm",
+                        taxonomy_version=default_taxonomy().version)
+    store.close()
+    at = run_page()
+    taxonomy_tab = list(TABLES).index("taxonomy")
+
+    def counted() -> int:
+        frames = [d.value for d in at.tabs[taxonomy_tab].dataframe]
+        return int(sum(int(f["count"].sum()) for f in frames if "count" in f))
+
+    assert counted() == 6  # the default: human-confirmed only
+    at.radio(key="stats_label_scope").set_value("include LLM-only").run()
+    assert not at.exception
+    assert counted() == 9
+    assert any("Labels: include LLM-only (default: human-confirmed only)" in c.value
+               for c in at.tabs[taxonomy_tab].caption)
+    # The provenance table shows every source whatever is counted.
+    provenance = at.tabs[list(TABLES).index("provenance")].dataframe[0].value
+    assert "llm_only" in set(provenance["provenance"].astype(str))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
 from faillab.settings import Settings
 from labeling.queue import failed_frame
@@ -79,8 +81,7 @@ def test_blind_double_annotation_then_adjudication(
     assert "ANA-NOTE-7731" not in body  # blind: ana's note is not on ben's screen
     assert "Labels already on this item" not in body
     write_note(ben, BEN_NOTE)
-    # Shortcuts are ignored while typing in a field: leave it, then press 5 (Answer Format).
-    ben.get_by_role("heading", name="Annotate failures").click()
+    # Ctrl+Enter committed the note and left the box, so 5 (Answer Format) saves at once.
     ben.keyboard.press("5")
     wait_idle(ben)
     expect(ben.get_by_text("Saved Answer Format Error")).to_be_visible()
@@ -112,3 +113,110 @@ def test_blind_double_annotation_then_adjudication(
     assert decision.reason.startswith("Rule 2")
     for page in (ana, ben, lea):
         page.context.close()
+
+
+# -- one screen per decision, keys, undo and an honest queue -------------------------------------
+
+VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
+
+
+@pytest.fixture(scope="module")
+def solo(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+         ) -> Iterator[tuple[StreamlitServer, Store]]:
+    """A workspace with pre-labels and one annotator whose queue starts empty."""
+    root = tmp_path_factory.mktemp("solo") / "ws"
+    shutil.copytree(demo_workspace, root)
+    faillab = str(Path(sys.executable).parent / "faillab")
+    subprocess.run([faillab, "prelabel", "--workspace", str(root)], check=True,
+                   capture_output=True)
+    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
+    store.users.add("sol", "annotator")
+    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    try:
+        yield server, store
+    finally:
+        server.stop()
+        store.close()
+
+
+def expect_position(page: Page, k: int, n: int, done: int, skipped: int) -> None:
+    """The page states this position (waits for the panel's rerun, which a busy machine delays)."""
+    line = page.locator("[data-testid='stMarkdownContainer']").filter(
+        has_text=f"Item {k} of {n} · {done} labelled · {skipped} skipped")
+    expect(line.first).to_be_visible(timeout=30_000)
+
+
+def inside_viewport(loc: Locator) -> None:
+    box = loc.bounding_box()
+    assert box is not None, loc
+    assert box["x"] >= 0 and box["x"] + box["width"] <= VIEWPORT["width"], (loc, box)
+    assert box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], (loc, box)
+
+
+def test_take_label_skip_undo_in_one_viewport(
+        browser: Browser, solo: tuple[StreamlitServer, Store]) -> None:
+    server, store = solo
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{server.url}/annotate")
+    wait_idle(page)
+    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+    field.fill("sol")
+    field.press("Enter")
+    wait_idle(page)
+
+    page.get_by_role("button", name=re.compile(r"^Take 25 unassigned failures")).click()
+    wait_idle(page)
+    mine = [tid for tid, _, _ in store.queues.assignments("sol")]
+    defaults = Settings.from_env({})
+    waiting = store.queues.next_items("sol", prelabel_threshold=defaults.prelabel_threshold,
+                                      spot_check_share=defaults.spot_check_share)
+    # Take gives what it says, and every item it took is one the queue shows.
+    assert len(mine) == 25 and sorted(waiting) == sorted(mine)
+    expect_position(page, 1, 25, 0, 0)
+
+    # Everything the decision needs is on screen at once, without scrolling.
+    page.evaluate("window.scrollTo(0, 0)")
+    for text in ("Answer vs ground truth", "Reference SQL"):
+        inside_viewport(page.get_by_text(text, exact=True).first)
+    inside_viewport(page.get_by_label("Note", exact=True).and_(page.locator("textarea")))
+    inside_viewport(page.locator("[data-testid='stDataFrame']").first)  # the answer diff
+    for name in (r"^Accept pre-label", r"^Skip", r"^SQL Logic Error", r"^Stuck-in-Loop",
+                 r"^Re-run reference SQL"):
+        inside_viewport(page.get_by_role("button", name=re.compile(name)).first)
+    first = waiting[0]
+    assert page.get_by_text(first).first.is_visible()
+    screenshot(page, "annotate-1440x900")
+
+    # Ctrl+Enter keeps the note and hands the keys back: 3 saves at once.
+    note = page.get_by_label("Note", exact=True).and_(page.locator("textarea"))
+    note.fill("SOL-NOTE-3391 wrong join")
+    note.press("Control+Enter")
+    wait_idle(page)
+    page.keyboard.press("3")
+    wait_idle(page)
+    expect_position(page, 2, 25, 1, 0)
+    saved = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
+             if lab.source == "human"]
+    assert [(lab.category, lab.note) for lab in saved] == [("sql_logic_error",
+                                                            "SOL-NOTE-3391 wrong join")]
+    # The next item starts at its question.
+    assert page.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
+
+    second = waiting[1]
+    page.keyboard.press("s")
+    wait_idle(page)
+    expect(page.get_by_text(f"Skipped {second[:12]}")).to_be_visible()
+    expect_position(page, 3, 25, 1, 1)
+
+    # U reopens the last label; saving again appends, the first label stays in history.
+    page.keyboard.press("u")
+    wait_idle(page)
+    expect(page.get_by_text("Changing your label")).to_be_visible()
+    assert page.get_by_text(first).first.is_visible()
+    page.keyboard.press("5")
+    wait_idle(page)
+    expect_position(page, 3, 25, 1, 1)
+    history = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
+               if lab.source == "human"]
+    assert [lab.category for lab in history] == ["sql_logic_error", "answer_format_error"]
+    page.context.close()

@@ -147,3 +147,44 @@ def test_overview_page(viewer_server: tuple[StreamlitServer, Workspace, str],
     expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(
         f"{ws.summary()['trajectories']:,}")
     screenshot(page, "overview")
+
+
+def caption_text(page: Page) -> str:
+    return page.get_by_text(re.compile(r"trajectories match · rows")).first.inner_text()
+
+
+def test_browse_pages_sorts_over_everything_and_keeps_filters_in_the_url(
+        viewer_server: tuple[StreamlitServer, Workspace, str], page: Page) -> None:
+    server, ws, _ = viewer_server
+    frame = ws.frame()
+    assert len(frame) > 100, "the test needs more than one page of trajectories"
+    pages = -(-len(frame) // 100)
+    # A shared link: most turns first, second page.
+    page.goto(f"{server.url}/browse?sort=n_turns&desc=1&page=2")
+    wait_idle(page)
+    assert caption_text(page).startswith(
+        f"{len(frame):,} trajectories match · rows 101–{min(200, len(frame)):,} · "
+        f"page 2 of {pages}")
+    screenshot(page, "browse-url-page-2")
+    # The first row of page 2 is the 101st trajectory by turns over the whole set.
+    click_grid_row(page, 0)
+    page.wait_for_url(re.compile(r".*/trajectory\?id=\w+"), timeout=30_000)
+    tid = page.url.split("id=")[1]
+    turns = sorted(frame["n_turns"].astype(int), reverse=True)
+    assert int(frame.set_index("id").loc[tid, "n_turns"]) == turns[100]
+    wait_idle(page)
+    # Back through the menu: sort and page survive and return to the URL.
+    page.get_by_role("link", name="Browse").click()
+    wait_idle(page)
+    assert caption_text(page).startswith(f"{len(frame):,} trajectories match · rows 101")
+    assert "sort=n_turns" in page.url and "page=2" in page.url
+    # A filter starts again at page 1 and goes into the URL, and survives a reload.
+    page.get_by_role("radio", name="failed", exact=True).click()
+    wait_idle(page)
+    failed = int((frame["success"] == False).sum())  # noqa: E712 - a nullable column
+    assert caption_text(page).startswith(f"{failed:,} trajectories match · rows 1–")
+    assert "outcome=failed" in page.url
+    page.reload()
+    wait_idle(page)
+    assert caption_text(page).startswith(f"{failed:,} trajectories match · rows 1–")
+    expect(page.get_by_role("radio", name="failed", exact=True)).to_be_checked()
