@@ -140,7 +140,8 @@ def score(traj: Trajectory) -> bool | None:
 
 
 def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
-    """The flat row stored for a trajectory (CONTRACTS.md lists the columns)."""
+    """The flat row stored for a trajectory (CONTRACTS.md lists the columns); ``payload`` is
+    the trajectory's JSON as UTF-8 bytes (stored as a string column)."""
     task, run = traj.task, traj.run
     outcome = traj.outcome
     return {
@@ -170,7 +171,8 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
         "exact_match": score(traj),
         "scorer_version": SCORER_VERSION,
         "source_file": source_file,
-        "payload": traj.model_dump_json(),
+        # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
+        "payload": traj.__pydantic_serializer__.to_json(traj),
     }
 
 

@@ -40,7 +40,7 @@ class ParsedFile:
 
 #: orjson reads integers beyond 64 bits as floats; such files go to the standard parser so a
 #: record's values (and so its content hash) never depend on the parser.
-_LONG_NUMBER = re.compile(rb"\d{19}")
+_LONG_NUMBER = re.compile(rb"(?<![\d.eE+-])-?\d{19,}(?![\d.eE])")
 
 
 def _loads(data: bytes) -> Any:

@@ -1,0 +1,114 @@
+"""Parallel import and compaction: the result never depends on how many workers read the
+files, a bad record still fails the whole import, and compaction changes no row."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trajectories.workspace as workspace_module
+from tests.conftest import REAL_TRAJECTORIES, require_shared
+from trajectories.importers import ImportProblem
+from trajectories.workspace import Workspace
+
+
+def _rows(ws: Workspace) -> list[tuple[Any, ...]]:
+    return ws.connect().execute("SELECT * FROM parts ORDER BY id").fetchall()
+
+
+def _inputs(tmp_path: Path) -> list[Path]:
+    """The real harness runs, one of them twice under another name (every record a duplicate
+    of an earlier file) and a JSONL file whose last record repeats its first."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = []
+    for path in sorted(require_shared(REAL_TRAJECTORIES).glob("*.json")):
+        files.append(Path(shutil.copy(path, src / path.name)))
+    # Same name in another folder: the same run, so the same ids.
+    (src / "again").mkdir()
+    # files[0] is stored before the import (a duplicate of stored rows), files[1] is not (a
+    # duplicate of a row another worker staged in this very import).
+    files += [Path(shutil.copy(f, src / "again" / f.name)) for f in files[:2]]
+    records = json.loads(files[1].read_text("utf-8"))[:3]
+    lines = src / "extra.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in [*records, records[0]]), "utf-8")
+    files.append(lines)
+    return files
+
+
+def test_parallel_import_matches_single_process(tmp_path: Path) -> None:
+    files = _inputs(tmp_path)
+    single, parallel = Workspace(tmp_path / "one"), Workspace(tmp_path / "two")
+    # Something stored before the import: its records are duplicates for both.
+    first_single = single.import_files(files[:1], workers=1)
+    first_parallel = parallel.import_files(files[:1], workers=1)
+    a = single.import_files(files, workers=1)
+    b = parallel.import_files(files, workers=2)
+    assert first_single.as_json() == first_parallel.as_json()
+    assert a.as_json() == b.as_json()
+    assert a.duplicates >= first_single.imported + 1  # the stored file, its twin, the repeat
+    rows_a, rows_b = _rows(single), _rows(parallel)
+    assert rows_a == rows_b and len(rows_a) == first_single.imported + a.imported
+    # The first file holding a record is its source, whatever worker read the twin.
+    sources = {r[0]: r[-2] for r in rows_b}
+    assert not any("again" in s for s in sources.values())
+
+
+def test_parallel_import_fails_whole_on_a_bad_record(tmp_path: Path) -> None:
+    files = _inputs(tmp_path)[:3]
+    records = json.loads(files[2].read_text("utf-8"))
+    records[1]["messages"] = "not a list"
+    files[2].write_text(json.dumps(records), "utf-8")
+    ws = Workspace(tmp_path / "ws")
+    with pytest.raises(ImportProblem) as err:
+        ws.import_files(files, workers=2)
+    assert err.value.path == str(files[2])
+    assert err.value.location == "record 1" and err.value.field == "messages"
+    assert not ws.part_files() and ws.summary()["trajectories"] == 0
+    assert not list(ws.parts_dir.glob(".part-*")) and not list(ws.parts_dir.glob("part-*"))
+    # Skipping invalid records gives the same report and rejects with any number of workers.
+    one = Workspace(tmp_path / "one").import_files(files, workers=1, skip_invalid=True)
+    two = Workspace(tmp_path / "two").import_files(files, workers=2, skip_invalid=True)
+    assert one.as_json() == two.as_json() and one.rejected == 1
+    assert [str(p) for p in one.problems] == [str(p) for p in two.problems]
+
+
+def test_compaction_keeps_every_row_and_sorts_parts_by_id(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _inputs(tmp_path)[:6]
+    ws = Workspace(tmp_path / "ws")
+    for path in files:
+        ws.import_files([path], workers=1)
+    before, parts_before = _rows(ws), ws.part_files()
+    reader = ws.connect()  # a reader holding a view over the old parts
+    monkeypatch.setattr(workspace_module, "COMPACT_ROWS", 100)
+    result = ws.compact()
+    assert result["merged_parts"] == len(parts_before) and result["rows"] == len(before)
+    after_parts = ws.part_files()
+    assert set(after_parts).isdisjoint(parts_before) and len(after_parts) == result["new_parts"]
+    assert _rows(Workspace(ws.root)) == before
+    # Compacted parts cover disjoint id ranges, in order.
+    ranges = [workspace_module.pq.read_table(p, columns=["id"]).column("id").to_pylist()
+              for p in after_parts]
+    flat = [i for r in sorted(ranges) for i in r]
+    assert flat == sorted(flat)
+    # The old reader still answers (retired parts outlive it) and then sees the new parts.
+    assert reader.execute("SELECT count(*) FROM parts").fetchone() == (len(before),)
+    assert ws.get(before[0][0]) is not None
+
+
+def test_import_compacts_when_small_parts_pile_up(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workspace_module, "COMPACT_AT_PARTS", 3)
+    files = _inputs(tmp_path)[:6]
+    ws = Workspace(tmp_path / "ws")
+    for path in files[:4]:
+        ws.import_files([path], workers=1)
+    assert len(ws.part_files()) == 1  # the fourth part triggered compaction
+    total = ws.summary()["trajectories"]
+    report = ws.import_files(files, workers=2)
+    assert report.imported == ws.summary()["trajectories"] - total
