@@ -267,6 +267,7 @@ main.add_command(sandbox)
 main.add_command(stats)
 main.add_command(users)
 main.add_command(labels)
+main.add_command(__import__("faillab.cli_workspace").cli_workspace.workspace)
 
 
 def run() -> None:

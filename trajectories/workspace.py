@@ -19,7 +19,6 @@ import fcntl
 import json
 import multiprocessing
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from trajectories.importers import ImportProblem
@@ -46,6 +46,8 @@ MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each wri
 RETIRED_GRACE_S = 300.0
 #: Compacted parts hold about this many rows; smaller parts are merged by compaction.
 COMPACT_ROWS = 131_072
+#: ... and about this many MB uncompressed (payloads dominate), so one fits in memory.
+COMPACT_PART_MB = 128
 #: An import that leaves more small parts than this compacts them.
 COMPACT_AT_PARTS = 64
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
@@ -277,8 +279,6 @@ class Workspace:
         stale = [*self.root.glob(".scores.parquet.tmp"), *self.root.glob(".rejects-*.tmp")]
         if self.parts_dir.exists():
             stale += self.parts_dir.glob(".part-*.tmp")
-            for leftover in self.parts_dir.glob(".compact-*.tmp"):
-                shutil.rmtree(leftover, ignore_errors=True)
             manifest = self._read_manifest()
             if manifest is not None:
                 # Parts renamed into place by a writer that died before publishing them, and
@@ -469,43 +469,58 @@ class Workspace:
             return None
         return self.compact()
 
-    def compact(self, *, memory_limit: str = "512MB") -> dict[str, int]:
-        """Merge every small part into parts of ``COMPACT_ROWS`` rows sorted by id, so each
-        covers its own id range (a lookup by id opens one file). DuckDB sorts out of core
-        within ``memory_limit``; the result is published in one manifest rename and the old
-        parts are deleted after a grace period, so readers are never blocked or broken."""
+    def compact(self, *, part_mb: int = COMPACT_PART_MB) -> dict[str, int]:
+        """Merge every small part into parts sorted by id that cover disjoint id ranges (a
+        lookup by id then opens one file), each at most ``COMPACT_ROWS`` rows and about
+        ``part_mb`` MB uncompressed. One id range is read at a time (row-group statistics
+        skip the rest), so memory stays near one output part whatever the workspace size.
+        The result is published in one manifest rename and the old parts are deleted after
+        a grace period: readers are never blocked or broken."""
         with self._write_lock():
             small = self.compaction_candidates()
             if len(small) < 2:
                 return {"merged_parts": 0, "new_parts": 0, "rows": 0}
-            stage = self.parts_dir / f".compact-{uuid.uuid4().hex[:8]}.tmp"
-            stage.mkdir()
+            all_ids = pa.chunked_array(
+                [pq.read_table(p, columns=["id"]).column("id") for p in small]).combine_chunks()
+            ordered = pc.array_sort_indices(all_ids)
+            sorted_ids = all_ids.take(ordered)
+            rows = len(sorted_ids)
+            raw_bytes = sum(pq.ParquetFile(p).metadata.row_group(i).total_byte_size
+                            for p in small
+                            for i in range(pq.ParquetFile(p).metadata.num_row_groups))
+            n_out = max(1, -(-rows // COMPACT_ROWS), -(-raw_bytes // (part_mb * 1024 * 1024)))
+            bounds = [sorted_ids[(k * rows) // n_out].as_py() for k in range(1, n_out)]
+            del all_ids, ordered, sorted_ids
+            dataset = ds.dataset([str(p) for p in small], format="parquet",
+                                 schema=INDEX_SCHEMA)
+            finals: list[Path] = []
+            staged: list[tuple[Path, Path]] = []
             try:
-                con = duckdb.connect(":memory:")
-                try:
-                    con.execute(f"SET memory_limit = {_sql_str(memory_limit)}")
-                    con.execute(f"SET temp_directory = {_sql_str(str(stage / 'spill'))}")
-                    files = "[" + ", ".join(_sql_str(str(p)) for p in small) + "]"
-                    rows = con.execute(f"SELECT count(*) FROM read_parquet({files})").fetchone()
-                    con.execute(
-                        f"COPY (SELECT * FROM read_parquet({files}) ORDER BY id) "
-                        f"TO {_sql_str(str(stage / 'out'))} (FORMAT parquet, COMPRESSION zstd, "
-                        f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}, "
-                        f"ROW_GROUPS_PER_FILE {max(1, COMPACT_ROWS // ROW_GROUP_SIZE)})")
-                finally:
-                    con.close()
-                outputs = sorted((stage / "out").glob("*.parquet"), key=_first_id)
-                finals = []
-                for i, out in enumerate(outputs):
-                    final = self.parts_dir / _part_name().replace(".parquet", f"-c{i:04d}.parquet")
-                    os.replace(out, final)
+                for i, (lo, hi) in enumerate(zip([None, *bounds], [*bounds, None],
+                                                 strict=True)):
+                    expr = None
+                    if lo is not None:
+                        expr = pc.field("id") >= lo
+                    if hi is not None:
+                        upper = pc.field("id") < hi
+                        expr = upper if expr is None else expr & upper
+                    table = dataset.to_table(filter=expr).sort_by("id")
+                    name = _part_name().replace(".parquet", f"-c{i:04d}.parquet")
+                    tmp = self.parts_dir / f".{name}.tmp"
+                    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE,
+                                   compression="zstd")
+                    staged.append((tmp, self.parts_dir / name))
+                    del table
+                for tmp, final in staged:
+                    os.replace(tmp, final)
                     finals.append(final)
                 self._publish(finals, removed=small)
-            finally:
-                shutil.rmtree(stage, ignore_errors=True)
+            except BaseException:
+                for tmp, _ in staged:
+                    tmp.unlink(missing_ok=True)
+                raise
             self._invalidate()
-            return {"merged_parts": len(small), "new_parts": len(finals),
-                    "rows": int(rows[0]) if rows else 0}
+            return {"merged_parts": len(small), "new_parts": len(finals), "rows": rows}
 
     def write_scores(self) -> dict[str, int]:
         """Re-score every trajectory with the current scorer into the overlay file."""
@@ -872,15 +887,6 @@ def _drop_rows(part: Path, ids: set[str]) -> None:
         part.unlink()
         return
     pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
-
-
-def _first_id(part: Path) -> str:
-    """The smallest id in a part written sorted by id (its first row group's minimum)."""
-    meta = pq.ParquetFile(part).metadata
-    if meta.num_row_groups == 0:
-        return ""
-    stats = meta.row_group(0).column(0).statistics
-    return str(stats.min) if stats is not None and stats.has_min_max else ""
 
 
 def _sql_str(value: str) -> str:
