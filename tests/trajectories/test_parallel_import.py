@@ -12,7 +12,7 @@ import pytest
 
 import trajectories.workspace as workspace_module
 from tests.conftest import REAL_TRAJECTORIES, require_shared
-from trajectories.importers import ImportProblem
+from trajectories.importers import ImportProblem, read_file
 from trajectories.workspace import Workspace
 
 
@@ -112,3 +112,21 @@ def test_import_compacts_when_small_parts_pile_up(tmp_path: Path,
     total = ws.summary()["trajectories"]
     report = ws.import_files(files, workers=2)
     assert report.imported == ws.summary()["trajectories"] - total
+
+
+def test_fast_parser_never_changes_values(tmp_path: Path) -> None:
+    """Integers beyond 64 bits stay integers (the fast parser would make them floats), so a
+    record's content hash is the same whichever parser read it."""
+    record = json.loads(sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[0]
+                        .read_text("utf-8"))[0]
+    record["cost"] = 2**70
+    record["ratio"] = 0.0005821499999999999
+    as_list, as_lines = tmp_path / "run.json", tmp_path / "jsonl" / "run.json"
+    as_list.write_text(json.dumps([record]), "utf-8")
+    as_lines.parent.mkdir()
+    as_lines.write_text(json.dumps(record) + "\n", "utf-8")  # JSONL: the standard parser
+    a = read_file(as_list).trajectories[0][1]
+    b = read_file(as_lines).trajectories[0][1]
+    assert a.model_extra and a.model_extra["source_record"]["cost"] == 2**70
+    assert isinstance(a.model_extra["source_record"]["cost"], int)
+    assert a.id == b.id
