@@ -47,13 +47,34 @@ print(json.dumps({**r.as_json(), "wall": wall, "cpu": cpu, "self_kb": me.ru_maxr
 """
 
 _PROFILE = """
-import cProfile, pstats, sys
+import cProfile, json, pstats, sys
 from pathlib import Path
 from trajectories.workspace import Workspace
 ws = Workspace(Path(sys.argv[1]))
 cProfile.run("ws.import_files([Path(p) for p in sys.argv[2:]], workers=1)", sys.argv[1] + ".prof")
 stats = pstats.Stats(sys.argv[1] + ".prof")
-stats.sort_stats("cumulative").print_stats(45)
+cum = {}
+for (file, _, name), (_, _, _, ct, _) in stats.stats.items():
+    cum[(Path(file).name, name)] = cum.get((Path(file).name, name), 0) + ct
+def t(file, name):
+    return cum.get((file, name), 0.0)
+total = t("workspace.py", "import_files")
+hash_s = t("model.py", "with_id")
+parse_s = t("~", "<built-in method orjson.loads>") + t("detect.py", "_has_long_integer")
+parse_s += t("detect.py", "_file_has_surrogate_hint")
+validate_s = t("detect.py", "iter_file") - parse_s - hash_s
+score_s = t("workspace.py", "score")
+row_s = t("workspace.py", "index_row") - score_s
+arrow_s = t("workspace.py", "_rows_table")
+write_s = t("~", "<built-in method pyarrow._parquet.ParquetWriter.write_table>") or t(
+    "core.py", "write_table") - arrow_s
+buckets = {"parse JSON": parse_s, "normalise + validate": validate_s, "content hash": hash_s,
+           "score": score_s, "row + payload JSON": row_s, "Arrow conversion": arrow_s,
+           "Parquet write": t("core.py", "write_table")}
+buckets["other"] = total - sum(buckets.values())
+print(json.dumps({"profiled_total_s": round(total, 2),
+                  "share": {k: f"{100 * v / total:.0f}%" for k, v in buckets.items()}}, indent=2))
+stats.sort_stats("tottime").print_stats(15)
 """
 
 
