@@ -3,13 +3,18 @@
 Layout under the workspace root::
 
     trajectories/part-*.parquet  one row per trajectory (index columns + the full JSON payload)
+    trajectories/manifest.json   which parts are visible (absent in older workspaces: all are)
     scores.parquet               optional re-score overlay written by ``faillab score``
     workspace.json               settings of this workspace (the EHR database to re-run SQL on)
     ehr.duckdb                   the demo's synthetic EHR database, when built by ``faillab demo``
     annotations.sqlite           the annotation store (default; PostgreSQL for teams)
 
-Parts are written to a hidden temporary name and renamed into place, so a reader in another
-process (the app) never sees half a file and never takes a lock; writers serialise on a lock file.
+Parts are written to a hidden temporary name and renamed into place, then published together
+by replacing the manifest in one rename, so a reader in another process (the app) never sees
+half a file or half an import and never takes a lock; writers serialise on a lock file.
+Imports parse files in worker processes (one part per file or per 64 MB of payloads);
+compaction merges small parts into id-sorted parts and retires the old ones after a grace
+period, so a reader still on them keeps working.
 """
 
 from __future__ import annotations
