@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -411,31 +411,32 @@ class Workspace:
         with self._write_lock():
             seen = self.existing_ids()
             staged: list[tuple[Path, Path]] = []
+            results = _parse_files(spec, [Path(p) for p in paths], seen, workers, progress)
             try:
-                for done, result in enumerate(
-                        _parse_files(spec, [Path(p) for p in paths], seen, workers, progress),
-                        start=1):
-                    records += result.records
-                    for problem, location, raw in result.rejected:
-                        if not skip_invalid:
-                            raise problem
-                        report.problems.append(problem)
-                        rejects.append({"file": problem.path, "location": location,
-                                        "error": str(problem), "record": raw})
-                    duplicates += result.duplicates
-                    for tmp, final, ids in result.parts:
-                        # Workers only know what was stored before: a record an earlier file
-                        # of this import holds is a duplicate too (first file wins, as in a
-                        # single-process import).
-                        again = [i for i in ids if i in seen]
-                        if again:
-                            _drop_rows(tmp, set(again))
-                            duplicates += len(again)
-                        seen.update(ids)
-                        added += len(ids) - len(again)
-                        staged.append((tmp, final))
-                    if progress:
-                        progress(done, len(paths), records)
+                # closing(): on a failure every worker has stopped before staging is cleaned.
+                with contextlib.closing(results):
+                    for done, result in enumerate(results, start=1):
+                        records += result.records
+                        for problem, location, raw in result.rejected:
+                            if not skip_invalid:
+                                raise problem
+                            report.problems.append(problem)
+                            rejects.append({"file": problem.path, "location": location,
+                                            "error": str(problem), "record": raw})
+                        duplicates += result.duplicates
+                        for tmp, final, ids in result.parts:
+                            # Workers only know what was stored before: a record an earlier
+                            # file of this import holds is a duplicate too (first file wins,
+                            # as in a single-process import).
+                            again = [i for i in ids if i in seen]
+                            if again:
+                                _drop_rows(tmp, set(again))
+                                duplicates += len(again)
+                            seen.update(ids)
+                            added += len(ids) - len(again)
+                            staged.append((tmp, final))
+                        if progress:
+                            progress(done, len(paths), records)
                 published = []
                 for tmp, final in staged:
                     if tmp.exists():
@@ -789,7 +790,7 @@ def _worker_init(stored: set[str]) -> None:
 
 
 def _parse_files(spec: _FileSpec, paths: list[Path], stored: set[str], workers: int | None,
-                 progress: Callable[[int, int, int], None] | None) -> Iterator[_FileResult]:
+                 progress: Callable[[int, int, int], None] | None) -> Generator[_FileResult]:
     """Each file's result, in file order; files are parsed in parallel by forked workers."""
     count = min(workers or os.cpu_count() or 1, len(paths))
     if count <= 1:
