@@ -778,7 +778,7 @@ class _FileResult:
     rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
 
 
-#: Ids stored before this import, inherited by forked workers (copy-on-write, never pickled).
+#: Ids stored before this import, as each worker was given them.
 _STORED_IDS: set[str] = set()
 #: A staged part is written once its rows' payloads reach this size: bounded worker memory.
 _PART_BYTES = 64 * 1024 * 1024
@@ -804,9 +804,13 @@ def _parse_files(spec: _FileSpec, paths: list[Path], stored: set[str], workers: 
         finally:
             _worker_init(set())
         return
-    # fork: workers inherit the stored ids and the imported modules instead of re-importing.
-    pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_init, initargs=(stored,))
+    # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
+    # a threaded process can hang or crash. The server preloads this module, so workers start
+    # in milliseconds; the stored ids reach each worker once, pickled.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
+                               initargs=(stored,))
     try:
         futures = [pool.submit(_parse_file, spec, path) for path in paths]
         for future in futures:
