@@ -185,12 +185,12 @@ def final_labels(store: Store, taxonomy_version: str | None = None, *,
                  viewer: Viewer = OPERATOR) -> pd.DataFrame:
     """The store's final labels (one row per labelled trajectory, with provenance), as
     `viewer` may see them (the store decides; the command line is the operator)."""
-    return store.final_labels(taxonomy_version, viewer=viewer)
+    return store.adjudications.final_labels(taxonomy_version, viewer=viewer)
 
 
 def _llm_categories(store: Store, taxonomy_version: str | None) -> dict[str, str]:
     """trajectory id -> the LLM's latest category on it (one read for all items)."""
-    opinions = store.llm_opinions(taxonomy_version)
+    opinions = store.prelabels.opinions(taxonomy_version)
     return {str(tid): str(o.category) for tid, o in opinions.items()}
 
 

@@ -69,7 +69,7 @@ def _none_mode() -> User | None:
     name = str(st.session_state.get(_IDENTITY_KEY) or "").strip()
     if not name and not st.session_state.get("identity_switched"):
         remembered = _request_cookie(IDENTITY_COOKIE)
-        existing = get_store().get_user(remembered) if remembered else None
+        existing = get_store().users.get(remembered) if remembered else None
         name = existing.name if existing else ""
     if name:
         if not st.sidebar.button("Switch person", key="identity_switch"):
@@ -96,7 +96,7 @@ def _none_mode() -> User | None:
 def _use_identity(store: Store, name: str, write_cookie: bool) -> User | None:
     try:
         # An existing user keeps the role stored for them; a new name is an annotator.
-        user = store.ensure_user(name, "annotator")
+        user = store.users.ensure(name, "annotator")
     except StoreError as err:
         st.sidebar.error(str(err))
         return None
@@ -113,11 +113,11 @@ def _password_mode() -> User | None:
     token = str(st.session_state.get(_TOKEN_KEY) or "")
     if not token and not st.session_state.get("signed_out"):
         token = _request_cookie(SESSION_COOKIE)
-    user = store.session_user(token) if token else None
+    user = store.sessions.user(token) if token else None
     if user is not None:
         st.session_state[_TOKEN_KEY] = token
         if st.sidebar.button("Sign out", key="sign_out"):
-            store.end_session(token)
+            store.sessions.end(token)
             st.session_state.pop(_TOKEN_KEY, None)
             st.session_state["signed_out"] = True
             _write_cookie(SESSION_COOKIE, "", 0)
@@ -144,7 +144,7 @@ def _login_form(store: Store, settings: Settings) -> User | None:
     if isinstance(user, str):
         st.sidebar.error(user)
         return None
-    token = store.create_session(user.name, timedelta(hours=settings.session_hours))
+    token = store.sessions.create(user.name, timedelta(hours=settings.session_hours))
     st.session_state[_TOKEN_KEY] = token
     st.session_state["cookie_pending"] = token
     st.session_state.pop("signed_out", None)
@@ -162,18 +162,18 @@ def check_sign_in(name: str, password: str, client: str) -> User | str:
     set_password_check_concurrency(settings.signin_concurrency)
     rule = ThrottleRule(free_attempts=settings.signin_free_attempts)
     keys = [f"user:{name.lower()}", client]
-    locked = store.signin_locked_until(keys)
+    locked = store.sessions.locked_until(keys)
     if locked is not None:
         wait = max(1, int((locked - utcnow()).total_seconds()) + 1)
         return f"Too many failed sign-ins; try again in {wait} s."
     try:
-        user = store.verify_password(name, password)
+        user = store.users.verify_password(name, password)
     except SignInBusyError as err:
         return f"Sign-in is busy: {err}."
     if user is None:
-        store.record_signin_failure(keys, rule)
+        store.sessions.record_failure(keys, rule)
         return "Unknown name or wrong password."
-    store.clear_signin_failures([f"user:{name.lower()}"])
+    store.sessions.clear_failures([f"user:{name.lower()}"])
     return user
 
 
@@ -193,7 +193,7 @@ def _oidc_mode() -> User | None:
         return None
     if st.sidebar.button("Sign out", key="oidc_logout"):
         st.logout()
-    return get_store().ensure_user(str(email), "annotator")
+    return get_store().users.ensure(str(email), "annotator")
 
 
 def _identify() -> User | None:

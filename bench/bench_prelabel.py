@@ -36,10 +36,10 @@ class MemoryStore:
     def __init__(self) -> None:
         self.records: dict[PrelabelKey, PrelabelRecord] = {}
 
-    def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None:
+    def get(self, key: PrelabelKey) -> PrelabelRecord | None:
         return self.records.get(key)
 
-    def save_prelabel(self, record: PrelabelRecord) -> None:
+    def save(self, record: PrelabelRecord) -> None:
         self.records[record.key] = record
 
 

@@ -41,7 +41,7 @@ def _audit_name(store: Store, audit: str | None) -> str:
     from labeling.audit import latest_audit
 
     if audit:
-        if audit not in {name for name, _ in store.list_audits()}:
+        if audit not in {name for name, _ in store.audits.all()}:
             raise UserError(f"unknown audit {audit!r} (see 'faillab audit list')")
         return audit
     name = latest_audit(store)
@@ -173,7 +173,7 @@ def import_cmd(file: Path, workspace: Path | None, audit: str | None, as_json: b
 
     store = _store(workspace)
     create = None
-    if audit and audit.strip() and audit not in {n for n, _ in store.list_audits()}:
+    if audit and audit.strip() and audit not in {n for n, _ in store.audits.all()}:
         name, create = audit, imported_audit_definition(file.name)
     else:
         name = _audit_name(store, audit)
@@ -198,7 +198,7 @@ def list_cmd(workspace: Path | None, as_json: bool) -> None:
     """Audits in creation order with their pool and sample sizes."""
     store = _store(workspace)
     rows: list[dict[str, Any]] = []
-    for name, definition in store.list_audits():
+    for name, definition in store.audits.all():
         rows.append({
             "audit": name,
             "runs": definition.get("runs"),
@@ -207,7 +207,7 @@ def list_cmd(workspace: Path | None, as_json: bool) -> None:
             "sample_size": definition.get("sample_size"),
             "seed": definition.get("seed"),
             "annotators": definition.get("annotators"),
-            "items": len(store.audit_items(name)),
+            "items": len(store.audits.items(name)),
         })
     if as_json:
         emit(rows)

@@ -53,7 +53,7 @@ def add(name: str, role: str, no_password: bool, workspace: Path | None, as_json
     password = None if no_password else _read_password(name)
     store = open_annotations(workspace)
     try:
-        user = store.add_user(name, role, password)
+        user = store.users.add(name, role, password)
     except StoreError as err:
         raise UserError(str(err)) from None
     finally:
@@ -71,7 +71,7 @@ def list_users(workspace: Path | None, as_json: bool) -> None:
     """Every user with role and whether a password is set."""
     store = open_annotations(workspace)
     try:
-        people = store.list_users()
+        people = store.users.all()
     finally:
         store.close()
     if as_json:
@@ -90,7 +90,7 @@ def set_role(name: str, role: str, workspace: Path | None) -> None:
     """Change NAME's role to ROLE."""
     store = open_annotations(workspace)
     try:
-        store.set_role(name, role)
+        store.users.set_role(name, role)
     except StoreError as err:
         raise UserError(str(err)) from None
     finally:
@@ -105,7 +105,7 @@ def revoke(name: str, workspace: Path | None) -> None:
     """Sign NAME out everywhere: end every browser session they have."""
     store = open_annotations(workspace)
     try:
-        ended = store.revoke_sessions(name)
+        ended = store.sessions.revoke_all(name)
     except StoreError as err:
         raise UserError(str(err)) from None
     finally:

@@ -285,9 +285,9 @@ def create_audit(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     for person in people:
-        store.ensure_user(person, "annotator")
-    store.create_audit(name, definition, [c.as_item() for c in plan.items], people,
-                       per_item=k or None)
+        store.users.ensure(person, "annotator")
+    store.audits.create(name, definition, [c.as_item() for c in plan.items], people,
+                        per_item=k or None)
     return definition
 
 
@@ -311,7 +311,7 @@ def imported_audit_definition(file_name: str) -> dict[str, Any]:
 
 
 def audit_definition(store: Store, name: str) -> dict[str, Any]:
-    for audit, definition in store.list_audits():
+    for audit, definition in store.audits.all():
         if audit == name:
             return dict(definition)
     raise AuditError(f"unknown audit {name!r}")
@@ -319,7 +319,7 @@ def audit_definition(store: Store, name: str) -> dict[str, Any]:
 
 def latest_audit(store: Store) -> str | None:
     """The most recently created audit (audits are listed in creation order)."""
-    audits = store.list_audits()
+    audits = store.audits.all()
     return audits[-1][0] if audits else None
 
 
@@ -438,7 +438,7 @@ def item_context(
 
 def review_queue(store: Store, audit: str, annotator: str) -> list[AuditItem]:
     """Items this person reviews: those assigned to them, or every item of an open audit."""
-    items = store.audit_items(audit)
+    items = store.audits.items(audit)
     if not any(i.annotators for i in items):
         return items
     return [i for i in items if annotator in i.annotators]
@@ -457,12 +457,12 @@ class Disagreement:
 def audit_disagreements(store: Store, audit: str) -> list[Disagreement]:
     """Items whose review-stage judgments include both valid and invalid, in review order."""
     reviews: dict[str, list[AuditJudgment]] = {}
-    for j in store.audit_judgments(audit):
+    for j in store.audits.judgments(audit):
         if j.stage == "review":
             reviews.setdefault(j.task_id, []).append(j)
-    verdicts = {a.task_id: a for a in store.audit_adjudications(audit)}
+    verdicts = {a.task_id: a for a in store.audits.adjudications(audit)}
     out = []
-    for item in store.audit_items(audit):
+    for item in store.audits.items(audit):
         mine = reviews.get(item.task_id, [])
         if len({j.valid for j in mine}) > 1:
             out.append(Disagreement(item=item, reviews=tuple(mine),
@@ -499,9 +499,9 @@ def audit_report(store: Store, audit: str, *,
     """The validity report of ``audit``, with pool size and total tasks from its definition."""
     try:
         definition = audit_definition(store, audit)
-        items = store.audit_items(audit)
-        judgments = store.audit_judgments(audit)
-        verdicts = store.audit_adjudications(audit)
+        items = store.audits.items(audit)
+        judgments = store.audits.judgments(audit)
+        verdicts = store.audits.adjudications(audit)
     except StoreError as err:
         raise AuditError(str(err)) from None
     pool = definition.get("pool_size")

@@ -83,7 +83,7 @@ def create_assignments(
     frame = failed_frame(ws)
     if limit is not None:
         frame = frame.head(limit)
-    return store.assign(
+    return store.queues.assign(
         list(frame["id"]), annotators, overlap=overlap, double_share=double_share, seed=seed,
         queue=queue, strata=strata_for(frame), actor=actor,
     )
@@ -95,13 +95,13 @@ def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25) -> int:
     Lets one person start labelling without a lead planning overlap first (local use); items
     already in anyone's queue are left alone so a lead's overlap plan is never disturbed.
     """
-    taken = {tid for tid, _, _ in store.assignments()}
+    taken = {tid for tid, _, _ in store.queues.assignments()}
     frame = failed_frame(ws)
     free = [str(t) for t in frame["id"] if str(t) not in taken][:n]
     if not free:
         return 0
-    return store.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",
-                        actor=user)
+    return store.queues.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",
+                               actor=user)
 
 
 def queue_for(
@@ -119,8 +119,8 @@ def queue_for(
     longer need a failure label, so they are left out rather than shown with no category fitting.
     """
     failed = set(failed_ids)
-    todo = store.next_items(user, prelabel_threshold=prelabel_threshold,
-                            spot_check_share=spot_check_share, seed=seed)
+    todo = store.queues.next_items(user, prelabel_threshold=prelabel_threshold,
+                                   spot_check_share=spot_check_share, seed=seed)
     return [tid for tid in todo if tid in failed]
 
 
@@ -139,7 +139,7 @@ class PrelabelView:
 
 def prelabel_for(store: Store, trajectory_id: str) -> PrelabelView | None:
     """The LLM opinion on an item, with its rationale, if any."""
-    opinion = store.llm_opinion(trajectory_id)
+    opinion = store.prelabels.opinion(trajectory_id)
     if opinion is None:
         return None
     return PrelabelView(opinion.category, opinion.confidence, opinion.first_error_step,
@@ -156,7 +156,7 @@ def ids_with_final_category(store: Store, category: str | Sequence[str],
     several). A blind annotator's "final label" is built from their own labels and the
     pre-labels only, so the filter cannot reveal a colleague's label."""
     wanted = {category} if isinstance(category, str) else set(category)
-    final = store.final_labels(taxonomy_version, viewer=viewer)
+    final = store.adjudications.final_labels(taxonomy_version, viewer=viewer)
     return sorted(final.loc[final["category"].isin(wanted), "trajectory_id"].astype(str))
 
 
@@ -167,10 +167,10 @@ def latest_human_labels(store: Store, taxonomy_version: str | None = None, *,
                         viewer: Viewer = OPERATOR) -> dict[str, dict[str, str]]:
     """annotator -> trajectory -> that annotator's latest primary category (what `viewer`
     may see)."""
-    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
+    df = store.labels.frame(taxonomy_version=taxonomy_version, viewer=viewer)
     df = df[df["source"] == "human"]
     out: dict[str, dict[str, str]] = {}
-    # labels_df is oldest first, so a later (superseding) label overwrites an earlier one.
+    # labels.frame() is oldest first, so a later (superseding) label overwrites an earlier one.
     for r in df.itertuples(index=False):
         out.setdefault(str(r.annotator), {})[str(r.trajectory_id)] = str(r.category)
     return out
@@ -242,7 +242,7 @@ def pair_confusion(labels_by_rater: Mapping[str, Mapping[str, str]], rater_a: st
 def all_llm_opinions(store: Store, taxonomy_version: str | None = None,
                      ) -> dict[str, LlmOpinion]:
     """trajectory -> LLM opinion, in one read (never per item: that would be quadratic)."""
-    return store.llm_opinions(taxonomy_version)
+    return store.prelabels.opinions(taxonomy_version)
 
 
 def llm_vs_human(store: Store, categories: Sequence[str],
@@ -254,7 +254,7 @@ def llm_vs_human(store: Store, categories: Sequence[str],
     sliced by whether the annotator saw the pre-label (`PRELABEL_SLICES`); empty slices are
     left out. The override rate of the "pre-label hidden" slice is the honest one.
     """
-    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
+    df = store.labels.frame(taxonomy_version=taxonomy_version, viewer=viewer)
     humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
                                                          keep="last")
     opinions = all_llm_opinions(store, taxonomy_version)
@@ -294,7 +294,7 @@ class StepAgreement:
 
 def step_agreement(store: Store, taxonomy_version: str | None = None, *,
                    viewer: Viewer = OPERATOR) -> StepAgreement:
-    df = store.labels_df(taxonomy_version=taxonomy_version, viewer=viewer)
+    df = store.labels.frame(taxonomy_version=taxonomy_version, viewer=viewer)
     humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
                                                          keep="last")
     chosen = humans[humans["first_error_step"].notna() & ~humans["step_from_prelabel"].astype(bool)]

@@ -101,4 +101,4 @@ def save_test_taxonomy(store: Any, versions: tuple[str, ...] = TEST_TAXONOMY_VER
                        for k in keys],
     }
     for version in versions:
-        store.save_taxonomy_version(version, "test_taxonomy", snapshot)
+        store.taxonomies.save(version, "test_taxonomy", snapshot)

@@ -31,9 +31,9 @@ include_done = st.toggle("Include items already adjudicated", key="adj_include_d
 selected = st.session_state.get("adj_item")
 # The item on screen stays listed after someone decides it, so a lead who is mid-decision
 # sees the conflict message rather than the item vanishing under them.
-items = [d for d in store.disagreements(prelabel_threshold=settings.prelabel_threshold,
-                                        viewer=viewer_of(lead),
-                                        include_adjudicated=True)
+listed = store.adjudications.disagreements(prelabel_threshold=settings.prelabel_threshold,
+                                          viewer=viewer_of(lead), include_adjudicated=True)
+items = [d for d in listed
          if include_done or not d.adjudicated or d.trajectory_id == selected]
 if not items:
     st.success("Nothing to adjudicate: no disagreements and no overridden confident pre-labels.")
@@ -75,7 +75,7 @@ def _step_text(step: int | None) -> str:
 
 
 # -- what everyone said ------------------------------------------------------------------------
-labels = store.labels_for(tid, viewer=viewer_of(lead), include_llm=False)
+labels = store.labels.for_item(tid, viewer=viewer_of(lead), include_llm=False)
 latest: dict[str, Label] = {}
 for lab in labels:  # oldest first: a re-label replaces the earlier one; history keeps both
     latest[str(lab.annotator)] = lab
@@ -102,7 +102,7 @@ if prelabel is not None:
         plain(prelabel.rationale or "(no rationale)")
 
 # -- the decision ------------------------------------------------------------------------------
-current = store.get_adjudication(tid)
+current = store.adjudications.get(tid)
 version_key = f"adj_{tid}_version"
 if version_key not in st.session_state:
     # The version this lead was shown. A later save passes it back, so a decision another
@@ -138,9 +138,9 @@ if submitted:
         st.error("A decision needs a reason.")
     else:
         try:
-            saved = store.adjudicate(tid, category, reason, lead.name,
-                                     expected_version=st.session_state[version_key],
-                                     secondary_category=secondary, first_error_step=step)
+            saved = store.adjudications.decide(tid, category, reason, lead.name,
+                                               expected_version=st.session_state[version_key],
+                                               secondary_category=secondary, first_error_step=step)
         except ConflictError as err:
             st.error(f"Not saved: {err}")
         except StoreError as err:
@@ -155,7 +155,7 @@ if st.button("Reload", key=f"adj_{tid}_reload", help="Show the latest decision a
 
 # -- history -----------------------------------------------------------------------------------
 st.subheader("History")
-entries = [h for h in store.history(entity_id=tid) if h.entity in ("label", "adjudication")]
+entries = [h for h in store.history.entries(entity_id=tid) if h.entity in ("label", "adjudication")]
 st.dataframe(pd.DataFrame([{
     "at": h.at, "what": h.entity, "action": h.action, "by": h.actor,
     "category": (h.after or {}).get("category"), "note / reason": h.reason

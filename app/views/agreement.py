@@ -36,7 +36,7 @@ def download(frame: pd.DataFrame, name: str, *, index: bool = False) -> None:
                        file_name=f"{name}.csv", mime="text/csv", key=f"agreement_dl_{name}")
 
 
-versions = [taxonomy.version, *[v for v in store.taxonomy_versions() if v != taxonomy.version]]
+versions = [taxonomy.version, *[v for v in store.taxonomies.versions() if v != taxonomy.version]]
 version = st.selectbox("Taxonomy version", versions, key="agreement_version",
                        help="Labels made under different rubrics are never pooled.")
 keys = list(taxonomy.keys)

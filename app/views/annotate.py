@@ -40,7 +40,7 @@ def _taxonomy() -> Taxonomy:
 taxonomy = _taxonomy()
 if not st.session_state.get("annotate_taxonomy_saved"):
     # Keep the rubric every label refers to, so old labels stay interpretable after edits.
-    store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     st.session_state["annotate_taxonomy_saved"] = True
 
 
@@ -51,7 +51,7 @@ def _load(trajectory_id: str, parts_signature: tuple[str, ...]) -> Trajectory | 
 
 
 if user.role in LEAD_ROLES:
-    with st.expander("Queues and assignments", expanded=not store.progress()):
+    with st.expander("Queues and assignments", expanded=not store.queues.progress()):
         render_assignment_form(store, ws, user.name)
 with st.expander("Progress per annotator", expanded=False):
     render_progress(store)

@@ -82,7 +82,7 @@ if st.button("Save decision", key=f"audit_adj_save_{key}", type="primary"):
         st.error("Pick a verdict and a reason.")
     else:
         try:
-            saved = store.adjudicate_audit_item(
+            saved = store.audits.decide(
                 audit, task_id, user.name, valid=decision == "valid", reason=reason,
                 note=note.strip() or None, expected_version=st.session_state[version_key])
         except ConflictError as err:

@@ -27,7 +27,7 @@ if not queue:
     st.info("No task of this audit is assigned to you.")
     st.stop()
 # Own judgments only: leads get everyone's from the store, which would unblind them here.
-mine = {j.task_id: j for j in store.audit_judgments_visible_to(user.name, audit)
+mine = {j.task_id: j for j in store.audits.judgments_visible_to(user.name, audit)
         if j.annotator == user.name and j.stage == "review"}
 judged = {item.task_id for item in queue if item.task_id in mine}
 done = len(judged)
@@ -96,8 +96,8 @@ def save(valid: bool) -> None:
         st.session_state[f"audit_msg_{key}"] = "Pick a reason code for an invalid judgment."
         return
     try:
-        store.record_judgment(audit, item.task_id, user.name, valid, reason=reason or None,
-                              note=(note or "").strip() or None)
+        store.audits.record_judgment(audit, item.task_id, user.name, valid, reason=reason or None,
+                                     note=(note or "").strip() or None)
     except StoreError as err:
         st.session_state[f"audit_msg_{key}"] = str(err)
         return

@@ -101,12 +101,12 @@ if st.button("Start", type="primary", key="prelabel_start",
         st.error("Only leads and admins may start runs.")
         st.stop()
     name, run_model, _ = labeller_identity(options)
-    run_id = store.start_prelabel_run(name, run_model, actor=user.name)
+    run_id = store.prelabels.start_run(name, run_model, actor=user.name)
     try:
         proc = launch_worker(options, run_id=run_id, workspace_root=ws.root.resolve(),
                              database_url=settings.database_url)
     except OSError as err:
-        store.update_prelabel_run(run_id, status="failed")
+        store.prelabels.update_run(run_id, status="failed")
         st.error(f"Could not start the worker: {err}")
     else:
         _workers()[run_id] = proc
@@ -132,9 +132,9 @@ def _log_tail(run_id: int, lines: int = 5) -> str:
 def live_run() -> None:
     """The run started from this session (else the newest one), refreshed every second."""
     run_id = st.session_state.get("prelabel_run_id")
-    run = store.get_prelabel_run(int(run_id)) if run_id is not None else None
+    run = store.prelabels.get_run(int(run_id)) if run_id is not None else None
     if run is None:
-        recent = store.latest_prelabel_runs(1)
+        recent = store.prelabels.latest_runs(1)
         run = recent[0] if recent else None
     if run is None:
         st.caption("No pre-labelling run yet.")
@@ -174,7 +174,7 @@ live_run()
 
 # -- recent runs --------------------------------------------------------------------------------
 st.subheader("Recent runs")
-runs = store.latest_prelabel_runs(20)
+runs = store.prelabels.latest_runs(20)
 if runs:
     st.dataframe(
         pd.DataFrame([{

@@ -65,7 +65,7 @@ def _frame(signature: tuple[Any, ...], source: str, _ws: Workspace) -> pd.DataFr
 def _labels(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
     # The store decides what `viewer` may see (a blind annotator: own labels and pre-labels).
     store = get_store()
-    return store.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
+    return store.adjudications.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
 
 
 def _token(df: pd.DataFrame | None) -> int:

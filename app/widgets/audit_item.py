@@ -140,7 +140,7 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
 
 def pick_audit(store: Store, key: str) -> str:
     """The audit selector shared by the audit pages (newest first); stops the page if none."""
-    audits = [name for name, _ in store.list_audits()]
+    audits = [name for name, _ in store.audits.all()]
     if not audits:
         st.info("No audit yet. A lead creates one with `faillab audit create --runs R1,R2`.")
         st.stop()

@@ -59,7 +59,7 @@ def started_at(trajectory_id: str) -> float:
 def render_visible_labels(store: Store, trajectory_id: str, viewer: User, *, blind: bool,
                           taxonomy: Taxonomy) -> None:
     """Labels already on the item that `viewer` may see; the store decides which."""
-    labels = store.labels_for(trajectory_id, viewer=viewer_of(viewer), include_llm=False)
+    labels = store.labels.for_item(trajectory_id, viewer=viewer_of(viewer), include_llm=False)
     if not labels:
         return
     st.caption("Labels already on this item" + (" (yours only: blind mode)" if blind and
@@ -146,7 +146,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         st.error("The secondary category must differ from the primary one.")
         return None
     try:
-        store.add_label(
+        store.labels.add(
             tid, chosen, annotator=user.name, taxonomy_version=taxonomy.version,
             secondary_category=secondary, first_error_step=step,
             note=note.strip() or None,

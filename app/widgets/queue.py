@@ -11,7 +11,7 @@ from trajectories.workspace import Workspace
 
 def render_progress(store: Store) -> None:
     """One progress bar per annotator: how much of their assigned work they have labelled."""
-    progress = store.progress()
+    progress = store.queues.progress()
     if not progress:
         st.caption("No assignments yet.")
         return
@@ -22,11 +22,11 @@ def render_progress(store: Store) -> None:
 
 def render_assignment_form(store: Store, ws: Workspace, actor: str) -> None:
     """Leads and admins assign failures to annotators (re-running only adds what is missing)."""
-    people = [u.name for u in store.list_users()]
+    people = [u.name for u in store.users.all()]
     n_failed = len(failed_frame(ws))
     with st.form("assign_form", clear_on_submit=False):
         st.markdown(f"**Assign failures** ({n_failed:,} failed trajectories in this workspace)")
-        default = [u.name for u in store.list_users() if u.role == "annotator"]
+        default = [u.name for u in store.users.all() if u.role == "annotator"]
         annotators = st.multiselect("Annotators", people, default=default,
                                     key="assign_annotators")
         c1, c2, c3, c4 = st.columns(4)

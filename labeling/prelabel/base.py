@@ -62,11 +62,11 @@ class RunStats:
 
 
 class PrelabelStore(Protocol):
-    """Where pre-labels are kept; the annotation store implements it."""
+    """Where pre-labels are kept; the annotation store's `store.prelabels` implements it."""
 
-    def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None: ...
+    def get(self, key: PrelabelKey) -> PrelabelRecord | None: ...
 
-    def save_prelabel(self, record: PrelabelRecord) -> None: ...
+    def save(self, record: PrelabelRecord) -> None: ...
 
 
 class Labeller(Protocol):

@@ -1,6 +1,6 @@
 """Which pre-labelled failures people review first, and which are left to the labeller.
 
-The rule is the annotation queues' (``Store.next_items``): below-threshold items, least
+The rule is the annotation queues' (``store.queues.next_items``): below-threshold items, least
 confident first, then items without a usable pre-label, then a seeded spot-check share of the
 confident ones."""
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from labeling.prelabel.base import PrelabelRecord
 from labeling.prelabel.service import PrelabelOptions, labeller_identity
-from labeling.store.labels import unit_hash
+from labeling.store.queues import unit_hash
 from taxonomy import Taxonomy
 
 if TYPE_CHECKING:
@@ -76,5 +76,5 @@ def prelabel_confidences(
     """The stored pre-label of each trajectory for this labeller and taxonomy (None: none yet),
     read in one query."""
     _name, model, prompt_version = labeller_identity(options)
-    cached = store.get_prelabels(taxonomy.version, prompt_version, model)
+    cached = store.prelabels.get_many(taxonomy.version, prompt_version, model)
     return {tid: cached.get(tid) for tid in trajectory_ids}

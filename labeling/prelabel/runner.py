@@ -340,7 +340,7 @@ async def run_prelabels(
         if key in seen:
             continue
         seen.add(key)
-        cached = store.get_prelabel(key)
+        cached = store.get(key)
         if cached is not None and cached.ok:
             stats.cached += 1
             continue
@@ -356,7 +356,7 @@ async def run_prelabels(
     def finish(outcome: _Outcome) -> None:
         nonlocal done
         rec = outcome.record
-        store.save_prelabel(rec)
+        store.save(rec)
         stats.calls += outcome.calls
         stats.input_tokens += rec.input_tokens
         stats.output_tokens += rec.output_tokens

@@ -272,11 +272,11 @@ class _TallyingStore:
         self._progress = progress
         self._counts_calls = counts_calls
 
-    def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None:
-        return self._store.get_prelabel(key)
+    def get(self, key: PrelabelKey) -> PrelabelRecord | None:
+        return self._store.prelabels.get(key)
 
-    def save_prelabel(self, record: PrelabelRecord) -> None:
-        self._store.save_prelabel(record)
+    def save(self, record: PrelabelRecord) -> None:
+        self._store.prelabels.save(record)
         p = self._progress
         if record.ok:
             p.labelled += 1
@@ -335,12 +335,12 @@ def run_prelabelling(
         lab = labeller if labeller is not None else build_labeller(options, taxonomy)
     except PrelabelServiceError:
         if run_id is not None:
-            store.update_prelabel_run(run_id, status="failed")
+            store.prelabels.update_run(run_id, status="failed")
         raise
     if run_id is None:
-        run_id = store.start_prelabel_run(lab.name, lab.model)
+        run_id = store.prelabels.start_run(lab.name, lab.model)
     # Keep the rubric the pre-labels were made under (an existing version is never replaced).
-    store.save_taxonomy_version(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
 
     live = RunProgress()
     tally = _TallyingStore(store, live, counts_calls=hasattr(lab, "alabel"))
@@ -361,7 +361,7 @@ def run_prelabelling(
         # A write per item would double the store's load; twice a second is plenty to watch.
         if done == total or now - last_write >= update_every_s:
             last_write = now
-            store.update_prelabel_run(run_id, **_run_fields(live))
+            store.prelabels.update_run(run_id, **_run_fields(live))
         if progress is not None:
             progress(live)
 
@@ -373,7 +373,7 @@ def run_prelabelling(
     def beat() -> None:
         while not stop_beating.wait(heartbeat_every_s):
             with contextlib.suppress(StoreError):
-                store.heartbeat_prelabel_run(run_id)
+                store.prelabels.heartbeat_run(run_id)
 
     threading.Thread(target=beat, name=f"prelabel-heartbeat-{run_id}", daemon=True).start()
 
@@ -398,17 +398,17 @@ def run_prelabelling(
     except PrelabelRunAborted as e:
         stop_beating.set()
         final = _progress_from_stats(e.stats, live.total)
-        store.update_prelabel_run(run_id, status="failed", **_run_fields(final))
+        store.prelabels.update_run(run_id, status="failed", **_run_fields(final))
         raise
     except BaseException:
         stop_beating.set()
         # Interrupted (SIGTERM, Ctrl-C) or a bug: what was saved stays saved; the record says
         # the run did not finish so the page stops showing it as running.
-        store.update_prelabel_run(run_id, status="failed", **_run_fields(live))
+        store.prelabels.update_run(run_id, status="failed", **_run_fields(live))
         raise
     stop_beating.set()
     final = _progress_from_stats(stats, live.total)
-    store.update_prelabel_run(run_id, status="done", **_run_fields(final))
+    store.prelabels.update_run(run_id, status="done", **_run_fields(final))
     return PrelabelOutcome(
         run_id=run_id,
         stats=stats,
@@ -481,4 +481,4 @@ def mark_dead_run(store: Store, run: PrelabelRun, returncode: int | None) -> Pre
     memory) cannot update it any more: record the run as failed on its behalf."""
     if run.status != "running" or returncode is None:
         return run
-    return store.update_prelabel_run(run.id, status="failed")
+    return store.prelabels.update_run(run.id, status="failed")

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     store = open_store(settings.annotations_url())
     if args.run_id is not None:
         # The page created the run record; record this process so liveness can be checked.
-        store.update_prelabel_run(args.run_id, pid=os.getpid())
+        store.prelabels.update_run(args.run_id, pid=os.getpid())
     try:
         notice = privacy_text(options)
         if notice:

@@ -20,7 +20,8 @@ from labeling.store.io import (
     import_audit_judgments,
     import_labels,
 )
-from labeling.store.labels import LABEL_COLUMNS, LlmOpinion
+from labeling.store.labels import LABEL_COLUMNS
+from labeling.store.opinions import LlmOpinion
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import (
     Adjudication,

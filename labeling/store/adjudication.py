@@ -1,4 +1,4 @@
-"""Disagreements, adjudication, final labels and the change history."""
+"""`store.adjudications`: disagreements, a lead's decisions, and the final labels."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from labeling.store import policy
-from labeling.store.base import StoreBase, conflict_message, snapshot
+from labeling.store.base import Part, conflict_message, snapshot
 from labeling.store.errors import ConflictError, StoreError
-from labeling.store.labels import LabelsMixin, LlmOpinion
-from labeling.store.models import AdjudicationRow, HistoryRow, LabelRow, PrelabelRow
+from labeling.store.labels import latest_human_labels
+from labeling.store.models import AdjudicationRow, LabelRow, PrelabelRow
+from labeling.store.opinions import LlmOpinion, latest_opinions
 from labeling.store.policy import Viewer
-from labeling.store.records import Adjudication, Disagreement, HistoryEntry
+from labeling.store.records import Adjudication, Disagreement
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,7 +43,9 @@ def _consensus(values: list[Any]) -> Any:
     return min(v for v, n in counts.items() if n == top)
 
 
-class AdjudicationMixin(LabelsMixin, StoreBase):
+class Adjudications(Part):
+    """`store.adjudications`."""
+
     def disagreements(
         self,
         *,
@@ -60,7 +63,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         with self._read() as s:
             humans, opinions, _ = self._visible_inputs(s, viewer, taxonomy_version)
             adjudicated = set(s.scalars(select(AdjudicationRow.trajectory_id)))
-            scope = policy.scope_for(s, viewer)
+            scope = self._gate.scope(s, viewer)
         # A lead assigned to an item they have not labelled yet does not see it here either.
         humans = {t: h for t, h in humans.items() if scope.may_see_adjudication(t)}
         out: list[Disagreement] = []
@@ -92,7 +95,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             )
         return out
 
-    def adjudicate(
+    def decide(
         self,
         trajectory_id: str,
         category: str,
@@ -118,14 +121,14 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         if not category:
             raise StoreError("an adjudication needs a category")
         with self._read() as s:
-            self._lead_row(s, lead, "adjudicate")  # permission before validation
+            self._gate.lead(s, lead, "adjudicate")  # permission before validation
         version = taxonomy_version or self._item_taxonomy_version(trajectory_id)
-        category, secondary_category = self._valid_categories(
+        category, secondary_category = self._gate.categories(
             version, category, secondary_category
         )
         try:
             with self._write() as s:
-                lead_row = self._lead_row(s, lead, "adjudicate")
+                lead_row = self._gate.lead(s, lead, "adjudicate")
                 before, row = self._locked_upsert_in(
                     s,
                     AdjudicationRow,
@@ -154,7 +157,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
                 return self._adjudication_record(row, lead_row.name)
         except IntegrityError:
             # Two first-time adjudications raced on PostgreSQL; the unique key picked a winner.
-            current = self.get_adjudication(trajectory_id)
+            current = self.get(trajectory_id)
             if current is None:
                 raise
             raise ConflictError(conflict_message(current.decided_by, current.updated_at)) from None
@@ -193,7 +196,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
             updated_at=row.updated_at,
         )
 
-    def get_adjudication(self, trajectory_id: str) -> Adjudication | None:
+    def get(self, trajectory_id: str) -> Adjudication | None:
         with self._read() as s:
             row = s.scalars(
                 select(AdjudicationRow).where(AdjudicationRow.trajectory_id == trajectory_id)
@@ -202,7 +205,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
                 return None
             return self._adjudication_record(row, self._user_names(s)[row.decided_by])
 
-    def adjudications(self) -> list[Adjudication]:
+    def all(self) -> list[Adjudication]:
         with self._read() as s:
             names = self._user_names(s)
             rows = s.scalars(select(AdjudicationRow).order_by(AdjudicationRow.trajectory_id))
@@ -212,10 +215,10 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         self, s: Session, viewer: Viewer, taxonomy_version: str | None
     ) -> tuple[dict[str, dict[str, LabelRow]], dict[str, LlmOpinion], dict[str, AdjudicationRow]]:
         """Latest human labels, LLM opinions and adjudications, cut to what `viewer` may see."""
-        scope = policy.scope_for(s, viewer)
+        scope = self._gate.scope(s, viewer)
         humans = {
             tid: seen
-            for tid, by_name in self._latest_human_labels(s, taxonomy_version).items()
+            for tid, by_name in latest_human_labels(s, taxonomy_version).items()
             if (
                 seen := {
                     name: row
@@ -226,7 +229,7 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         }
         opinions = {
             tid: o
-            for tid, o in self._llm_opinions(s, taxonomy_version).items()
+            for tid, o in latest_opinions(s, taxonomy_version).items()
             if scope.may_see_llm(tid)
         }
         adjudicated = {
@@ -310,28 +313,3 @@ class AdjudicationMixin(LabelsMixin, StoreBase):
         # Nullable integer so a missing step stays missing instead of turning into a float.
         frame["first_error_step"] = frame["first_error_step"].astype("Int64")
         return frame
-
-    def history(
-        self, entity: str | None = None, entity_id: str | None = None
-    ) -> list[HistoryEntry]:
-        """The append-only change log, oldest first."""
-        with self._read() as s:
-            query = select(HistoryRow).order_by(HistoryRow.id)
-            if entity is not None:
-                query = query.where(HistoryRow.entity == entity)
-            if entity_id is not None:
-                query = query.where(HistoryRow.entity_id == entity_id)
-            return [
-                HistoryEntry(
-                    id=h.id,
-                    entity=h.entity,
-                    entity_id=h.entity_id,
-                    action=h.action,
-                    actor=h.actor,
-                    at=h.at,
-                    before=h.before,
-                    after=h.after,
-                    reason=h.reason,
-                )
-                for h in s.scalars(query)
-            ]

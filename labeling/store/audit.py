@@ -1,4 +1,5 @@
-"""Benchmark task validity audits: items, blind reviews, and locked final verdicts."""
+"""`store.audits`: benchmark task validity audits: items, blind reviews, and locked final
+verdicts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from labeling.store.base import StoreBase, conflict_message, snapshot
+from labeling.store.base import Part, conflict_message, snapshot
 from labeling.store.errors import ConflictError, NotFoundError, StoreError
 from labeling.store.models import (
     AuditAdjudicationRow,
@@ -44,7 +45,9 @@ JUDGMENT_COLUMNS = [
 ]
 
 
-class AuditMixin(StoreBase):
+class Audits(Part):
+    """`store.audits`."""
+
     @staticmethod
     def _audit_row(s: Session, name: str) -> AuditRow:
         row = s.scalars(select(AuditRow).where(AuditRow.name == name)).first()
@@ -63,7 +66,7 @@ class AuditMixin(StoreBase):
             raise NotFoundError(f"task {task_id!r} is not in audit {audit.name!r}")
         return row
 
-    def create_audit(
+    def create(
         self,
         name: str,
         definition: Mapping[str, Any],
@@ -110,13 +113,13 @@ class AuditMixin(StoreBase):
         except IntegrityError:
             raise ConflictError(f"an audit named {name!r} already exists") from None
 
-    def list_audits(self) -> list[tuple[str, dict[str, Any]]]:
+    def all(self) -> list[tuple[str, dict[str, Any]]]:
         with self._read() as s:
             return [
                 (a.name, a.definition) for a in s.scalars(select(AuditRow).order_by(AuditRow.id))
             ]
 
-    def audit_items(self, name: str) -> list[AuditItem]:
+    def items(self, name: str) -> list[AuditItem]:
         with self._read() as s:
             audit = self._audit_row(s, name)
             names = self._user_names(s)
@@ -248,23 +251,23 @@ class AuditMixin(StoreBase):
                 for row, task_id in s.execute(query).tuples()
             ]
 
-    def audit_judgments(self, name: str) -> list[AuditJudgment]:
+    def judgments(self, name: str) -> list[AuditJudgment]:
         """Every judgment in the audit (for leads and analysis; not for blind review)."""
         return self._judgments(name, None)
 
-    def audit_judgments_df(self, name: str) -> pd.DataFrame:
-        records = [{c: getattr(j, c) for c in JUDGMENT_COLUMNS} for j in self.audit_judgments(name)]
+    def judgments_frame(self, name: str) -> pd.DataFrame:
+        records = [{c: getattr(j, c) for c in JUDGMENT_COLUMNS} for j in self.judgments(name)]
         import pandas as pd  # lazily: worker processes and the CLI rarely need it
 
         return pd.DataFrame.from_records(records, columns=JUDGMENT_COLUMNS)
 
-    def audit_judgments_visible_to(self, user: str, audit: str) -> list[AuditJudgment]:
+    def judgments_visible_to(self, user: str, audit: str) -> list[AuditJudgment]:
         """Blind review: annotators see only their own judgments; leads and admins see all."""
         with self._read() as s:
             role = self._user_row(s, user).role
         return self._judgments(audit, None if role in LEAD_ROLES else user)
 
-    def adjudicate_audit_item(
+    def decide(
         self,
         audit: str,
         task_id: str,
@@ -280,7 +283,7 @@ class AuditMixin(StoreBase):
             raise StoreError("an audit verdict needs a reason")
         try:
             with self._write() as s:
-                lead_row = self._lead_row(s, lead, "adjudicate audit items")
+                lead_row = self._gate.lead(s, lead, "adjudicate_audit_item")
                 audit_row = self._audit_row(s, audit)
                 item = self._item_row(s, audit_row, task_id)
                 before, row = self._locked_upsert_in(
@@ -308,7 +311,7 @@ class AuditMixin(StoreBase):
                 )
                 return self._audit_adjudication_record(row, audit, task_id, lead_row.name)
         except IntegrityError:
-            current = {a.task_id: a for a in self.audit_adjudications(audit)}.get(task_id)
+            current = {a.task_id: a for a in self.adjudications(audit)}.get(task_id)
             if current is None:
                 raise
             raise ConflictError(conflict_message(current.decided_by, current.updated_at)) from None
@@ -328,7 +331,7 @@ class AuditMixin(StoreBase):
             updated_at=row.updated_at,
         )
 
-    def audit_adjudications(self, audit: str) -> list[AuditAdjudication]:
+    def adjudications(self, audit: str) -> list[AuditAdjudication]:
         with self._read() as s:
             audit_row = self._audit_row(s, audit)
             names = self._user_names(s)
@@ -343,7 +346,7 @@ class AuditMixin(StoreBase):
                 for row, task_id in rows
             ]
 
-    def _import_judgments(
+    def import_rows(
         self,
         audit: str,
         rows: Sequence[Mapping[str, Any]],

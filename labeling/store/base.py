@@ -1,4 +1,9 @@
-"""Plumbing shared by the store's parts: sessions, user lookup, history, optimistic locking."""
+"""Plumbing shared by the store's parts: sessions, user lookup, history, optimistic locking.
+
+`StoreCore` owns the engine and the transactions; each part of the store (`store.labels`,
+`store.queues`, ...) is a `Part` over the one core, so they share one connection pool, one
+SQLite write lock and one `policy.Gate`.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeling.store import policy
 from labeling.store.engine import SqliteWriteLock, is_sqlite, write_engine
-from labeling.store.errors import ConflictError, NotFoundError, StoreError
+from labeling.store.errors import ConflictError, NotFoundError
 from labeling.store.models import Base, HistoryRow, UserRow, utcnow
-from taxonomy.model import Taxonomy
 
 
 def jsonable(value: Any) -> Any:
@@ -36,7 +40,7 @@ def conflict_message(who: str, when: datetime) -> str:
     return f"changed by {who} at {when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, reload"
 
 
-class StoreBase:
+class StoreCore:
     """One engine per store, a fresh session per call: safe to share across threads."""
 
     def __init__(self, engine: Engine) -> None:
@@ -50,27 +54,7 @@ class StoreBase:
         if is_sqlite(engine) and engine.url.database:
             self._sqlite_lock = SqliteWriteLock(engine.url.database)
         self._write_lock: AbstractContextManager[Any] = self._sqlite_lock or nullcontext()
-        self._taxonomies: dict[str, Taxonomy] = {}  # versions are immutable once stored
-
-    def _taxonomy(self, version: str) -> Taxonomy:
-        if version not in self._taxonomies:
-            with self._read() as s:
-                self._taxonomies[version] = policy.taxonomy_for(s, version)
-        return self._taxonomies[version]
-
-    def _valid_categories(
-        self, version: str, category: str, secondary: str | None = None, *, names_ok: bool = False
-    ) -> tuple[str, str | None]:
-        """Primary and secondary category as keys of `version` (see `policy.check_category`)."""
-        if not category:
-            raise StoreError("a label needs a category")
-        tax = self._taxonomy(version)
-        primary = policy.check_category(tax, category, names_ok=names_ok)
-        assert primary is not None
-        secondary = policy.check_category(
-            tax, secondary, what="secondary category", names_ok=names_ok
-        )
-        return primary, secondary
+        self.gate = policy.Gate(self._read)
 
     @property
     def dialect(self) -> str:
@@ -106,10 +90,6 @@ class StoreBase:
         if row is None:
             raise NotFoundError(f"unknown user {name!r}")
         return row
-
-    @staticmethod
-    def _lead_row(session: Session, name: str, action: str) -> UserRow:
-        return policy.require_lead(session, name, action)
 
     def _upsert_users(self, session: Session, names: Iterable[str], role: str) -> dict[str, int]:
         """Ids of `names`, creating missing ones with `role`. A user another process created
@@ -206,3 +186,27 @@ class StoreBase:
             raise self._conflict_for(session, current)
         session.expire(current)
         return before, current
+
+
+class Part:
+    """One part of the store (labels, queues, audits...): a view over the shared core.
+
+    The forwarding keeps each part's methods short (`self._read()`, `self._log(...)`) while
+    the state (engine, locks, the gate) lives once, in the core.
+    """
+
+    def __init__(self, core: StoreCore) -> None:
+        self._core = core
+        self._gate = core.gate
+        self._read = core._read
+        self._write = core._write
+        self._write_conn = core._write_conn
+        self._upsert_users = core._upsert_users
+        self._locked_upsert_in = core._locked_upsert_in
+        self._user_row = core._user_row
+        self._user_names = core._user_names
+        self._log = core._log
+
+    @property
+    def dialect(self) -> str:
+        return self._core.dialect

@@ -77,7 +77,7 @@ def export_labels(
             "taxonomy_version": label.taxonomy_version,
             "created_at": label.created_at.isoformat(),
         }
-        for label in store.all_labels(viewer)
+        for label in store.labels.all(viewer)
     ]
     if include_prelabels:
         rows += [
@@ -93,7 +93,7 @@ def export_labels(
                 "taxonomy_version": p["taxonomy_version"],
                 "created_at": p["created_at"].isoformat(),
             }
-            for p in store.successful_prelabels(viewer)
+            for p in store.prelabels.successful(viewer)
         ]
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
@@ -240,7 +240,7 @@ def import_labels(
         if category is None:
             raise LabelImportError("category is empty", row=number)
         try:
-            category, secondary = store._valid_categories(
+            category, secondary = store.gate.categories(
                 version, category, _text(rec.get("secondary_category")), names_ok=True
             )
         except StoreError as err:
@@ -263,7 +263,7 @@ def import_labels(
         )
     if not rows:
         return 0
-    return store._insert_labels(rows, actor=None)
+    return store.labels.import_rows(rows, actor=None)
 
 
 # -- audit judgments ------------------------------------------------------------------------
@@ -301,7 +301,7 @@ def import_audit_judgments(
     being the file's tasks in order (judgments made elsewhere need no workspace sample); the
     audit and its judgments are stored together or not at all.
     """
-    exists = audit in {name for name, _ in store.list_audits()}
+    exists = audit in {name for name, _ in store.audits.all()}
     if not exists and create is None:
         raise JudgmentImportError(f"unknown audit {audit!r}")
     text, hint = _read_text(path)
@@ -344,4 +344,4 @@ def import_audit_judgments(
         if not exists:
             raise JudgmentImportError("the file holds no judgments to create an audit from")
         return 0
-    return store._import_judgments(audit, rows, create=None if exists else create)
+    return store.audits.import_rows(audit, rows, create=None if exists else create)

@@ -1,9 +1,10 @@
 """The one place the store decides who may see and do what, and which categories are valid.
 
-Every public store method that reads labels takes a `Viewer` and asks `scope_for` what that
-viewer may see; every method that writes a label, an adjudication or an import checks its
-categories with `check_category`; every method restricted to leads calls `require_lead`.
-Pages and commands never decide visibility themselves.
+Every part of the store holds the one `Gate` of its store: every read of labels asks
+`Gate.scope` what the viewer may see; every write of a label, an adjudication or an import
+checks its categories with `Gate.categories`; every action restricted to leads (the table
+`LEAD_ACTIONS`) goes through `Gate.authorise`. Pages and commands never decide visibility or
+permissions themselves.
 
 Visibility, with blind mode on:
 - an annotator sees their own human labels, the LLM pre-label unless it is hidden until they
@@ -16,8 +17,11 @@ the store they own (exports, statistics): it sees everything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -147,7 +151,7 @@ def taxonomy_for(session: Session, version: str) -> Taxonomy:
         return _shipped()[version]
     raise StoreError(
         f"unknown taxonomy version {version!r}; save it in the store first "
-        "(save_taxonomy_version) or use a shipped one"
+        "(store.taxonomies.save) or use a shipped one"
     )
 
 
@@ -172,3 +176,75 @@ def check_category(
         f"unknown {what} {value!r} for taxonomy {taxonomy.version}; "
         f"expected one of: {', '.join(taxonomy.keys)}"
     )
+
+
+# -- the gate -------------------------------------------------------------------------------------
+
+Action = Literal[
+    "adjudicate", "adjudicate_audit_item", "assign_others", "start_prelabel_run", "archive_audit"
+]
+# Actions only leads and admins may take, and how a refusal names them. The command line
+# (actor None) is the operator of its own store and may take them all.
+LEAD_ACTIONS: dict[str, str] = {
+    "adjudicate": "adjudicate",
+    "adjudicate_audit_item": "adjudicate audit items",
+    "assign_others": "assign work to other people",
+    "start_prelabel_run": "start pre-label runs",
+    "archive_audit": "archive audits",
+}
+
+
+class Gate:
+    """Validates and authorises every write, and scopes every read, for one store."""
+
+    def __init__(self, read: Callable[[], AbstractContextManager[Session]]) -> None:
+        self._read = read
+        self._taxonomies: dict[str, Taxonomy] = {}  # versions are immutable once stored
+
+    # -- reads --------------------------------------------------------------------------------
+
+    @staticmethod
+    def scope(session: Session, viewer: Viewer | str | None, blind: bool | None = None) -> Scope:
+        return scope_for(session, as_viewer(viewer, blind))
+
+    # -- permissions --------------------------------------------------------------------------
+
+    @staticmethod
+    def authorise(session: Session, actor: str | None, action: Action) -> UserRow | None:
+        """The acting user's row, or PermissionDeniedError; None for the operator."""
+        if actor is None:
+            return None
+        return require_lead(session, actor, LEAD_ACTIONS[action])
+
+    @staticmethod
+    def lead(session: Session, name: str, action: Action) -> UserRow:
+        """Like `authorise` for actions that always name their lead (the decision records
+        who took it)."""
+        return require_lead(session, name, LEAD_ACTIONS[action])
+
+    def authorise_assignment(
+        self, session: Session, actor: str | None, people: list[str]
+    ) -> None:
+        """Anyone may take work for themselves; giving work to others is a lead's action."""
+        if actor is not None and people != [actor]:
+            self.authorise(session, actor, "assign_others")
+
+    # -- categories ---------------------------------------------------------------------------
+
+    def taxonomy(self, version: str) -> Taxonomy:
+        if version not in self._taxonomies:
+            with self._read() as s:
+                self._taxonomies[version] = taxonomy_for(s, version)
+        return self._taxonomies[version]
+
+    def categories(
+        self, version: str, category: str, secondary: str | None = None, *, names_ok: bool = False
+    ) -> tuple[str, str | None]:
+        """Primary and secondary category as keys of `version` (see `check_category`)."""
+        if not category:
+            raise StoreError("a label needs a category")
+        tax = self.taxonomy(version)
+        primary = check_category(tax, category, names_ok=names_ok)
+        assert primary is not None
+        secondary = check_category(tax, secondary, what="secondary category", names_ok=names_ok)
+        return primary, secondary

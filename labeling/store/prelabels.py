@@ -1,4 +1,5 @@
-"""Pre-label cache (implements `labeling.prelabel.base.PrelabelStore`) and run progress."""
+"""`store.prelabels`: the pre-label cache (a `labeling.prelabel.base.PrelabelStore`), the LLM's
+opinion on each item, and pre-label run progress."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
-from labeling.store.base import StoreBase
+from labeling.store.base import Part
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import PrelabelRow, PrelabelRunRow, utcnow
-from labeling.store.policy import OPERATOR, Viewer, scope_for
+from labeling.store.opinions import LlmOpinion, latest_opinions
+from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HEARTBEAT_STALE_S, RUN_STATUSES, PrelabelRun
 
 _RUN_COUNTERS = frozenset(
@@ -76,8 +78,10 @@ def _prelabel_record(row: PrelabelRow, key: PrelabelKey) -> PrelabelRecord:
     )
 
 
-class PrelabelsMixin(StoreBase):
-    def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None:
+class Prelabels(Part):
+    """`store.prelabels`."""
+
+    def get(self, key: PrelabelKey) -> PrelabelRecord | None:
         with self._read() as s:
             row = s.scalars(
                 select(PrelabelRow).where(
@@ -89,7 +93,7 @@ class PrelabelsMixin(StoreBase):
             ).first()
             return _prelabel_record(row, key) if row is not None else None
 
-    def get_prelabels(
+    def get_many(
         self, taxonomy_version: str, prompt_version: str, model: str
     ) -> dict[str, PrelabelRecord]:
         """Every cached pre-label of one labeller configuration, by trajectory id, in one read
@@ -109,7 +113,7 @@ class PrelabelsMixin(StoreBase):
                 for row in rows
             }
 
-    def save_prelabel(self, record: PrelabelRecord) -> None:
+    def save(self, record: PrelabelRecord) -> None:
         """Insert or replace the pre-label for `record.key` (one atomic upsert statement)."""
         r = record.result
         values: dict[str, Any] = {
@@ -140,11 +144,11 @@ class PrelabelsMixin(StoreBase):
         with self._write() as s:
             s.execute(stmt)
 
-    def successful_prelabels(self, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
+    def successful(self, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
         """Every pre-label that produced a category and `viewer` may see, oldest first (for
         exports)."""
         with self._read() as s:
-            scope = scope_for(s, viewer)
+            scope = self._gate.scope(s, viewer)
             rows = s.scalars(
                 select(PrelabelRow)
                 .where(PrelabelRow.category.is_not(None), PrelabelRow.error.is_(None))
@@ -166,13 +170,24 @@ class PrelabelsMixin(StoreBase):
                 if scope.may_see_llm(r.trajectory_id)
             ]
 
-    def prelabel_count(self) -> int:
+    def count(self) -> int:
         with self._read() as s:
             return s.scalar(select(func.count()).select_from(PrelabelRow)) or 0
 
+    # -- the LLM's opinion (pre-labels and llm-source labels, one read path) ------------------
+
+    def opinion(self, trajectory_id: str, taxonomy_version: str | None = None) -> LlmOpinion | None:
+        with self._read() as s:
+            return latest_opinions(s, taxonomy_version, trajectory_id).get(trajectory_id)
+
+    def opinions(self, taxonomy_version: str | None = None) -> dict[str, LlmOpinion]:
+        """Every item's latest LLM opinion in one read (use this, not `opinion`, in loops)."""
+        with self._read() as s:
+            return latest_opinions(s, taxonomy_version)
+
     # -- runs ---------------------------------------------------------------------------------
 
-    def start_prelabel_run(
+    def start_run(
         self,
         labeller: str,
         model: str,
@@ -184,8 +199,7 @@ class PrelabelsMixin(StoreBase):
         """Record a new run. `actor` is the signed-in user starting it from the app, who must
         be a lead or admin; the command line (actor None) is the operator."""
         with self._write() as s:
-            if actor is not None:
-                self._lead_row(s, actor, "start pre-label runs")
+            self._gate.authorise(s, actor, "start_prelabel_run")
             row = PrelabelRunRow(
                 labeller=labeller,
                 model=model,
@@ -198,7 +212,7 @@ class PrelabelsMixin(StoreBase):
             s.flush()
             return row.id
 
-    def update_prelabel_run(self, run_id: int, **changes: Any) -> PrelabelRun:
+    def update_run(self, run_id: int, **changes: Any) -> PrelabelRun:
         """Set counters (total, done, labelled, cached, failed, calls, tokens, estimated_cost),
         `status` and/or `pid` (the worker process records its own); finishing a run
         (done/failed) stamps finished_at."""
@@ -220,7 +234,7 @@ class PrelabelsMixin(StoreBase):
             s.flush()
             return _run_record(row)
 
-    def heartbeat_prelabel_run(self, run_id: int) -> None:
+    def heartbeat_run(self, run_id: int) -> None:
         """The worker is alive (called periodically while a run is going, even between items)."""
         with self._write() as s:
             row = s.get(PrelabelRunRow, run_id)
@@ -228,12 +242,12 @@ class PrelabelsMixin(StoreBase):
                 raise NotFoundError(f"no pre-label run {run_id}")
             row.heartbeat_at = utcnow()
 
-    def get_prelabel_run(self, run_id: int) -> PrelabelRun | None:
+    def get_run(self, run_id: int) -> PrelabelRun | None:
         with self._read() as s:
             row = s.get(PrelabelRunRow, run_id)
             return _run_record(row) if row is not None else None
 
-    def latest_prelabel_runs(self, limit: int = 20) -> list[PrelabelRun]:
+    def latest_runs(self, limit: int = 20) -> list[PrelabelRun]:
         with self._read() as s:
             rows = s.scalars(
                 select(PrelabelRunRow)

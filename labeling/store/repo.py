@@ -1,31 +1,31 @@
-"""The `Store` facade and `open_store`, the one way the rest of the app gets a store."""
+"""The `Store` and `open_store`, the one way the rest of the app gets a store."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from labeling.store.adjudication import AdjudicationMixin
-from labeling.store.audit import AuditMixin
+from labeling.store.adjudication import Adjudications
+from labeling.store.audit import Audits
+from labeling.store.base import Part, StoreCore
 from labeling.store.engine import make_engine, upgrade
+from labeling.store.history import History
+from labeling.store.labels import Labels
 from labeling.store.models import TaxonomyVersionRow
-from labeling.store.prelabels import PrelabelsMixin
-from labeling.store.sessions import SessionsMixin
-from labeling.store.users import UsersMixin
+from labeling.store.policy import Gate
+from labeling.store.prelabels import Prelabels
+from labeling.store.queues import Queues
+from labeling.store.sessions import Sessions
+from labeling.store.users import Users
 
 
-class Store(UsersMixin, SessionsMixin, AdjudicationMixin, PrelabelsMixin, AuditMixin):
-    """Annotation store over SQLite or PostgreSQL.
+class Taxonomies(Part):
+    """`store.taxonomies`: copies of the taxonomy versions labels were made under."""
 
-    Synchronous and thread-safe: one engine (connection pool) per store, a fresh session and a
-    short transaction per method call. Methods return plain frozen dataclasses or DataFrames,
-    never ORM objects. Implements `labeling.prelabel.base.PrelabelStore`.
-    """
-
-    def save_taxonomy_version(self, version: str, name: str, snapshot: dict[str, Any]) -> None:
+    def save(self, version: str, name: str, snapshot: dict[str, Any]) -> None:
         """Keep a copy of a taxonomy version; an existing version is never overwritten, so the
         rubric behind old labels stays what it was."""
         insert_ = pg_insert if self.dialect == "postgresql" else sqlite_insert
@@ -36,16 +36,49 @@ class Store(UsersMixin, SessionsMixin, AdjudicationMixin, PrelabelsMixin, AuditM
                 .on_conflict_do_nothing(index_elements=["version"])
             )
 
-    def get_taxonomy_version(self, version: str) -> dict[str, Any] | None:
+    def get(self, version: str) -> dict[str, Any] | None:
         with self._read() as s:
             row = s.get(TaxonomyVersionRow, version)
             return dict(row.snapshot) if row is not None else None
 
-    def taxonomy_versions(self) -> list[str]:
+    def versions(self) -> list[str]:
         with self._read() as s:
             return list(
                 s.scalars(select(TaxonomyVersionRow.version).order_by(TaxonomyVersionRow.version))
             )
+
+
+class Store:
+    """Annotation store over SQLite or PostgreSQL, made of parts by concern.
+
+    `users`, `sessions`, `labels`, `queues`, `adjudications`, `prelabels`, `audits`,
+    `taxonomies` and `history` share one engine (connection pool) and one `Gate`, the single
+    place that validates and authorises writes and scopes reads (see `policy`).
+
+    Synchronous and thread-safe: a fresh session and a short transaction per method call.
+    Methods return plain frozen dataclasses or DataFrames, never ORM objects.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._core = StoreCore(engine)
+        self.engine = engine
+        self.gate: Gate = self._core.gate
+        self.users = Users(self._core)
+        self.sessions = Sessions(self._core)
+        self.labels = Labels(self._core)
+        self.queues = Queues(self._core)
+        self.adjudications = Adjudications(self._core)
+        self.prelabels = Prelabels(self._core)
+        self.audits = Audits(self._core)
+        self.taxonomies = Taxonomies(self._core)
+        self.history = History(self._core)
+
+    @property
+    def dialect(self) -> str:
+        return self._core.dialect
+
+    def close(self) -> None:
+        self._core.close()
 
 
 def open_store(url: str) -> Store:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from labeling.store.base import StoreBase
+from labeling.store.base import Part
 from labeling.store.models import AuthSessionRow, SignInThrottleRow, UserRow, utcnow
 from labeling.store.records import User
 
@@ -39,9 +39,11 @@ class ThrottleRule:
         return float(min(self.max_s, self.base_s * 2 ** (failures - self.free_attempts)))
 
 
-class SessionsMixin(StoreBase):
+class Sessions(Part):
+    """`store.sessions`: sign-in sessions and sign-in throttling."""
+
     # -- sessions ----------------------------------------------------------------------------
-    def create_session(self, name: str, ttl: timedelta, now: datetime | None = None) -> str:
+    def create(self, name: str, ttl: timedelta, now: datetime | None = None) -> str:
         """A new random session token for `name` (returned once; only its hash is stored)."""
         now = now or utcnow()
         token = secrets.token_urlsafe(32)
@@ -51,7 +53,7 @@ class SessionsMixin(StoreBase):
                                  created_at=now, expires_at=now + ttl))
         return token
 
-    def session_user(self, token: str, now: datetime | None = None) -> User | None:
+    def user(self, token: str, now: datetime | None = None) -> User | None:
         """The user of a live session token; None for unknown, expired or revoked tokens."""
         if not token:
             return None
@@ -68,25 +70,25 @@ class SessionsMixin(StoreBase):
                 return None
             return _record(row[1])
 
-    def end_session(self, token: str) -> None:
+    def end(self, token: str) -> None:
         """Sign-out: the token stops working at once."""
         with self._write() as s:
             s.execute(delete(AuthSessionRow).where(AuthSessionRow.token_hash == token_hash(token)))
 
-    def revoke_sessions(self, name: str) -> int:
+    def revoke_all(self, name: str) -> int:
         """End every session of `name`; returns how many were ended."""
         with self._write() as s:
             user = self._user_row(s, name)
             result = s.execute(delete(AuthSessionRow).where(AuthSessionRow.user_id == user.id))
             return int(getattr(result, "rowcount", 0) or 0)
 
-    def purge_expired_sessions(self, now: datetime | None = None) -> None:
+    def purge_expired(self, now: datetime | None = None) -> None:
         now = now or utcnow()
         with self._write() as s:
             s.execute(delete(AuthSessionRow).where(AuthSessionRow.expires_at <= now))
 
     # -- throttling --------------------------------------------------------------------------
-    def signin_locked_until(self, keys: list[str], now: datetime | None = None) -> datetime | None:
+    def locked_until(self, keys: list[str], now: datetime | None = None) -> datetime | None:
         """The latest lock still in force over `keys`, or None when sign-in may be tried."""
         now = now or utcnow()
         with self._read() as s:
@@ -97,8 +99,8 @@ class SessionsMixin(StoreBase):
             ]
         return max(locks) if locks else None
 
-    def record_signin_failure(self, keys: list[str], rule: ThrottleRule,
-                              now: datetime | None = None) -> None:
+    def record_failure(self, keys: list[str], rule: ThrottleRule,
+                       now: datetime | None = None) -> None:
         try:
             self._count_failure(keys, rule, now or utcnow())
         except IntegrityError:  # another replica created the same row first: count again
@@ -116,11 +118,11 @@ class SessionsMixin(StoreBase):
                 wait = rule.lock_seconds(row.failures)
                 row.locked_until = now + timedelta(seconds=wait) if wait else None
 
-    def signin_failures(self, key: str) -> int:
+    def failures(self, key: str) -> int:
         with self._read() as s:
             row = s.get(SignInThrottleRow, key)
             return row.failures if row is not None else 0
 
-    def clear_signin_failures(self, keys: list[str]) -> None:
+    def clear_failures(self, keys: list[str]) -> None:
         with self._write() as s:
             s.execute(delete(SignInThrottleRow).where(SignInThrottleRow.key.in_(keys)))

@@ -10,7 +10,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from labeling.store.base import StoreBase
+from labeling.store.base import Part
 from labeling.store.errors import ConflictError, StoreError
 from labeling.store.models import UserRow
 from labeling.store.records import ROLES, User
@@ -64,8 +64,10 @@ def _check(name: str, role: str) -> str:
     return name
 
 
-class UsersMixin(StoreBase):
-    def add_user(self, name: str, role: str = "annotator", password: str | None = None) -> User:
+class Users(Part):
+    """`store.users`: people, their roles and passwords."""
+
+    def add(self, name: str, role: str = "annotator", password: str | None = None) -> User:
         name = _check(name, role)
         # Hash outside the transaction: argon2 is deliberately slow and must not hold a lock.
         password_hash = _hasher.hash(password) if password is not None else None
@@ -78,22 +80,22 @@ class UsersMixin(StoreBase):
         except IntegrityError:
             raise ConflictError(f"user {name!r} already exists") from None
 
-    def ensure_user(self, name: str, role: str = "annotator") -> User:
+    def ensure(self, name: str, role: str = "annotator") -> User:
         """The user, created with `role` if missing (an existing user's role is left alone)."""
         name = _check(name, role)
-        existing = self.get_user(name)
+        existing = self.get(name)
         if existing is not None:
             return existing
         with self._write() as s:  # an upsert: a concurrent creation is found, not an error
             self._upsert_users(s, [name], role)
             return _record(self._user_row(s, name))
 
-    def get_user(self, name: str) -> User | None:
+    def get(self, name: str) -> User | None:
         with self._read() as s:
             row = s.scalars(select(UserRow).where(UserRow.name == name.strip())).first()
             return _record(row) if row is not None else None
 
-    def list_users(self) -> list[User]:
+    def all(self) -> list[User]:
         with self._read() as s:
             return [_record(r) for r in s.scalars(select(UserRow).order_by(UserRow.name))]
 
@@ -124,3 +126,8 @@ class UsersMixin(StoreBase):
             with contextlib.suppress(StoreError):
                 self.set_password(name, password)
         return user
+
+    def require(self, name: str) -> None:
+        """Raise NotFoundError unless `name` is a user."""
+        with self._read() as s:
+            self._user_row(s, name)

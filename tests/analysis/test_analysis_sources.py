@@ -45,26 +45,26 @@ def label_workspace(root: Path) -> tuple[Store, dict[str, str]]:
         "SELECT id FROM trajectories WHERE NOT success ORDER BY run, task_id, rollout, id"
     )["id"].tolist()
     store = open_store(ws.default_annotations_url)
-    store.add_user("ann1")
-    store.add_user("ann2")
+    store.users.add("ann1")
+    store.users.add("ann2")
     expected: dict[str, str] = {}
     cats = ["sql_logic_error", "semantic_misunderstanding", "answer_format_error"]
     for i, tid in enumerate(failed[:9]):
         cat = cats[i % 3]
-        store.add_label(tid, cat, annotator="ann1", taxonomy_version=TAXONOMY)
+        store.labels.add(tid, cat, annotator="ann1", taxonomy_version=TAXONOMY)
         if i % 2 == 0:
-            store.add_label(tid, cat, annotator="ann2", taxonomy_version=TAXONOMY)
+            store.labels.add(tid, cat, annotator="ann2", taxonomy_version=TAXONOMY)
         # The LLM agrees on even items and says "sql_logic_error" on odd ones.
         llm = cat if i % 2 == 0 else "sql_logic_error"
-        store.add_label(tid, llm, annotator=None, source="llm", taxonomy_version=TAXONOMY,
-                        confidence=0.9)
+        store.labels.add(tid, llm, annotator=None, source="llm", taxonomy_version=TAXONOMY,
+                         confidence=0.9)
         expected[tid] = cat
     # An LLM-only item and a disputed item (humans disagree, no adjudication).
-    store.add_label(failed[9], "stuck_in_loop", annotator=None, source="llm",
-                    taxonomy_version=TAXONOMY)
+    store.labels.add(failed[9], "stuck_in_loop", annotator=None, source="llm",
+                     taxonomy_version=TAXONOMY)
     expected[failed[9]] = "stuck_in_loop"
-    store.add_label(failed[10], "sql_logic_error", annotator="ann1", taxonomy_version=TAXONOMY)
-    store.add_label(failed[10], "stuck_in_loop", annotator="ann2", taxonomy_version=TAXONOMY)
+    store.labels.add(failed[10], "sql_logic_error", annotator="ann1", taxonomy_version=TAXONOMY)
+    store.labels.add(failed[10], "stuck_in_loop", annotator="ann2", taxonomy_version=TAXONOMY)
     return store, expected
 
 

@@ -37,12 +37,12 @@ def disputed(demo_workspace: Path, tmp_path: Path,
     save_test_taxonomy(store, ("v",))  # the disputed item's labels, kept apart from others
     for name, role in (("ana", "annotator"), ("ben", "annotator"), ("lea", "lead"),
                        ("max", "lead")):
-        store.add_user(name, role)
+        store.users.add(name, role)
     tid = str(failed_frame(Workspace(root))["id"].iloc[0])
-    store.add_label(tid, "sql_logic_error", annotator="ana", taxonomy_version="v",
-                    note="ANA: wrong join")
-    store.add_label(tid, "semantic_misunderstanding", annotator="ben", taxonomy_version="v",
-                    note="BEN: misread the question")
+    store.labels.add(tid, "sql_logic_error", annotator="ana", taxonomy_version="v",
+                     note="ANA: wrong join")
+    store.labels.add(tid, "semantic_misunderstanding", annotator="ben", taxonomy_version="v",
+                     note="BEN: misread the question")
     yield store, tid
     store.close()
     st.cache_resource.clear()
@@ -83,33 +83,33 @@ def test_lead_adjudicates_with_reason(disputed: tuple[Store, str]) -> None:
     at.button[[b.label for b in at.button].index("Save decision")].click()
     at.run()
     assert any("needs a reason" in e.value for e in at.error)
-    assert store.get_adjudication(tid) is None
+    assert store.adjudications.get(tid) is None
     submit(at, tid, "sql_logic_error", "rubric rule: the join is the first wrong step")
-    decision = store.get_adjudication(tid)
+    decision = store.adjudications.get(tid)
     assert decision is not None
     assert (decision.category, decision.decided_by, decision.version) == (
         "sql_logic_error", "lea", 1)
     assert decision.reason == "rubric rule: the join is the first wrong step"
     assert any("version 1" in s.value for s in at.success)
-    actions = [(h.entity, h.action) for h in store.history(entity_id=tid)]
+    actions = [(h.entity, h.action) for h in store.history.entries(entity_id=tid)]
     assert ("adjudication", "create") in actions
     # A second decision by the same lead in the same session uses the version it saved
     # (decided items leave the list unless asked for).
     at.toggle(key="adj_include_done").set_value(True)
     at.run()
     submit(at, tid, "semantic_misunderstanding", "on reflection the question was misread")
-    decision = store.get_adjudication(tid)
+    decision = store.adjudications.get(tid)
     assert decision is not None and decision.version == 2
 
 
 def test_stale_version_is_a_conflict_not_an_overwrite(disputed: tuple[Store, str]) -> None:
     store, tid = disputed
     at = open_adjudicate("lea")  # lea is shown "no decision yet"
-    store.adjudicate(tid, "semantic_misunderstanding", "decided first", "max",
-                     expected_version=None)
+    store.adjudications.decide(tid, "semantic_misunderstanding", "decided first", "max",
+                               expected_version=None)
     submit(at, tid, "sql_logic_error", "my reason")
     assert any("changed by max" in e.value and "reload" in e.value for e in at.error)
-    decision = store.get_adjudication(tid)
+    decision = store.adjudications.get(tid)
     assert decision is not None
     assert (decision.decided_by, decision.category, decision.version) == (
         "max", "semantic_misunderstanding", 1)
@@ -119,24 +119,24 @@ def test_stale_version_is_a_conflict_not_an_overwrite(disputed: tuple[Store, str
     at.toggle(key="adj_include_done").set_value(True)
     at.run()
     submit(at, tid, "sql_logic_error", "overruling after reading max's reason")
-    decision = store.get_adjudication(tid)
+    decision = store.adjudications.get(tid)
     assert decision is not None and (decision.decided_by, decision.version) == ("lea", 2)
 
 
 def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
     store, _ = disputed
     version = default_taxonomy().version
-    store.add_user("cai", "annotator")
+    store.users.add("cai", "annotator")
     items = [f"item-{i}" for i in range(6)]
     cats = ["sql_logic_error", "stuck_in_loop", "answer_format_error"]
     for i, item in enumerate(items):
         for j, who in enumerate(("ana", "ben", "cai")):
             # ana and ben pick the same step on even items; cai never chooses one.
             step = None if who == "cai" else (2 if who == "ana" or i % 2 == 0 else 5)
-            store.add_label(item, cats[(i + (j == 2 and i % 2)) % 3], annotator=who,
-                            taxonomy_version=version, prelabel_shown=j == 0,
-                            first_error_step=step)
-        store.save_prelabel(PrelabelRecord(PrelabelKey(item, version, "p", "m"), LabelResult(
+            store.labels.add(item, cats[(i + (j == 2 and i % 2)) % 3], annotator=who,
+                             taxonomy_version=version, prelabel_shown=j == 0,
+                             first_error_step=step)
+        store.prelabels.save(PrelabelRecord(PrelabelKey(item, version, "p", "m"), LabelResult(
             cats[i % 3], 0.9, None, "because", "heuristic", "1")))
     refused = open_adjudicate("ana")
     refused.switch_page("views/agreement.py")

@@ -33,9 +33,9 @@ def env(demo_workspace: Path, tmp_path: Path,
     st.cache_resource.clear()  # settings, workspace and store are cached per process
     st.cache_data.clear()
     store = open_store(Settings.from_env().annotations_url())
-    store.add_user("ana", "annotator")
-    store.add_user("ben", "annotator")
-    store.add_user("lea", "lead")
+    store.users.add("ana", "annotator")
+    store.users.add("ben", "annotator")
+    store.users.add("lea", "lead")
     yield Workspace(root), store
     store.close()
     st.cache_resource.clear()
@@ -75,7 +75,7 @@ def test_annotator_labels_an_item(env: tuple[Workspace, Store]) -> None:
     at.button(key=f"lf_{tid}_cat_sql_logic_error").click()
     at.run()
     assert not at.exception
-    [label] = store.labels_for(tid, viewer=None, blind=False)
+    [label] = store.labels.for_item(tid, viewer=None, blind=False)
     assert (label.annotator, label.category, label.source) == ("ana", "sql_logic_error", "human")
     assert label.secondary_category == "answer_format_error"
     assert label.first_error_step == 1
@@ -84,7 +84,7 @@ def test_annotator_labels_an_item(env: tuple[Workspace, Store]) -> None:
     assert label.seconds_on_item is not None and label.seconds_on_item >= 0
     assert label.prelabel_shown is False
     # The taxonomy the label refers to is kept in the store.
-    assert store.get_taxonomy_version(default_taxonomy().version) is not None
+    assert store.taxonomies.get(default_taxonomy().version) is not None
     # On to the next item.
     assert current_item(at) != tid
     assert any("Saved SQL Logic Error" in s.value for s in at.success)
@@ -98,12 +98,12 @@ def test_skip_moves_on_and_queue_ends(env: tuple[Workspace, Store]) -> None:
     at.button(key=f"lf_{tid}_skip").click()
     at.run()
     assert any("skipped 1 item" in i.value for i in at.info)
-    assert store.labels_for(tid, viewer=None, blind=False) == []
+    assert store.labels.for_item(tid, viewer=None, blind=False) == []
 
 
 def save_prelabel(store: Store, tid: str, category: str, confidence: float) -> None:
     key = PrelabelKey(tid, default_taxonomy().version, "rules-1", "heuristic")
-    store.save_prelabel(PrelabelRecord(key, LabelResult(
+    store.prelabels.save(PrelabelRecord(key, LabelResult(
         category=category, confidence=confidence, first_error_step=2,
         rationale="step 2: the query filters on the wrong column", labeller="heuristic",
         labeller_version="1")))
@@ -112,7 +112,7 @@ def save_prelabel(store: Store, tid: str, category: str, confidence: float) -> N
 def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store]) -> None:
     ws, store = env
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
-    [(tid, _, _)] = store.assignments("ana")
+    [(tid, _, _)] = store.queues.assignments("ana")
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
     assert "the query filters on the wrong column" in texts(at)
@@ -122,7 +122,7 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
     at.run()
     at.button(key=f"lf_{tid}_accept").click()
     at.run()
-    [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
+    [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
     assert label.category == "semantic_misunderstanding"
     assert label.prelabel_shown is True
     assert (label.first_error_step, label.step_from_prelabel) == (2, True)
@@ -131,12 +131,12 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
 def test_accepting_the_category_alone_stores_no_step(env: tuple[Workspace, Store]) -> None:
     ws, store = env
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
-    [(tid, _, _)] = store.assignments("ana")
+    [(tid, _, _)] = store.queues.assignments("ana")
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
     at.button(key=f"lf_{tid}_accept").click()
     at.run()
-    [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
+    [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
     assert (label.first_error_step, label.step_from_prelabel) == (None, False)
 
 
@@ -146,14 +146,14 @@ def test_hidden_prelabel_is_revealed_after_commit(env: tuple[Workspace, Store],
     monkeypatch.setenv("FAILLAB_HIDE_PRELABEL", "1")
     st.cache_resource.clear()
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
-    [(tid, _, _)] = store.assignments("ana")
+    [(tid, _, _)] = store.queues.assignments("ana")
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
     assert "the query filters on the wrong column" not in texts(at)
     assert not [b for b in at.button if b.key == f"lf_{tid}_accept"]
     at.button(key=f"lf_{tid}_cat_stuck_in_loop").click()
     at.run()
-    [label] = store.labels_for(tid, viewer=None, blind=False, include_llm=False)
+    [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
     assert label.prelabel_shown is False
     assert any("hidden LLM pre-label was Semantic Misunderstanding (differs)" in s.value
                for s in at.success)
@@ -162,15 +162,16 @@ def test_hidden_prelabel_is_revealed_after_commit(env: tuple[Workspace, Store],
 def test_blind_annotator_never_sees_another_label(env: tuple[Workspace, Store]) -> None:
     ws, store = env
     create_assignments(store, ws, ["ana", "ben"], overlap=2, double_share=1.0, limit=1)
-    [(tid, _, _)] = store.assignments("ana")
-    store.add_label(tid, "stuck_in_loop", annotator="ben", taxonomy_version=VERSION,
-                    note="BEN-PRIVATE-NOTE")
+    [(tid, _, _)] = store.queues.assignments("ana")
+    store.labels.add(tid, "stuck_in_loop", annotator="ben", taxonomy_version=VERSION,
+                     note="BEN-PRIVATE-NOTE")
     at = open_page("ana")
     assert current_item(at) == tid
     assert "BEN-PRIVATE-NOTE" not in texts(at)
     assert "Stuck-in-Loop" not in [str(v) for d in at.dataframe for v in d.value.values.ravel()]
     # A lead sees both on the same item (if it is in their queue they see it in the table).
-    assert [lab.annotator for lab in store.labels_for(tid, viewer="lea", blind=True)] == ["ben"]
+    seen = store.labels.for_item(tid, viewer="lea", blind=True)
+    assert [lab.annotator for lab in seen] == ["ben"]
 
 
 def test_lead_creates_assignments_annotator_cannot(env: tuple[Workspace, Store]) -> None:
@@ -185,11 +186,11 @@ def test_lead_creates_assignments_annotator_cannot(env: tuple[Workspace, Store])
     lead.button[[b.label for b in lead.button].index("Create assignments")].click()
     lead.run()
     assert not lead.exception
-    assigned = store.assignments()
+    assigned = store.queues.assignments()
     # 10 items, half of them (stratified) doubly annotated.
     assert len({t for t, _, _ in assigned}) == 10
     assert len(assigned) == 15
-    progress = {p.annotator: p.assigned for p in store.progress()}
+    progress = {p.annotator: p.assigned for p in store.queues.progress()}
     assert progress["ana"] + progress["ben"] == 15
 
 

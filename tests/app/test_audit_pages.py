@@ -33,8 +33,8 @@ def env(demo_workspace: Path, tmp_path: Path,
     st.cache_data.clear()
     ws = Workspace(root)
     store = open_store(Settings.from_env().annotations_url())
-    store.add_user("lea", "lead")
-    store.add_user("max", "lead")
+    store.users.add("lea", "lead")
+    store.users.add("max", "lead")
     plan = plan_audit(candidate_pool(ws, RUNS), n=6, seed=0)
     create_audit(store, plan, name="demo-audit", annotators=["ana", "ben"])
     yield ws, store, [c.task_id for c in plan.items]
@@ -63,8 +63,8 @@ def texts(at: AppTest) -> str:
 
 def test_review_is_blind_and_advances(env: tuple[Workspace, Store, list[str]]) -> None:
     _, store, tids = env
-    store.record_judgment("demo-audit", tids[0], "ben", False, reason="cohort_unit",
-                          note="BEN-SECRET-NOTE")
+    store.audits.record_judgment("demo-audit", tids[0], "ben", False, reason="cohort_unit",
+                                 note="BEN-SECRET-NOTE")
     at = open_page("ana", "views/audit_review.py")
     shown = texts(at)
     assert "Task 1 of 6" in shown
@@ -79,7 +79,7 @@ def test_review_is_blind_and_advances(env: tuple[Workspace, Store, list[str]]) -
     at.button(key=f"audit_valid_{key}").click()
     at.run()
     assert not at.exception
-    [mine] = [j for j in store.audit_judgments("demo-audit") if j.annotator == "ana"]
+    [mine] = [j for j in store.audits.judgments("demo-audit") if j.annotator == "ana"]
     assert (mine.task_id, mine.valid, mine.note) == (tids[0], True, "ana thinks it is fine")
     assert "Task 2 of 6" in texts(at)
     assert at.get("progress")[0].proto.text.startswith("Your progress: 1 of 6")
@@ -92,7 +92,7 @@ def test_review_is_blind_and_advances(env: tuple[Workspace, Store, list[str]]) -
     at.selectbox(key=f"audit_reason_{key2}").set_value("answer_format")
     at.button(key=f"audit_invalid_{key2}").click()
     at.run()
-    judged = {j.task_id: j for j in store.audit_judgments("demo-audit") if j.annotator == "ana"}
+    judged = {j.task_id: j for j in store.audits.judgments("demo-audit") if j.annotator == "ana"}
     assert judged[tids[1]].valid is False and judged[tids[1]].reason == "answer_format"
 
     # Going back shows ana's own saved judgment, still not ben's.
@@ -107,11 +107,11 @@ def test_review_is_blind_and_advances(env: tuple[Workspace, Store, list[str]]) -
 
 def test_adjudication_with_optimistic_locking(env: tuple[Workspace, Store, list[str]]) -> None:
     _, store, tids = env
-    store.record_judgment("demo-audit", tids[2], "ana", True, note="ANA-NOTE")
-    store.record_judgment("demo-audit", tids[2], "ben", False, reason="code_granularity",
-                          note="BEN-NOTE")
-    store.record_judgment("demo-audit", tids[3], "ana", True)
-    store.record_judgment("demo-audit", tids[3], "ben", True)
+    store.audits.record_judgment("demo-audit", tids[2], "ana", True, note="ANA-NOTE")
+    store.audits.record_judgment("demo-audit", tids[2], "ben", False, reason="code_granularity",
+                                 note="BEN-NOTE")
+    store.audits.record_judgment("demo-audit", tids[3], "ana", True)
+    store.audits.record_judgment("demo-audit", tids[3], "ben", True)
 
     denied = open_page("ana", "views/audit_adjudicate.py")
     assert any("for leads or admins" in e.value for e in denied.error)
@@ -129,35 +129,35 @@ def test_adjudication_with_optimistic_locking(env: tuple[Workspace, Store, list[
     at.button(key=f"audit_adj_save_{key}").click()
     at.run()
     assert not at.exception
-    [verdict] = store.audit_adjudications("demo-audit")
+    [verdict] = store.audits.adjudications("demo-audit")
     assert (verdict.valid, verdict.decided_by, verdict.version) == (False, "lea", 1)
 
     # A second lead changes it meanwhile; lea's next save is refused, not silently applied.
-    store.adjudicate_audit_item("demo-audit", tids[2], "max", valid=True, reason="other",
-                                expected_version=1)
+    store.audits.decide("demo-audit", tids[2], "max", valid=True, reason="other",
+                        expected_version=1)
     at.toggle(key="audit_adj_only_open").set_value(False)
     at.run()
     at.radio(key=f"audit_adj_valid_{key}").set_value("valid")
     at.button(key=f"audit_adj_save_{key}").click()
     at.run()
     assert any("changed by max" in e.value for e in at.error)
-    assert store.audit_adjudications("demo-audit")[0].version == 2
+    assert store.audits.adjudications("demo-audit")[0].version == 2
     at.button(key=f"audit_adj_reload_{key}").click()
     at.run()
     at.button(key=f"audit_adj_save_{key}").click()
     at.run()
     assert not at.error
-    [verdict] = store.audit_adjudications("demo-audit")
+    [verdict] = store.audits.adjudications("demo-audit")
     assert (verdict.valid, verdict.decided_by, verdict.version) == (True, "lea", 3)
 
 
 def test_report_page(env: tuple[Workspace, Store, list[str]]) -> None:
     _, store, tids = env
     for k, tid in enumerate(tids):
-        store.record_judgment("demo-audit", tid, "ana", True)
-        store.record_judgment("demo-audit", tid, "ben", k != 0, reason="temporal_wording")
-    store.adjudicate_audit_item("demo-audit", tids[0], "lea", valid=True, reason="other",
-                                expected_version=None)
+        store.audits.record_judgment("demo-audit", tid, "ana", True)
+        store.audits.record_judgment("demo-audit", tid, "ben", k != 0, reason="temporal_wording")
+    store.audits.decide("demo-audit", tids[0], "lea", valid=True, reason="other",
+                        expected_version=None)
     denied = open_page("ana", "views/audit_report.py")
     assert any("for leads or admins" in e.value for e in denied.error)
     at = open_page("lea", "views/audit_report.py")
@@ -180,7 +180,7 @@ def test_pages_without_an_audit(env: tuple[Workspace, Store, list[str]],
     shutil.copytree(env[0].root, empty, ignore=shutil.ignore_patterns("annotations.sqlite*"))
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(empty))
     st.cache_resource.clear()
-    open_store(Settings.from_env().annotations_url()).add_user("lea", "lead")
+    open_store(Settings.from_env().annotations_url()).users.add("lea", "lead")
     for page in ("views/audit_review.py", "views/audit_adjudicate.py", "views/audit_report.py"):
         at = open_page("lea", page)
         assert any("No audit yet" in i.value for i in at.info), page

@@ -26,7 +26,7 @@ def password_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     ws = tmp_path / "ws"
     ws.mkdir()
     store = open_store(f"sqlite:///{ws / 'annotations.sqlite'}")
-    store.add_user("lena", "lead", password="correct horse")
+    store.users.add("lena", "lead", password="correct horse")
     store.close()
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(ws))
     monkeypatch.setenv("FAILLAB_AUTH", "password")
@@ -93,12 +93,12 @@ def test_session_token_is_stored_hashed_and_sign_out_revokes_it(password_app: Ap
     token = at.session_state["auth_token"]
     store = open_store(f"sqlite:///{tmp_path / 'ws' / 'annotations.sqlite'}")
     try:
-        user = store.session_user(token)
+        user = store.sessions.user(token)
         assert user is not None and user.name == "lena"
-        with store._read() as s:  # only the hash is kept
+        with store.engine.connect() as s:  # only the hash is kept
             assert token not in str(s.execute(text("SELECT token_hash FROM auth_sessions")).all())
         at.sidebar.button(key="sign_out").click().run()
-        assert store.session_user(token) is None
+        assert store.sessions.user(token) is None
         assert not any("Signed in as" in c.value for c in at.sidebar.caption)
     finally:
         store.close()
@@ -107,15 +107,15 @@ def test_session_token_is_stored_hashed_and_sign_out_revokes_it(password_app: Ap
 def test_sessions_expire_and_users_revoke_ends_them(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
     try:
-        store.add_user("ann", "annotator", password="pw")
+        store.users.add("ann", "annotator", password="pw")
         start = datetime.now(UTC)
-        token = store.create_session("ann", timedelta(hours=1), now=start)
-        assert store.session_user(token, now=start + timedelta(minutes=59)) is not None
-        assert store.session_user(token, now=start + timedelta(minutes=61)) is None
-        other = store.create_session("ann", timedelta(hours=1))
-        assert store.revoke_sessions("ann") == 2
-        assert store.session_user(other) is None
-        assert store.session_user("not-a-token") is None
+        token = store.sessions.create("ann", timedelta(hours=1), now=start)
+        assert store.sessions.user(token, now=start + timedelta(minutes=59)) is not None
+        assert store.sessions.user(token, now=start + timedelta(minutes=61)) is None
+        other = store.sessions.create("ann", timedelta(hours=1))
+        assert store.sessions.revoke_all("ann") == 2
+        assert store.sessions.user(other) is None
+        assert store.sessions.user("not-a-token") is None
     finally:
         store.close()
 
@@ -127,19 +127,19 @@ def test_throttling_backs_off_per_user_and_per_client(tmp_path: Path) -> None:
     try:
         keys = ["user:ann", "client:10.0.0.1"]
         for _ in range(2):
-            store.record_signin_failure(keys, rule, now=now)
-        assert store.signin_locked_until(keys, now=now) is None  # still free attempts
-        store.record_signin_failure(keys, rule, now=now)  # 3rd failure: locked 2 s
-        assert store.signin_locked_until(["user:ann"], now=now) == now + timedelta(seconds=2)
-        assert store.signin_locked_until(["client:10.0.0.1"], now=now) is not None
-        assert store.signin_locked_until(["user:bob", "client:10.0.0.2"], now=now) is None
-        store.record_signin_failure(keys, rule, now=now)  # 4th: doubled
-        assert store.signin_locked_until(keys, now=now) == now + timedelta(seconds=4)
-        assert store.signin_failures("user:ann") == 4
+            store.sessions.record_failure(keys, rule, now=now)
+        assert store.sessions.locked_until(keys, now=now) is None  # still free attempts
+        store.sessions.record_failure(keys, rule, now=now)  # 3rd failure: locked 2 s
+        assert store.sessions.locked_until(["user:ann"], now=now) == now + timedelta(seconds=2)
+        assert store.sessions.locked_until(["client:10.0.0.1"], now=now) is not None
+        assert store.sessions.locked_until(["user:bob", "client:10.0.0.2"], now=now) is None
+        store.sessions.record_failure(keys, rule, now=now)  # 4th: doubled
+        assert store.sessions.locked_until(keys, now=now) == now + timedelta(seconds=4)
+        assert store.sessions.failures("user:ann") == 4
         assert [rule.lock_seconds(n) for n in (2, 3, 4, 5, 20)] == [0, 2, 4, 8, 60]
-        store.clear_signin_failures(["user:ann"])
-        assert store.signin_failures("user:ann") == 0
-        assert store.signin_failures("client:10.0.0.1") == 4
+        store.sessions.clear_failures(["user:ann"])
+        assert store.sessions.failures("user:ann") == 0
+        assert store.sessions.failures("client:10.0.0.1") == 4
     finally:
         store.close()
 
@@ -169,9 +169,9 @@ def test_unknown_names_cost_a_real_hash_check(tmp_path: Path,
 
     monkeypatch.setattr(users_mod, "_hasher", CountingHasher())
     try:
-        store.add_user("ann", "annotator", password="pw")
-        assert store.verify_password("nobody", "pw") is None
-        assert store.verify_password("ann", "bad") is None
+        store.users.add("ann", "annotator", password="pw")
+        assert store.users.verify_password("nobody", "pw") is None
+        assert store.users.verify_password("ann", "bad") is None
         assert len(calls) == 2 and calls[0] == users_mod._DUMMY_HASH
     finally:
         store.close()
@@ -200,7 +200,7 @@ def test_local_mode_identity_is_chosen_once_and_never_stores_a_role(
     monkeypatch.setenv("FAILLAB_AUTH", "none")
     at = AppTest.from_file(str(REPO / "app" / "main.py"), default_timeout=60).run()
     at.sidebar.text_input(key="identity_input").input("ann1")
-    assert not open_store(f"sqlite:///{ws / 'annotations.sqlite'}").list_users()  # typing alone
+    assert not open_store(f"sqlite:///{ws / 'annotations.sqlite'}").users.all()  # typing alone
     at.sidebar.button[0].click().run()
     assert any("Signed in as ann1 (annotator)" in c.value for c in at.sidebar.caption)
     assert not at.sidebar.text_input  # the name box is gone: shortcut keys cannot reach it
@@ -209,7 +209,7 @@ def test_local_mode_identity_is_chosen_once_and_never_stores_a_role(
     assert any("Signed in as ann1 (annotator)" in c.value for c in at.sidebar.caption)
     store = open_store(f"sqlite:///{ws / 'annotations.sqlite'}")
     try:
-        assert [(u.name, u.role) for u in store.list_users()] == [("ann1", "annotator")]
+        assert [(u.name, u.role) for u in store.users.all()] == [("ann1", "annotator")]
     finally:
         store.close()
 

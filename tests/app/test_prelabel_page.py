@@ -38,8 +38,8 @@ def ws_dir(demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def signed_in(role: str) -> AppTest:
     # Roles are set through the store (as `faillab users role` does), never from the sidebar.
     store = open_store(Settings.from_env().annotations_url())
-    store.ensure_user("lea", "annotator")
-    store.set_role("lea", role)
+    store.users.ensure("lea", "annotator")
+    store.users.set_role("lea", role)
     store.close()
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.session_state["identity_name"] = "lea"
@@ -83,10 +83,10 @@ def test_start_launches_worker_and_run_finishes(ws_dir: Path) -> None:
     store = open_store(f"sqlite:///{(ws_dir / 'annotations.sqlite').resolve()}")
     try:
         deadline = time.monotonic() + 120
-        run = store.get_prelabel_run(run_id)
+        run = store.prelabels.get_run(run_id)
         while run is not None and run.status == "running" and time.monotonic() < deadline:
             time.sleep(0.2)
-            run = store.get_prelabel_run(run_id)
+            run = store.prelabels.get_run(run_id)
         assert run is not None and run.status == "done", (
             (ws_dir / "logs" / f"prelabel-run-{run_id}.log").read_text()
         )

@@ -29,11 +29,12 @@ def stats_workspace(
     ws = Workspace(root)
     failed = ws.query_df("SELECT id FROM trajectories WHERE NOT success ORDER BY id")["id"]
     store = open_store(ws.default_annotations_url)
-    store.add_user("ann")
+    store.users.add("ann")
     for i, tid in enumerate(failed[:6]):
         category = ("sql_logic_error", "answer_format_error")[i % 2]
-        store.add_label(tid, category, annotator="ann", taxonomy_version=default_taxonomy().version)
-        store.add_label(tid, "sql_logic_error", annotator=None, source="llm",
+        store.labels.add(tid, category, annotator="ann",
+                         taxonomy_version=default_taxonomy().version)
+        store.labels.add(tid, "sql_logic_error", annotator=None, source="llm",
                         taxonomy_version=default_taxonomy().version)
     store.close()
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))

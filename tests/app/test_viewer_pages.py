@@ -96,11 +96,11 @@ def test_browse_filters_by_final_failure_label(
     ws = Workspace(root)
     failed = [r["id"] for r in ws.list(failed=True)[:3]]
     store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
-    store.ensure_user("ann", "annotator")
+    store.users.ensure("ann", "annotator")
     version = default_taxonomy().version
     for tid in failed[:2]:
-        store.add_label(tid, "sql_logic_error", annotator="ann", taxonomy_version=version)
-    store.add_label(failed[2], "stuck_in_loop", annotator="ann", taxonomy_version=version)
+        store.labels.add(tid, "sql_logic_error", annotator="ann", taxonomy_version=version)
+    store.labels.add(failed[2], "stuck_in_loop", annotator="ann", taxonomy_version=version)
     store.close()
     monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
     at = AppTest.from_file(MAIN, default_timeout=60)

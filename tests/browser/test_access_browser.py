@@ -39,8 +39,8 @@ def password_server(tmp_path_factory: pytest.TempPathFactory,
     root = tmp_path_factory.mktemp("access") / "ws"
     _, traj_id = make_workspace(root)
     store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
-    store.add_user("ann", "annotator", password="ann-pw")
-    store.add_user("lee", "lead", password="lee-pw")
+    store.users.add("ann", "annotator", password="ann-pw")
+    store.users.add("lee", "lead", password="lee-pw")
     store.close()
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "password"})
     try:
@@ -171,7 +171,7 @@ def test_local_identity_sticks_and_shortcut_keys_never_change_it(
         expect(page.get_by_text("Signed in as ann1 (annotator)")).to_be_visible()
         store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
         try:
-            assert [(u.name, u.role) for u in store.list_users()] == [("ann1", "annotator")]
+            assert [(u.name, u.role) for u in store.users.all()] == [("ann1", "annotator")]
         finally:
             store.close()
     finally:

@@ -28,11 +28,11 @@ def setup(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
     root = tmp_path_factory.mktemp("annotate") / "ws"
     shutil.copytree(demo_workspace, root)
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
-    store.add_user("ana", "annotator")
-    store.add_user("ben", "annotator")
-    store.add_user("lea", "lead")
+    store.users.add("ana", "annotator")
+    store.users.add("ben", "annotator")
+    store.users.add("lea", "lead")
     tid = str(failed_frame(Workspace(root))["id"].iloc[0])
-    store.assign([tid], ["ana", "ben"], overlap=2, double_share=1.0)
+    store.queues.assign([tid], ["ana", "ben"], overlap=2, double_share=1.0)
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_BLIND": "1",
                                         "FAILLAB_DATABASE_URL": ""})
     try:
@@ -91,7 +91,7 @@ def test_blind_double_annotation_then_adjudication(
     wait_idle(ana)
     assert "BEN-NOTE-4410" not in ana.inner_text("body")
 
-    labels = {lab.annotator: lab for lab in store.labels_for(tid, viewer=None, blind=False)}
+    labels = {lab.annotator: lab for lab in store.labels.for_item(tid, viewer=None, blind=False)}
     assert labels["ana"].category == "sql_logic_error" and labels["ana"].note == ANA_NOTE
     assert labels["ben"].category == "answer_format_error" and labels["ben"].note == BEN_NOTE
     assert all(lab.seconds_on_item is not None for lab in labels.values())
@@ -107,7 +107,7 @@ def test_blind_double_annotation_then_adjudication(
     wait_idle(lea)
     expect(lea.get_by_text("(version 1)").first).to_be_visible()
     screenshot(lea, "adjudicate-saved")
-    decision = store.get_adjudication(tid)
+    decision = store.adjudications.get(tid)
     assert decision is not None and decision.decided_by == "lea"
     assert decision.reason.startswith("Rule 2")
     for page in (ana, ben, lea):

@@ -93,7 +93,7 @@ def test_two_annotators_review_blind(browser: Browser,
     store = open_store(url)
     try:
         got = {(j.annotator, j.task_id): (j.valid, j.note)
-               for j in store.audit_judgments("browser-audit")}
+               for j in store.audits.judgments("browser-audit")}
     finally:
         store.close()
     assert got == {("ana", tids[0]): (True, NOTE_ANA), ("ben", tids[0]): (True, NOTE_BEN)}

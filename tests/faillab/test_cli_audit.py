@@ -105,8 +105,8 @@ def test_create_import_report_reproduces_table_11(complex_ws: Path, tmp_path: Pa
     assert code == 0, err
     assert "954 / 3,915 tasks (24.4%)" in out
     store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
-    first = [i.task_id for i in store.audit_items("ehr-complex")]
-    assert first == [i.task_id for i in store.audit_items("again")]
+    first = [i.task_id for i in store.audits.items("ehr-complex")]
+    assert first == [i.task_id for i in store.audits.items("again")]
     assert len(set(first)) == 500 and all(int(t[5:]) < N_UNSOLVED for t in first)
 
     code, out, _ = invoke("audit", "list", "--workspace", ws, "--json")
@@ -176,8 +176,8 @@ def test_bad_rows_store_nothing(complex_ws: Path, tmp_path: Path, body: str,
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: bad.csv: ") and expected in err
     store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
-    assert store.audit_judgments("a1") == []
-    assert len(store.audit_items("a1")) == 20  # the unknown task of row 2 was not added either
+    assert store.audits.judgments("a1") == []
+    assert len(store.audits.items("a1")) == 20  # the unknown task of row 2 was not added either
 
 
 def test_unknown_tasks_are_allowed_and_errors_are_one_line(complex_ws: Path,
@@ -220,7 +220,7 @@ def test_import_judgments_creates_a_missing_audit_from_the_file(tmp_path: Path) 
     assert code == 0, err
     assert json.loads(out) == {"audit": "external", "imported": 6, "created": True}
     store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
-    assert [i.task_id for i in store.audit_items("external")] == ["ext-1", "ext-2", "ext-3"]
+    assert [i.task_id for i in store.audits.items("external")] == ["ext-1", "ext-2", "ext-3"]
     store.close()
 
     code, out, err = invoke("audit", "report", "--workspace", ws, "--audit", "external",
@@ -276,7 +276,7 @@ def test_partly_templated_audit_counts_templates(complex_ws: Path, tmp_path: Pat
     assert code == 0, err
     code, md, _ = invoke("audit", "report", "--workspace", ws, "--audit", "a1", "--format", "md")
     store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
-    templates = {i.template_id for i in store.audit_items("a1") if i.template_id}
+    templates = {i.template_id for i in store.audits.items("a1") if i.template_id}
     store.close()
     assert len(templates) >= 1
     assert (f"| Structurally unique templates | – | {len(templates)} "

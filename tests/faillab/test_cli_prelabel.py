@@ -80,7 +80,7 @@ def test_gemini_interlock_and_fake_server(ws_dir: Path) -> None:
     # Tokens and cost are recorded with the run.
     store = open_store(Workspace(ws_dir).default_annotations_url)
     try:
-        runs = store.latest_prelabel_runs(5)
+        runs = store.prelabels.latest_runs(5)
     finally:
         store.close()
     paid = [r for r in runs if r.calls == n]

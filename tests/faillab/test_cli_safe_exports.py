@@ -50,10 +50,10 @@ def ws(tmp_path: Path) -> Path:
     tax = default_taxonomy()
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
     try:
-        store.add_user("=evil")
+        store.users.add("=evil")
         for tid, note in zip(ids, NOTES, strict=True):
-            store.add_label(tid, "sql_logic_error", annotator="=evil", note=note,
-                            taxonomy_version=tax.version, first_error_step=2)
+            store.labels.add(tid, "sql_logic_error", annotator="=evil", note=note,
+                             taxonomy_version=tax.version, first_error_step=2)
     finally:
         store.close()
     return root
@@ -187,8 +187,8 @@ def test_neutralised_csv_imports_back_as_typed(ws: Path, tmp_path: Path) -> None
     store = open_store(Settings.from_env({}, workspace=ws).annotations_url())
     try:
         # (the importer trims surrounding whitespace, so "\tx" comes back as "x")
-        assert sorted(lab.note or "" for lab in store.all_labels()) == sorted(
+        assert sorted(lab.note or "" for lab in store.labels.all()) == sorted(
             n.strip() for n in NOTES)
-        assert {lab.annotator for lab in store.all_labels()} == {"=evil"}
+        assert {lab.annotator for lab in store.labels.all()} == {"=evil"}
     finally:
         store.close()

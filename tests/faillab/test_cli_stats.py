@@ -42,11 +42,11 @@ def labelled_ws(tmp_path_factory: pytest.TempPathFactory, demo_workspace: Path) 
     ws = Workspace(root)
     failed = ws.query_df("SELECT id FROM trajectories WHERE NOT success ORDER BY id")["id"]
     store = open_store(ws.default_annotations_url)
-    store.add_user("ann")
+    store.users.add("ann")
     for i, tid in enumerate(failed[:12]):
-        store.add_label(tid, CATEGORIES[i % 3], annotator="ann", taxonomy_version=VERSION)
+        store.labels.add(tid, CATEGORIES[i % 3], annotator="ann", taxonomy_version=VERSION)
         llm = CATEGORIES[i % 3] if i % 4 else CATEGORIES[(i + 1) % 3]
-        store.add_label(tid, llm, annotator=None, source="llm", taxonomy_version=VERSION)
+        store.labels.add(tid, llm, annotator=None, source="llm", taxonomy_version=VERSION)
     store.close()
     return root
 

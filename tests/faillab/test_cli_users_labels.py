@@ -44,8 +44,8 @@ def test_users_add_list_role(tmp_path: Path) -> None:
     assert "added ana (lead)" in out
     store = store_of(Path(ws))
     try:
-        assert store.verify_password("ana", "s3cret pass") is not None
-        assert store.verify_password("ana", "wrong") is None
+        assert store.users.verify_password("ana", "s3cret pass") is not None
+        assert store.users.verify_password("ana", "wrong") is None
     finally:
         store.close()
     code, _, err = invoke("users", "add", "bob", "--no-password", "--workspace", ws)
@@ -79,11 +79,11 @@ def test_labels_export_import_round_trip(ws: Path, tmp_path: Path) -> None:
     tax = default_taxonomy()
     a, b = _failed_ids(ws, 2)
     store = store_of(ws)
-    store.add_user("ana")
-    store.add_label(a, "sql_logic_error", annotator="ana", taxonomy_version=tax.version,
-                    note='comma, "quotes"\nand a newline', first_error_step=3)
-    store.add_label(b, "stuck_in_loop", annotator=None, source="llm", confidence=0.9,
-                    taxonomy_version=tax.version)
+    store.users.add("ana")
+    store.labels.add(a, "sql_logic_error", annotator="ana", taxonomy_version=tax.version,
+                     note='comma, "quotes"\nand a newline', first_error_step=3)
+    store.labels.add(b, "stuck_in_loop", annotator=None, source="llm", confidence=0.9,
+                     taxonomy_version=tax.version)
     store.close()
     for fmt in ("csv", "jsonl"):
         code, out, err = invoke("labels", "export", "--format", fmt, "--workspace", str(ws))
@@ -100,13 +100,13 @@ def test_labels_export_import_round_trip(ws: Path, tmp_path: Path) -> None:
         assert "imported 2 label(s)" in out
         copy = store_of(target)
         try:
-            labels = {lab.trajectory_id: lab for lab in copy.all_labels()}
+            labels = {lab.trajectory_id: lab for lab in copy.labels.all()}
             assert labels[a].annotator == "ana" and labels[a].category == "sql_logic_error"
             assert labels[a].note == 'comma, "quotes"\nand a newline'
             assert labels[a].first_error_step == 3
             assert labels[a].taxonomy_version == tax.version
             assert labels[b].source == "llm" and labels[b].confidence == 0.9
-            assert copy.get_user("ana") is not None
+            assert copy.users.get("ana") is not None
         finally:
             copy.close()
 
@@ -132,11 +132,11 @@ def test_import_accepts_category_names_and_creates_annotators(ws: Path, tmp_path
     assert code == 0, err
     store = store_of(ws)
     try:
-        user = store.get_user("newbie")
+        user = store.users.get("newbie")
         assert user is not None and user.role == "annotator"
-        assert sorted(lab.category for lab in store.all_labels()) == [
+        assert sorted(lab.category for lab in store.labels.all()) == [
             "sql_logic_error", "stuck_in_loop"]
-        assert {lab.taxonomy_version for lab in store.all_labels()} == {
+        assert {lab.taxonomy_version for lab in store.labels.all()} == {
             default_taxonomy().version}
     finally:
         store.close()
@@ -168,8 +168,8 @@ def test_import_errors_store_nothing(ws: Path, tmp_path: Path, rows: list[dict[s
     assert len(err.strip().splitlines()) == 1
     store = store_of(ws)
     try:
-        assert store.all_labels() == []
-        assert store.get_user("x") is None
+        assert store.labels.all() == []
+        assert store.users.get("x") is None
     finally:
         store.close()
 

@@ -128,8 +128,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def team(store: Store) -> Store:
     """The store with two annotators, a lead and an admin."""
-    store.add_user("ana", "annotator")
-    store.add_user("ben", "annotator")
-    store.add_user("lea", "lead")
-    store.add_user("root", "admin")
+    store.users.add("ana", "annotator")
+    store.users.add("ben", "annotator")
+    store.users.add("lea", "lead")
+    store.users.add("root", "admin")
     return store

@@ -123,7 +123,7 @@ def test_sample_is_seeded_stratified_and_sums_to_n() -> None:
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = open_store(f"sqlite:///{tmp_path / 'annotations.sqlite'}")
-    s.add_user("lea", "lead")
+    s.users.add("lea", "lead")
     return s
 
 
@@ -136,7 +136,7 @@ def test_create_audit_stores_definition_and_two_reviewers(store: Store) -> None:
     assert (stored["pool_size"], stored["total_tasks"], stored["n"], stored["seed"]) == (
         60, 200, 20, 3)
     assert sum(s["allocated"] for s in stored["strata"]) == 20
-    items = store.audit_items("a1")
+    items = store.audits.items("a1")
     assert [i.task_id for i in items] == [c.task_id for c in plan.items]
     assert all(len(i.annotators) == 2 for i in items)
     assert sum(len(review_queue(store, "a1", p)) for p in ("ana", "ben", "cy")) == 40
@@ -153,16 +153,16 @@ def test_report_from_store_merges_page_verdicts(store: Store) -> None:
     create_audit(store, plan, name="a1", annotators=["ana", "ben"])
     tids = [c.task_id for c in plan.items]
     for tid in tids:
-        store.record_judgment("a1", tid, "ana", True)
-        store.record_judgment("a1", tid, "ben", tid != tids[0], reason="temporal_wording",
-                              note="ben's doubt")
+        store.audits.record_judgment("a1", tid, "ana", True)
+        store.audits.record_judgment("a1", tid, "ben", tid != tids[0], reason="temporal_wording",
+                                     note="ben's doubt")
     [case] = audit_disagreements(store, "a1")
     assert case.item.task_id == tids[0] and case.verdict is None
     assert {j.annotator for j in case.reviews} == {"ana", "ben"}
     before = audit_report(store, "a1")
     assert (before.n_unresolved, before.n_valid_adjudicated, before.n_resolved) == (1, 9, 9)
-    store.adjudicate_audit_item("a1", tids[0], "lea", valid=False, reason="temporal_wording",
-                                expected_version=None)
+    store.audits.decide("a1", tids[0], "lea", valid=False, reason="temporal_wording",
+                        expected_version=None)
     after = audit_report(store, "a1")
     assert (after.n_unresolved, after.n_valid_adjudicated, after.n_resolved) == (0, 9, 10)
     assert after.n_candidates == 40 and after.n_total_tasks == 100

@@ -79,17 +79,17 @@ def test_heuristic_labels_every_failure_then_caches(ws: Workspace, store: Store)
     first = run_prelabelling(ws, store, PrelabelOptions(labeller="heuristic"))
     s = first.stats
     assert (s.labelled, s.cached, s.failed, s.calls) == (n, 0, 0, 0)
-    run = store.get_prelabel_run(first.run_id)
+    run = store.prelabels.get_run(first.run_id)
     assert run is not None and run.status == "done" and run.finished_at is not None
     assert (run.total, run.done, run.labelled, run.calls, run.tokens) == (n, n, n, 0, 0)
     assert run.labeller == "heuristic"
 
     second = run_prelabelling(ws, store, PrelabelOptions(labeller="heuristic"))
     assert (second.stats.labelled, second.stats.cached, second.stats.calls) == (0, n, 0)
-    run2 = store.get_prelabel_run(second.run_id)
+    run2 = store.prelabels.get_run(second.run_id)
     assert run2 is not None and (run2.cached, run2.done, run2.status) == (n, n, "done")
     # The taxonomy behind the labels is kept.
-    assert store.get_taxonomy_version(default_taxonomy().version) is not None
+    assert store.taxonomies.get(default_taxonomy().version) is not None
 
 
 def test_gemini_through_fake_server_calls_once_per_failure(
@@ -99,7 +99,7 @@ def test_gemini_through_fake_server_calls_once_per_failure(
     first = run_prelabelling(ws, store, GEMINI)
     assert (first.stats.labelled, first.stats.failed, first.stats.calls) == (n, 0, n)
     assert fake.request_count == n
-    run = store.get_prelabel_run(first.run_id)
+    run = store.prelabels.get_run(first.run_id)
     assert run is not None and run.status == "done"
     assert run.labeller == "gemini" and run.model == "gemini-2.5-flash"
     assert run.calls == n and run.labelled == n
@@ -136,7 +136,7 @@ def test_killed_worker_resumes_without_duplicate_calls(
                "FAILLAB_DATABASE_URL": "", "PYTHONPATH": str(REPO)}
         env.pop("GOOGLE_CLOUD_PROJECT", None)
         opts = PrelabelOptions(**{**GEMINI.__dict__, "concurrency": 1})
-        run_id = store.start_prelabel_run("gemini", "gemini-2.5-flash")
+        run_id = store.prelabels.start_run("gemini", "gemini-2.5-flash")
         proc = subprocess.Popen(worker_command(opts, run_id=run_id, workspace_root=ws.root),
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
@@ -181,7 +181,7 @@ def test_abort_marks_run_failed_and_keeps_completed(
     with pytest.raises(PrelabelRunAborted) as info:
         run_prelabelling(ws, store, opts)
     assert info.value.stats.labelled == 5
-    runs = store.latest_prelabel_runs(1)
+    runs = store.prelabels.latest_runs(1)
     assert runs[0].status == "failed" and runs[0].labelled == 5
     assert runs[0].finished_at is not None
 
@@ -197,10 +197,10 @@ def test_gemini_needs_acknowledgement(ws: Workspace, store: Store, fake: FakeGem
     require_consent(PrelabelOptions(labeller="gemini"), env={"FAILLAB_ALLOW_EXTERNAL_LLM": "1"})
     require_consent(PrelabelOptions(labeller="heuristic"), env={})  # nothing leaves the machine
     # A refused run that the app had already recorded is closed, not left "running".
-    run_id = store.start_prelabel_run("gemini", "gemini-2.5-flash")
+    run_id = store.prelabels.start_run("gemini", "gemini-2.5-flash")
     with pytest.raises(ConsentRequiredError):
         run_prelabelling(ws, store, opts, run_id=run_id, env={})
-    run = store.get_prelabel_run(run_id)
+    run = store.prelabels.get_run(run_id)
     assert run is not None and run.status == "failed"
 
 
@@ -245,23 +245,23 @@ def test_routing_matches_the_annotation_queue(ws: Workspace, store: Store) -> No
     found = prelabel_confidences(store, ids, PrelabelOptions(), default_taxonomy())
     conf = {t: (rec.result.confidence if rec and rec.result else None) for t, rec in found.items()}
     routing = route_prelabels(conf, threshold=0.7, spot_check_share=0.2, seed=0)
-    store.add_user("ana", "annotator")
-    store.assign(ids, ["ana"], overlap=1)
-    queue = store.next_items("ana", prelabel_threshold=0.7, spot_check_share=0.2, seed=0)
+    store.users.add("ana", "annotator")
+    store.queues.assign(ids, ["ana"], overlap=1)
+    queue = store.queues.next_items("ana", prelabel_threshold=0.7, spot_check_share=0.2, seed=0)
     assert set(queue) == set(routing.to_people)
     assert queue[: len(routing.low_confidence)] == routing.low_confidence
 
 
 def test_worker_entry_point_runs_heuristic(ws: Workspace, store: Store) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FAILLAB_DATABASE_URL": ""}
-    run_id = store.start_prelabel_run("heuristic", "heuristic")
+    run_id = store.prelabels.start_run("heuristic", "heuristic")
     done = subprocess.run(
         [sys.executable, "-m", "labeling.prelabel.worker", "--run-id", str(run_id),
          "--workspace", str(ws.root), "--labeler", "heuristic", "--limit", "7"],
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    run = store.get_prelabel_run(run_id)
+    run = store.prelabels.get_run(run_id)
     assert run is not None and (run.status, run.labelled) == ("done", 7)
     # The worker enforces the privacy interlock itself.
     env.pop("FAILLAB_ALLOW_EXTERNAL_LLM", None)

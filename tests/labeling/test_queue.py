@@ -38,14 +38,14 @@ def st_(tmp_path: Path) -> Iterator[Store]:
     store = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
     save_test_taxonomy(store)
     for name in ("ana", "ben", "cai"):
-        store.add_user(name)
+        store.users.add(name)
     yield store
     store.close()
 
 
 def prelabel(store: Store, tid: str, category: str, confidence: float,
              rationale: str = "step 1: because") -> None:
-    store.save_prelabel(PrelabelRecord(
+    store.prelabels.save(PrelabelRecord(
         PrelabelKey(tid, "v", "p", "m"),
         LabelResult(category, confidence, 1, rationale, "heuristic", "1")))
 
@@ -62,7 +62,7 @@ def test_assignments_cover_failures_with_stratified_overlap(st_: Store,
     frame = failed_frame(ws)
     assert len(frame) > 20
     created = create_assignments(st_, ws, ["ana", "ben"], overlap=2, double_share=0.5, seed=3)
-    pairs = st_.assignments()
+    pairs = st_.queues.assignments()
     assert created == len(pairs)
     per_item = Counter(t for t, _, _ in pairs)
     assert set(per_item) == set(frame["id"])  # every failure, nothing else
@@ -82,7 +82,7 @@ def test_queue_is_restricted_to_failures_and_ordered(st_: Store, demo_workspace:
     ws = Workspace(demo_workspace)
     failed = list(failed_frame(ws)["id"])[:4]
     succeeded = [r["id"] for r in ws.list() if r["success"]][:1]
-    st_.assign([*failed, *succeeded], ["ana"], overlap=1)
+    st_.queues.assign([*failed, *succeeded], ["ana"], overlap=1)
     prelabel(st_, failed[2], "a", 0.2)  # low confidence: first
     prelabel(st_, failed[3], "a", 0.99)  # confident: only as a spot check
     queue = queue_for(st_, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.0)
@@ -103,22 +103,22 @@ def test_prelabel_for_includes_rationale(st_: Store) -> None:
 
 
 def test_ids_with_final_category(st_: Store) -> None:
-    st_.add_label("t1", "a", annotator="ana", taxonomy_version="v")
-    st_.add_label("t2", "b", annotator="ana", taxonomy_version="v")
-    st_.add_label("t3", "a", annotator="ana", taxonomy_version="v")
-    st_.add_label("t3", "b", annotator="ben", taxonomy_version="v")  # disputed: no category
-    st_.add_label("t4", "a", annotator=None, source="llm", confidence=0.9, taxonomy_version="v")
+    st_.labels.add("t1", "a", annotator="ana", taxonomy_version="v")
+    st_.labels.add("t2", "b", annotator="ana", taxonomy_version="v")
+    st_.labels.add("t3", "a", annotator="ana", taxonomy_version="v")
+    st_.labels.add("t3", "b", annotator="ben", taxonomy_version="v")  # disputed: no category
+    st_.labels.add("t4", "a", annotator=None, source="llm", confidence=0.9, taxonomy_version="v")
     assert ids_with_final_category(st_, "a") == ["t1", "t4"]
     assert ids_with_final_category(st_, ["a", "b"]) == ["t1", "t2", "t4"]
-    st_.add_user("lea", "lead")
-    st_.adjudicate("t3", "a", "reason", "lea", expected_version=None)
+    st_.users.add("lea", "lead")
+    st_.adjudications.decide("t3", "a", "reason", "lea", expected_version=None)
     assert ids_with_final_category(st_, "a") == ["t1", "t3", "t4"]
 
 
 def label_all(store: Store, ratings: dict[str, dict[str, str]]) -> None:
     for who, items in ratings.items():
         for tid, cat in items.items():
-            store.add_label(tid, cat, annotator=who, taxonomy_version="v")
+            store.labels.add(tid, cat, annotator=who, taxonomy_version="v")
 
 
 def test_agreement_from_stored_labels(st_: Store) -> None:
@@ -128,9 +128,9 @@ def test_agreement_from_stored_labels(st_: Store) -> None:
         "cai": {"t1": "a", "t2": "c", "t3": "c", "t4": "a"},
     }
     label_all(st_, ratings)
-    st_.add_label("t5", "b", annotator="ben", taxonomy_version="v")  # supersedes "c"
+    st_.labels.add("t5", "b", annotator="ben", taxonomy_version="v")  # supersedes "c"
     ratings["ben"]["t5"] = "b"
-    st_.add_label("t1", "c", annotator="ana", taxonomy_version="other")  # other rubric
+    st_.labels.add("t1", "c", annotator="ana", taxonomy_version="other")  # other rubric
     got = latest_human_labels(st_, "v")
     assert got == ratings
     pairs = pairwise_table(got).set_index(["rater_a", "rater_b"])
@@ -155,10 +155,10 @@ def test_agreement_from_stored_labels(st_: Store) -> None:
 def test_llm_vs_human_split_by_prelabel_exposure(st_: Store) -> None:
     for tid in ("t1", "t2", "t3"):
         prelabel(st_, tid, "a", 0.9)
-    st_.add_label("t1", "a", annotator="ana", taxonomy_version="v", prelabel_shown=True)
-    st_.add_label("t2", "a", annotator="ana", taxonomy_version="v", prelabel_shown=True)
-    st_.add_label("t3", "b", annotator="ben", taxonomy_version="v", prelabel_shown=False)
-    st_.add_label("t9", "b", annotator="ben", taxonomy_version="v")  # no LLM opinion: ignored
+    st_.labels.add("t1", "a", annotator="ana", taxonomy_version="v", prelabel_shown=True)
+    st_.labels.add("t2", "a", annotator="ana", taxonomy_version="v", prelabel_shown=True)
+    st_.labels.add("t3", "b", annotator="ben", taxonomy_version="v", prelabel_shown=False)
+    st_.labels.add("t9", "b", annotator="ben", taxonomy_version="v")  # no LLM opinion: ignored
     out = llm_vs_human(st_, KEYS, "v")
     assert set(out) == {"all", "pre-label shown", "pre-label hidden"}
     assert out["all"].attrs["n"] == 3
@@ -182,11 +182,11 @@ def test_take_unassigned_leaves_planned_items_alone(tmp_path: Path, demo_workspa
     ws = Workspace(root)
     store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
     for name in ("lead", "solo"):
-        store.ensure_user(name, "annotator")
+        store.users.ensure(name, "annotator")
     failed = [str(t) for t in failed_frame(ws)["id"]]
-    store.assign(failed[:5], ["lead"], overlap=1)
+    store.queues.assign(failed[:5], ["lead"], overlap=1)
     assert take_unassigned(store, ws, "solo", 10) == 10
-    mine = {tid for tid, user, _ in store.assignments("solo")}
+    mine = {tid for tid, user, _ in store.queues.assignments("solo")}
     assert len(mine) == 10 and not mine & set(failed[:5])
     assert mine <= set(failed)
     store.close()

@@ -31,10 +31,10 @@ class MemoryStore:
         self.records: dict[PrelabelKey, PrelabelRecord] = {}
         self.saves: list[PrelabelRecord] = []
 
-    def get_prelabel(self, key: PrelabelKey) -> PrelabelRecord | None:
+    def get(self, key: PrelabelKey) -> PrelabelRecord | None:
         return self.records.get(key)
 
-    def save_prelabel(self, record: PrelabelRecord) -> None:
+    def save(self, record: PrelabelRecord) -> None:
         self.records[record.key] = record
         self.saves.append(record)
 

@@ -11,7 +11,7 @@ from labeling.store import ConflictError, PermissionDeniedError, Store, StoreErr
 
 
 def _prelabel(store: Store, tid: str, category: str, confidence: float) -> None:
-    store.save_prelabel(
+    store.prelabels.save(
         PrelabelRecord(
             key=PrelabelKey(tid, "v1", "p1", "gemini-x"),
             result=LabelResult(category, confidence, 4, "step 4: ...", "gemini", "1", "other"),
@@ -20,37 +20,37 @@ def _prelabel(store: Store, tid: str, category: str, confidence: float) -> None:
 
 
 def _label(store: Store, tid: str, who: str, category: str, step: int | None = None) -> None:
-    store.add_label(tid, category, annotator=who, taxonomy_version="v1", first_error_step=step)
+    store.labels.add(tid, category, annotator=who, taxonomy_version="v1", first_error_step=step)
 
 
 def test_annotator_cannot_adjudicate(team: Store) -> None:
     with pytest.raises(PermissionDeniedError, match="only leads and admins"):
-        team.adjudicate("t1", "bad_join", "because", "ana", expected_version=None,
+        team.adjudications.decide("t1", "bad_join", "because", "ana", expected_version=None,
                       taxonomy_version="v")
     assert isinstance(PermissionDeniedError("x"), StoreError)
-    assert team.get_adjudication("t1") is None
-    assert team.history("adjudication") == []
+    assert team.adjudications.get("t1") is None
+    assert team.history.entries("adjudication") == []
     # Admins may; a reason is mandatory.
     with pytest.raises(StoreError, match="reason"):
-        team.adjudicate("t1", "bad_join", "  ", "root", expected_version=None,
+        team.adjudications.decide("t1", "bad_join", "  ", "root", expected_version=None,
                       taxonomy_version="v")
-    assert team.adjudicate("t1", "bad_join", "step 2", "root", expected_version=None,
+    assert team.adjudications.decide("t1", "bad_join", "step 2", "root", expected_version=None,
                       taxonomy_version="v").version == 1
 
 
 def test_stale_version_is_a_conflict_naming_the_winner(team: Store) -> None:
-    team.adjudicate("t1", "bad_join", "first look", "lea", expected_version=None,
+    team.adjudications.decide("t1", "bad_join", "first look", "lea", expected_version=None,
                       taxonomy_version="v")
-    team.add_user("max", "lead")
-    team.adjudicate("t1", "wrong_table", "second look", "max", expected_version=1,
+    team.users.add("max", "lead")
+    team.adjudications.decide("t1", "wrong_table", "second look", "max", expected_version=1,
                       taxonomy_version="v")
     with pytest.raises(ConflictError, match=r"changed by max at .* UTC, reload"):
-        team.adjudicate("t1", "other", "stale", "lea", expected_version=1,
+        team.adjudications.decide("t1", "other", "stale", "lea", expected_version=1,
                       taxonomy_version="v")
     with pytest.raises(ConflictError, match="changed by max"):
-        team.adjudicate("t1", "other", "thought it was new", "lea", expected_version=None,
+        team.adjudications.decide("t1", "other", "thought it was new", "lea", expected_version=None,
                       taxonomy_version="v")
-    current = team.get_adjudication("t1")
+    current = team.adjudications.get("t1")
     assert current is not None and (current.category, current.version) == ("wrong_table", 2)
 
 
@@ -63,7 +63,7 @@ def test_disagreements(team: Store) -> None:
     _label(team, "override", "ana", "bad_join")
     _prelabel(team, "unsure", "wrong_table", 0.4)
     _label(team, "unsure", "ana", "bad_join")
-    found = {d.trajectory_id: d for d in team.disagreements(prelabel_threshold=0.9)}
+    found = {d.trajectory_id: d for d in team.adjudications.disagreements(prelabel_threshold=0.9)}
     assert set(found) == {"split", "override"}
     assert found["split"].kind == "humans_disagree"
     assert found["split"].human_categories == {"ana": "wrong_table", "ben": "bad_join"}
@@ -71,16 +71,17 @@ def test_disagreements(team: Store) -> None:
     assert found["override"].llm_confidence == pytest.approx(0.95)
     # A re-label that resolves the split removes it; adjudicated items drop out by default.
     _label(team, "split", "ben", "wrong_table")
-    team.adjudicate("override", "bad_join", "LLM misread step 4", "lea", expected_version=None,
-                      taxonomy_version="v")
-    assert team.disagreements(prelabel_threshold=0.9) == []
-    assert [d.trajectory_id for d in team.disagreements(include_adjudicated=True)] == ["override"]
+    team.adjudications.decide("override", "bad_join", "LLM misread step 4", "lea",
+                              expected_version=None, taxonomy_version="v")
+    assert team.adjudications.disagreements(prelabel_threshold=0.9) == []
+    everything = team.adjudications.disagreements(include_adjudicated=True)
+    assert [d.trajectory_id for d in everything] == ["override"]
 
 
 def test_final_label_provenance(team: Store) -> None:
     _label(team, "adj", "ana", "wrong_table")
     _label(team, "adj", "ben", "bad_join")
-    team.adjudicate(
+    team.adjudications.decide(
         "adj", "bad_join", "step 5 is the join", "lea", expected_version=None, first_error_step=5
     )
     _label(team, "agreed", "ana", "bad_join", step=3)
@@ -90,12 +91,12 @@ def test_final_label_provenance(team: Store) -> None:
     _label(team, "disputed", "ben", "bad_join")
     _prelabel(team, "disputed", "wrong_table", 0.99)
     _prelabel(team, "llm", "bad_join", 0.6)
-    team.save_prelabel(  # a failed pre-label is not an opinion
+    team.prelabels.save(  # a failed pre-label is not an opinion
         PrelabelRecord(key=PrelabelKey("failed", "v1", "p1", "gemini-x"), result=None, error="429")
     )
 
-    frame = team.final_labels().set_index("trajectory_id")
-    assert list(team.final_labels().columns) == [
+    frame = team.adjudications.final_labels().set_index("trajectory_id")
+    assert list(team.adjudications.final_labels().columns) == [
         "trajectory_id",
         "category",
         "secondary_category",
@@ -116,25 +117,26 @@ def test_final_label_provenance(team: Store) -> None:
     assert frame.loc["llm", "provenance"] == "llm_only"
     assert frame.loc["llm", "category"] == "bad_join"
     assert frame.loc["llm", "secondary_category"] == "other"
-    assert team.final_labels(taxonomy_version="v-other").empty is False  # adjudications stay
-    assert set(team.final_labels(taxonomy_version="v-other")["trajectory_id"]) == {"adj"}
+    other = team.adjudications.final_labels(taxonomy_version="v-other")
+    assert other.empty is False  # adjudications stay
+    assert set(other["trajectory_id"]) == {"adj"}
 
 
 def test_history_is_appended_for_every_change_and_never_rewritten(team: Store) -> None:
     _label(team, "t1", "ana", "wrong_table")
     _label(team, "t1", "ana", "bad_join")
-    team.adjudicate("t1", "bad_join", "clear", "lea", expected_version=None,
+    team.adjudications.decide("t1", "bad_join", "clear", "lea", expected_version=None,
                       taxonomy_version="v")
-    team.adjudicate("t1", "other", "on reflection", "lea", expected_version=1,
+    team.adjudications.decide("t1", "other", "on reflection", "lea", expected_version=1,
                       taxonomy_version="v")
-    team.create_audit("a1", {"n": 1}, [{"task_id": "q1"}], ["ana"])
-    team.record_judgment("a1", "q1", "ana", True)
-    team.record_judgment("a1", "q1", "ana", False, reason="ambiguous")
-    team.adjudicate_audit_item(
+    team.audits.create("a1", {"n": 1}, [{"task_id": "q1"}], ["ana"])
+    team.audits.record_judgment("a1", "q1", "ana", True)
+    team.audits.record_judgment("a1", "q1", "ana", False, reason="ambiguous")
+    team.audits.decide(
         "a1", "q1", "lea", valid=False, reason="ambiguous", expected_version=None
     )
 
-    entries = team.history()
+    entries = team.history.entries()
     assert [(h.entity, h.action) for h in entries] == [
         ("label", "create"),
         ("label", "relabel"),
@@ -150,9 +152,9 @@ def test_history_is_appended_for_every_change_and_never_rewritten(team: Store) -
 
     # More changes append; earlier rows stay byte-for-byte the same.
     _label(team, "t2", "ben", "wrong_table")
-    assert team.history()[: len(entries)] == entries
+    assert team.history.entries()[: len(entries)] == entries
     # The database itself refuses to rewrite history.
     for statement in ("UPDATE history SET actor = 'mallory'", "DELETE FROM history"):
         with pytest.raises(DBAPIError, match="append-only"), team.engine.begin() as conn:
             conn.execute(text(statement))
-    assert team.history() == [*entries, team.history()[-1]]
+    assert team.history.entries() == [*entries, team.history.entries()[-1]]

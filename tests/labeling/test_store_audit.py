@@ -9,60 +9,61 @@ from labeling.store import ConflictError, NotFoundError, PermissionDeniedError, 
 
 @pytest.fixture
 def audited(team: Store) -> Store:
-    team.add_user("cy")
+    team.users.add("cy")
     items = [{"task_id": f"q{i}", "intent": "Labs", "template_id": f"tpl{i % 2}"} for i in range(6)]
-    team.create_audit(
+    team.audits.create(
         "a1", {"runs": ["r1"], "n": 6, "seed": 0}, items, ["ana", "ben", "cy"], per_item=2
     )
     return team
 
 
 def test_items_and_assignments(audited: Store) -> None:
-    items = audited.audit_items("a1")
+    items = audited.audits.items("a1")
     assert [i.task_id for i in items] == [f"q{i}" for i in range(6)]
     assert all(len(i.annotators) == 2 for i in items)
     load = {name: sum(name in i.annotators for i in items) for name in ("ana", "ben", "cy")}
     assert load == {"ana": 4, "ben": 4, "cy": 4}
-    assert audited.list_audits()[0] == ("a1", {"runs": ["r1"], "n": 6, "seed": 0})
+    assert audited.audits.all()[0] == ("a1", {"runs": ["r1"], "n": 6, "seed": 0})
     with pytest.raises(ConflictError):
-        audited.create_audit("a1", {}, [], ["ana"])
+        audited.audits.create("a1", {}, [], ["ana"])
     with pytest.raises(NotFoundError):
-        audited.audit_items("nope")
+        audited.audits.items("nope")
 
 
 def test_blind_review(audited: Store) -> None:
-    audited.record_judgment("a1", "q0", "ana", True)
-    audited.record_judgment("a1", "q0", "ben", False, reason="ambiguous", note="two readings")
-    mine = audited.audit_judgments_visible_to("ana", "a1")
+    audited.audits.record_judgment("a1", "q0", "ana", True)
+    audited.audits.record_judgment("a1", "q0", "ben", False, reason="ambiguous",
+                                   note="two readings")
+    mine = audited.audits.judgments_visible_to("ana", "a1")
     assert [(j.annotator, j.valid) for j in mine] == [("ana", True)]
-    assert len(audited.audit_judgments_visible_to("lea", "a1")) == 2
-    assert len(audited.audit_judgments("a1")) == 2
+    assert len(audited.audits.judgments_visible_to("lea", "a1")) == 2
+    assert len(audited.audits.judgments("a1")) == 2
     # A second judgment at the same stage replaces the first.
-    audited.record_judgment("a1", "q0", "ana", False, reason="wrong_gt")
-    [again] = audited.audit_judgments_visible_to("ana", "a1")
+    audited.audits.record_judgment("a1", "q0", "ana", False, reason="wrong_gt")
+    [again] = audited.audits.judgments_visible_to("ana", "a1")
     assert (again.valid, again.reason) == (False, "wrong_gt")
     with pytest.raises(StoreError):
-        audited.record_judgment("a1", "q0", "ana", True, stage="final")
+        audited.audits.record_judgment("a1", "q0", "ana", True, stage="final")
     with pytest.raises(NotFoundError):
-        audited.record_judgment("a1", "q99", "ana", True)
+        audited.audits.record_judgment("a1", "q99", "ana", True)
 
 
 def test_audit_verdict_is_locked_and_lead_only(audited: Store) -> None:
     with pytest.raises(PermissionDeniedError):
-        audited.adjudicate_audit_item(
+        audited.audits.decide(
             "a1", "q0", "ana", valid=True, reason="ok", expected_version=None
         )
-    first = audited.adjudicate_audit_item(
+    first = audited.audits.decide(
         "a1", "q0", "lea", valid=False, reason="ambiguous", expected_version=None
     )
-    audited.add_user("max", "lead")
-    second = audited.adjudicate_audit_item(
+    audited.users.add("max", "lead")
+    second = audited.audits.decide(
         "a1", "q0", "max", valid=True, reason="fine", expected_version=first.version
     )
     assert second.version == 2
     with pytest.raises(ConflictError, match="changed by max"):
-        audited.adjudicate_audit_item(
+        audited.audits.decide(
             "a1", "q0", "lea", valid=False, reason="stale", expected_version=1
         )
-    [verdict] = audited.audit_adjudications("a1")
+    [verdict] = audited.audits.adjudications("a1")
     assert (verdict.valid, verdict.decided_by, verdict.version) == (True, "max", 2)

@@ -18,7 +18,8 @@ PER_WRITER = 200
 
 def _write_labels(store: Store, annotator: str, n: int) -> None:
     for i in range(n):
-        store.add_label(f"traj-{i % 50}", "wrong_table", annotator=annotator, taxonomy_version="v1")
+        store.labels.add(f"traj-{i % 50}", "wrong_table", annotator=annotator,
+                         taxonomy_version="v1")
 
 
 def _process_worker(url: str, annotator: str, n: int) -> None:
@@ -26,7 +27,7 @@ def _process_worker(url: str, annotator: str, n: int) -> None:
     store = open_store(url)
     try:
         save_test_taxonomy(store)
-        store.ensure_user(annotator)
+        store.users.ensure(annotator)
         _write_labels(store, annotator, n)
     finally:
         store.close()
@@ -35,7 +36,7 @@ def _process_worker(url: str, annotator: str, n: int) -> None:
 def test_twenty_threads_lose_no_label(store: Store) -> None:
     names = [f"worker{i}" for i in range(THREADS)]
     for name in names:
-        store.add_user(name)
+        store.users.add(name)
     barrier = threading.Barrier(THREADS)
 
     def work(name: str) -> None:
@@ -45,10 +46,10 @@ def test_twenty_threads_lose_no_label(store: Store) -> None:
     with ThreadPoolExecutor(THREADS) as pool:
         for future in [pool.submit(work, n) for n in names]:
             future.result()
-    frame = store.labels_df()
+    frame = store.labels.frame()
     assert len(frame) == THREADS * PER_WRITER
     assert frame.groupby("annotator").size().to_dict() == dict.fromkeys(names, PER_WRITER)
-    assert len(store.history(entity="label")) == THREADS * PER_WRITER
+    assert len(store.history.entries(entity="label")) == THREADS * PER_WRITER
 
 
 def test_processes_lose_no_label(db_url: str) -> None:
@@ -64,7 +65,7 @@ def test_processes_lose_no_label(db_url: str) -> None:
         assert p.exitcode == 0, f"writer process failed with exit code {p.exitcode}"
     store = open_store(db_url)
     try:
-        frame = store.labels_df()
+        frame = store.labels.frame()
         assert len(frame) == PROCESSES * PER_WRITER
         assert set(frame.groupby("annotator").size()) == {PER_WRITER}
     finally:
@@ -80,7 +81,7 @@ def _race(store: Store, leads: list[str], expected_version: int | None) -> list[
     def decide(lead: str) -> object:
         barrier.wait()
         try:
-            return store.adjudicate(
+            return store.adjudications.decide(
                 "t-race",
                 CATEGORY_BY[lead],
                 "looked at step 3",
@@ -97,26 +98,27 @@ def _race(store: Store, leads: list[str], expected_version: int | None) -> list[
 
 @pytest.mark.parametrize("repeat", range(3))
 def test_two_leads_racing_on_an_update(team: Store, repeat: int) -> None:
-    team.add_user("max", "lead")
-    first = team.adjudicate("t-race", "a", "initial", "lea", expected_version=None,
-                            taxonomy_version="v")
+    team.users.add("max", "lead")
+    first = team.adjudications.decide("t-race", "a", "initial", "lea", expected_version=None,
+                                      taxonomy_version="v")
     outcomes = _race(team, ["lea", "max"], first.version)
     wins = [o for o in outcomes if isinstance(o, Adjudication)]
     losses = [o for o in outcomes if isinstance(o, ConflictError)]
     assert len(wins) == 1 and len(losses) == 1
     winner = wins[0].decided_by
     assert f"changed by {winner}" in str(losses[0]) and "reload" in str(losses[0])
-    stored = team.get_adjudication("t-race")
+    stored = team.adjudications.get("t-race")
     assert stored is not None
     assert stored.version == first.version + 1 and stored.category == CATEGORY_BY[winner]
-    assert [h.action for h in team.history("adjudication", "t-race")] == ["create", "update"]
+    entries = team.history.entries("adjudication", "t-race")
+    assert [h.action for h in entries] == ["create", "update"]
 
 
 def test_two_leads_racing_on_the_first_decision(team: Store) -> None:
-    team.add_user("max", "lead")
+    team.users.add("max", "lead")
     outcomes = _race(team, ["lea", "max"], None)
     wins = [o for o in outcomes if isinstance(o, Adjudication)]
     losses = [o for o in outcomes if isinstance(o, ConflictError)]
     assert len(wins) == 1 and len(losses) == 1
     assert f"changed by {wins[0].decided_by}" in str(losses[0])
-    assert len(team.history("adjudication", "t-race")) == 1
+    assert len(team.history.entries("adjudication", "t-race")) == 1

@@ -27,8 +27,8 @@ HEADER = "trajectory_id,annotator,source,category\n"
 
 
 def _seed(store: Store) -> None:
-    store.add_user("ana")
-    store.add_label(
+    store.users.add("ana")
+    store.labels.add(
         "t1",
         "wrong_table",
         annotator="ana",
@@ -37,7 +37,7 @@ def _seed(store: Store) -> None:
         confidence=0.75,
         note='says "step 2", with comma',
     )
-    store.add_label(
+    store.labels.add(
         "t2",
         "bad_join",
         annotator=None,
@@ -69,8 +69,8 @@ def test_round_trip(store: Store, fmt: str, tmp_path: Path) -> None:
                           default_taxonomy_version="v1") == 2
         )
         assert export_labels(target, fmt) == exported
-        assert target.get_user("ana") is not None
-        assert [h.action for h in target.history("label")] == ["import", "import"]
+        assert target.users.get("ana") is not None
+        assert [h.action for h in target.history.entries("label")] == ["import", "import"]
         # A path works as well as content.
         path = tmp_path / f"labels.{fmt}"
         path.write_text(exported)
@@ -87,9 +87,9 @@ def test_round_trip(store: Store, fmt: str, tmp_path: Path) -> None:
 def test_unknown_annotators_are_created_as_annotators(store: Store) -> None:
     text = HEADER + "t1,newbie,human,other\nt2,,llm,bad_join\n"
     assert import_labels(store, text, known_trajectory_ids=KNOWN, default_taxonomy_version=V) == 2
-    user = store.get_user("newbie")
+    user = store.users.get("newbie")
     assert user is not None and user.role == "annotator"
-    assert store.labels_df()["taxonomy_version"].tolist() == ["v1", "v1"]
+    assert store.labels.frame()["taxonomy_version"].tolist() == ["v1", "v1"]
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_bad_rows_store_nothing(store: Store, body: str, message: str) -> None:
     with pytest.raises(LabelImportError) as info:
         import_labels(store, HEADER + body, known_trajectory_ids=KNOWN, default_taxonomy_version=V)
     assert message in str(info.value)
-    assert store.labels_df().empty and store.list_users() == [] and store.history() == []
+    assert store.labels.frame().empty and store.users.all() == [] and store.history.entries() == []
 
 
 def test_missing_column_and_bad_values_store_nothing(store: Store) -> None:
@@ -132,7 +132,7 @@ def test_missing_column_and_bad_values_store_nothing(store: Store) -> None:
         text = f"trajectory_id,annotator,source,category,{column}\nt1,ana,human,other,{value}\n"
         with pytest.raises(LabelImportError, match=message):
             import_labels(store, text, known_trajectory_ids=KNOWN, default_taxonomy_version=V)
-    assert store.labels_df().empty
+    assert store.labels.frame().empty
 
 
 # -- audit judgments ------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def test_missing_column_and_bad_values_store_nothing(store: Store) -> None:
 
 @pytest.fixture
 def audit(team: Store) -> Store:
-    team.create_audit(
+    team.audits.create(
         "validity-1",
         {"runs": ["r1"], "n": 2, "seed": 1, "strata": {"Labs": 2}},
         [{"task_id": "q1", "intent": "Labs", "scope": "patient"}, {"task_id": "q2"}],
@@ -165,15 +165,15 @@ def test_import_judgments(audit: Store, tmp_path: Path) -> None:
         "q1,lea,0,ambiguous,,adjudication\n",
     )
     assert import_audit_judgments(audit, path, "validity-1") == 5
-    judged = {(j.task_id, j.annotator, j.stage): j for j in audit.audit_judgments("validity-1")}
+    judged = {(j.task_id, j.annotator, j.stage): j for j in audit.audits.judgments("validity-1")}
     assert judged[("q1", "ana", "review")].valid is True
     assert judged[("q1", "ben", "review")].reason == "ambiguous"
     assert judged[("q2", "ana", "review")].valid is True
     assert judged[("q3", "newcomer", "review")].valid is False
     assert judged[("q1", "lea", "adjudication")].valid is False
-    q3 = [i for i in audit.audit_items("validity-1") if i.task_id == "q3"]
+    q3 = [i for i in audit.audits.items("validity-1") if i.task_id == "q3"]
     assert q3 and q3[0].intent is None and q3[0].scope is None and q3[0].position == 2
-    user = audit.get_user("newcomer")
+    user = audit.users.get("newcomer")
     assert user is not None and user.role == "annotator"
 
 
@@ -194,8 +194,8 @@ def test_bad_judgment_rows_store_nothing(
     with pytest.raises(JudgmentImportError) as info:
         import_audit_judgments(audit, _write(tmp_path, body), "validity-1")
     assert message in str(info.value)
-    assert audit.audit_judgments("validity-1") == []
-    assert len(audit.audit_items("validity-1")) == 2
+    assert audit.audits.judgments("validity-1") == []
+    assert len(audit.audits.items("validity-1")) == 2
 
 
 def test_judgment_file_errors(audit: Store, tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_judgment_file_errors(audit: Store, tmp_path: Path) -> None:
             "validity-1",
             reasons={"ambiguous", "wrong_gt"},
         )
-    assert audit.audit_judgments("validity-1") == []
+    assert audit.audits.judgments("validity-1") == []
 
 
 def test_export_includes_llm_prelabels_with_their_rationale(store: Store) -> None:
@@ -221,9 +221,9 @@ def test_export_includes_llm_prelabels_with_their_rationale(store: Store) -> Non
     _seed(store)
     key = PrelabelKey("t3", "v1", "rules-1", "heuristic")
     result = LabelResult("other", 0.4, 3, "step 3: a guess", "heuristic", "1")
-    store.save_prelabel(PrelabelRecord(key, result))
-    store.save_prelabel(PrelabelRecord(PrelabelKey("t1", "v1", "rules-1", "heuristic"), None,
-                                       error="timeout"))  # failures are not labels
+    store.prelabels.save(PrelabelRecord(key, result))
+    store.prelabels.save(PrelabelRecord(PrelabelKey("t1", "v1", "rules-1", "heuristic"), None,
+                                        error="timeout"))  # failures are not labels
     rows = list(csv.DictReader(io.StringIO(export_labels(store, "csv"))))
     llm = [r for r in rows if r["trajectory_id"] == "t3"]
     assert len(llm) == 1 and len(rows) == 3

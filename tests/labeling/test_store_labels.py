@@ -11,7 +11,7 @@ from labeling.store import NotFoundError, Store, StoreError
 
 
 def _prelabel(store: Store, tid: str, confidence: float, category: str = "wrong_table") -> None:
-    store.save_prelabel(
+    store.prelabels.save(
         PrelabelRecord(
             key=PrelabelKey(tid, "v1", "p1", "heuristic"),
             result=LabelResult(category, confidence, 2, "step 2: ...", "heuristic", "1"),
@@ -20,8 +20,8 @@ def _prelabel(store: Store, tid: str, confidence: float, category: str = "wrong_
 
 
 def test_add_label_and_relabel_history(team: Store) -> None:
-    first = team.add_label("t1", "wrong_table", annotator="ana", taxonomy_version="v1")
-    second = team.add_label(
+    first = team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1")
+    second = team.labels.add(
         "t1",
         "bad_join",
         annotator="ana",
@@ -33,31 +33,32 @@ def test_add_label_and_relabel_history(team: Store) -> None:
         note="step 3 joins wrong",
     )
     assert second.id != first.id and second.prelabel_shown and second.seconds_on_item == 12.5
-    actions = [(h.action, h.actor) for h in team.history("label", "t1")]
+    actions = [(h.action, h.actor) for h in team.history.entries("label", "t1")]
     assert actions == [("create", "ana"), ("relabel", "ana")]
-    relabel = team.history("label", "t1")[1]
+    relabel = team.history.entries("label", "t1")[1]
     assert relabel.before is not None and relabel.before["category"] == "wrong_table"
     assert relabel.after is not None and relabel.after["category"] == "bad_join"
-    frame = team.labels_df()
+    frame = team.labels.frame()
     assert list(frame["category"]) == ["wrong_table", "bad_join"]
 
 
 def test_label_validation(team: Store) -> None:
     with pytest.raises(NotFoundError):
-        team.add_label("t1", "c", annotator="ghost", taxonomy_version="v1")
+        team.labels.add("t1", "c", annotator="ghost", taxonomy_version="v1")
     with pytest.raises(StoreError):
-        team.add_label("t1", "c", annotator=None, taxonomy_version="v1")  # human needs a name
-    llm = team.add_label("t1", "c", annotator=None, source="llm", taxonomy_version="v1")
+        team.labels.add("t1", "c", annotator=None, taxonomy_version="v1")  # human needs a name
+    llm = team.labels.add("t1", "c", annotator=None, source="llm", taxonomy_version="v1")
     assert llm.annotator is None and llm.source == "llm"
 
 
 def test_blind_mode_hides_other_annotators(team: Store) -> None:
-    team.add_label("t1", "wrong_table", annotator="ana", taxonomy_version="v1")
-    team.add_label("t1", "bad_join", annotator="ben", taxonomy_version="v1")
-    team.add_label("t1", "bad_join", annotator=None, source="llm", taxonomy_version="v1")
+    team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1")
+    team.labels.add("t1", "bad_join", annotator="ben", taxonomy_version="v1")
+    team.labels.add("t1", "bad_join", annotator=None, source="llm", taxonomy_version="v1")
 
     def seen(viewer: str | None, blind: bool, **kw: bool) -> list[str | None]:
-        return [lab.annotator for lab in team.labels_for("t1", viewer=viewer, blind=blind, **kw)]
+        found = team.labels.for_item("t1", viewer=viewer, blind=blind, **kw)
+        return [lab.annotator for lab in found]
 
     # Annotators see only their own, even after they have submitted.
     assert seen("ana", True) == ["ana", None]
@@ -66,29 +67,29 @@ def test_blind_mode_hides_other_annotators(team: Store) -> None:
     assert seen("root", True) == ["ana", "ben", None]  # admin
     assert seen("ana", False) == ["ana", "ben", None]
     assert seen(None, True, include_llm=False) == []
-    team.add_user("cy")
+    team.users.add("cy")
     assert seen("cy", True, include_llm=False) == []  # nothing of theirs yet, nothing else
 
 
 def test_overlap_assignment_counts(team: Store) -> None:
-    team.add_user("cy")
+    team.users.add("cy")
     ids = [f"t{i:03d}" for i in range(100)]
-    created = team.assign(ids, ["ana", "ben", "cy"], overlap=2, double_share=0.2, seed=7)
-    per_item = Counter(t for t, _, _ in team.assignments())
+    created = team.queues.assign(ids, ["ana", "ben", "cy"], overlap=2, double_share=0.2, seed=7)
+    per_item = Counter(t for t, _, _ in team.queues.assignments())
     assert Counter(per_item.values()) == {1: 80, 2: 20}
     assert created == 120
-    loads = Counter(name for _, name, _ in team.assignments())
+    loads = Counter(name for _, name, _ in team.queues.assignments())
     assert max(loads.values()) - min(loads.values()) <= 1  # balanced
     # Idempotent, and deterministic for a seed.
-    assert team.assign(ids, ["ana", "ben", "cy"], overlap=2, double_share=0.2, seed=7) == 0
-    assert {p.annotator: p.assigned for p in team.progress()} == dict(loads)
+    assert team.queues.assign(ids, ["ana", "ben", "cy"], overlap=2, double_share=0.2, seed=7) == 0
+    assert {p.annotator: p.assigned for p in team.queues.progress()} == dict(loads)
 
 
 def test_stratified_double_share(team: Store) -> None:
     ids = [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(30)]
     strata = {t: t[0] for t in ids}
-    team.assign(ids, ["ana", "ben"], overlap=2, double_share=0.5, seed=1, strata=strata)
-    doubled = {t for t, n in Counter(t for t, _, _ in team.assignments()).items() if n == 2}
+    team.queues.assign(ids, ["ana", "ben"], overlap=2, double_share=0.5, seed=1, strata=strata)
+    doubled = {t for t, n in Counter(t for t, _, _ in team.queues.assignments()).items() if n == 2}
     assert sum(t.startswith("a") for t in doubled) == 5
     assert sum(t.startswith("b") for t in doubled) == 15
 
@@ -101,21 +102,26 @@ def test_queue_low_confidence_first_then_unlabelled_then_spot_checks(team: Store
     for tid in confident:
         _prelabel(team, tid, 0.95)
     ids = ["n1", *low, *confident, "n2"]
-    team.assign(ids, ["ana"], overlap=1, seed=0)
+    team.queues.assign(ids, ["ana"], overlap=1, seed=0)
 
-    queue = team.next_items("ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=3)
+    queue = team.queues.next_items("ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=3)
     assert queue[:3] == ["l3", "l1", "l2"]  # ascending confidence
     assert set(queue[3:5]) == {"n1", "n2"}  # no pre-label: after the low-confidence ones
     spot = queue[5:]
     assert len(spot) == 5 and set(spot) <= set(confident)  # 25% of 20 confident items
-    assert team.next_items("ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=3) == queue
-    other_seed = team.next_items("ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=4)
+    def next_for(seed: int) -> list[str]:
+        return team.queues.next_items(
+            "ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=seed
+        )
+
+    assert next_for(3) == queue
+    other_seed = next_for(4)
     assert other_seed[5:] != spot
 
     # Labelled items leave the queue; the spot-check sample does not drift.
-    team.add_label("l3", "bad_join", annotator="ana", taxonomy_version="v1")
-    team.add_label(spot[0], "bad_join", annotator="ana", taxonomy_version="v1")
-    after = team.next_items("ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=3)
+    team.labels.add("l3", "bad_join", annotator="ana", taxonomy_version="v1")
+    team.labels.add(spot[0], "bad_join", annotator="ana", taxonomy_version="v1")
+    after = team.queues.next_items("ana", prelabel_threshold=0.8, spot_check_share=0.25, seed=3)
     assert after == [t for t in queue if t not in {"l3", spot[0]}]
-    assert team.next_items("ana", spot_check_share=0.0, limit=2) == ["l1", "l2"]
-    assert {p.annotator: (p.assigned, p.done) for p in team.progress()} == {"ana": (25, 2)}
+    assert team.queues.next_items("ana", spot_check_share=0.0, limit=2) == ["l1", "l2"]
+    assert {p.annotator: (p.assigned, p.done) for p in team.queues.progress()} == {"ana": (25, 2)}

@@ -56,7 +56,7 @@ def test_previous_revision_upgrades_with_data_kept(db_url: str) -> None:
     store = open_store(db_url)
     try:
         assert current_revision(store.engine) == head_revision()
-        [label] = store.labels_for("traj-1", viewer=None, blind=False)
+        [label] = store.labels.for_item("traj-1", viewer=None, blind=False)
         assert (label.annotator, label.category, label.taxonomy_version) == (
             "old",
             "bad_join",
@@ -64,8 +64,8 @@ def test_previous_revision_upgrades_with_data_kept(db_url: str) -> None:
         )
         assert label.prelabel_shown is False and label.seconds_on_item is None
         # New tables from the second revision are usable straight away.
-        run_id = store.start_prelabel_run("heuristic", "heuristic", total=3)
-        assert store.get_prelabel_run(run_id) is not None
+        run_id = store.prelabels.start_run("heuristic", "heuristic", total=3)
+        assert store.prelabels.get_run(run_id) is not None
     finally:
         store.close()
 

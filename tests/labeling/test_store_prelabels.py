@@ -9,47 +9,47 @@ from labeling.store import Store, StoreError
 
 
 def test_prelabel_upsert_and_failure_records(store: Store) -> None:
-    cache: PrelabelStore = store  # the store satisfies the protocol
+    cache: PrelabelStore = store.prelabels  # the store's pre-label part satisfies the protocol
     key = PrelabelKey("t1", "v1", "p1", "gemini-x")
-    assert cache.get_prelabel(key) is None
-    cache.save_prelabel(PrelabelRecord(key=key, result=None, error="timeout", attempts=3))
-    failed = cache.get_prelabel(key)
+    assert cache.get(key) is None
+    cache.save(PrelabelRecord(key=key, result=None, error="timeout", attempts=3))
+    failed = cache.get(key)
     assert failed is not None and not failed.ok and failed.error == "timeout"
     result = LabelResult("bad_join", 0.8, 3, "step 3: ...", "gemini", "2", "other")
     ok = PrelabelRecord(key=key, result=result, input_tokens=100, output_tokens=20)
-    cache.save_prelabel(ok)
-    assert cache.get_prelabel(key) == ok
+    cache.save(ok)
+    assert cache.get(key) == ok
     other_prompt = PrelabelKey("t1", "v1", "p2", "gemini-x")
-    assert cache.get_prelabel(other_prompt) is None
-    assert store.prelabel_count() == 1
+    assert cache.get(other_prompt) is None
+    assert store.prelabels.count() == 1
 
 
 def test_run_progress(store: Store) -> None:
-    run_id = store.start_prelabel_run("gemini", "gemini-x", total=10, pid=1234)
-    run = store.update_prelabel_run(
+    run_id = store.prelabels.start_run("gemini", "gemini-x", total=10, pid=1234)
+    run = store.prelabels.update_run(
         run_id, done=4, labelled=3, cached=1, calls=3, tokens=900, estimated_cost=0.02
     )
     assert (run.status, run.done, run.pid, run.finished_at) == ("running", 4, 1234, None)
-    run = store.update_prelabel_run(run_id, status="done", done=10)
+    run = store.prelabels.update_run(run_id, status="done", done=10)
     assert run.finished_at is not None
-    assert store.get_prelabel_run(run_id) == run
-    second = store.start_prelabel_run("heuristic", "heuristic")
-    assert [r.id for r in store.latest_prelabel_runs()] == [second, run_id]
+    assert store.prelabels.get_run(run_id) == run
+    second = store.prelabels.start_run("heuristic", "heuristic")
+    assert [r.id for r in store.prelabels.latest_runs()] == [second, run_id]
     with pytest.raises(StoreError):
-        store.update_prelabel_run(run_id, colour="blue")
+        store.prelabels.update_run(run_id, colour="blue")
     with pytest.raises(StoreError):
-        store.update_prelabel_run(run_id, status="paused")
-    assert store.get_prelabel_run(999) is None
+        store.prelabels.update_run(run_id, status="paused")
+    assert store.prelabels.get_run(999) is None
 
 
 def test_get_prelabels_reads_one_configuration_in_bulk(store: Store) -> None:
     for tid in ("a", "b"):
-        store.save_prelabel(PrelabelRecord(PrelabelKey(tid, "v1", "p1", "m1"),
-                                           LabelResult("x", 0.5, 1, "r", "h", "1")))
-    store.save_prelabel(PrelabelRecord(PrelabelKey("c", "v1", "p1", "m1"), None, error="boom"))
-    store.save_prelabel(PrelabelRecord(PrelabelKey("a", "v1", "p1", "other-model"),
-                                       LabelResult("y", 0.9, None, "r", "h", "1")))
-    found = store.get_prelabels("v1", "p1", "m1")
+        store.prelabels.save(PrelabelRecord(PrelabelKey(tid, "v1", "p1", "m1"),
+                                            LabelResult("x", 0.5, 1, "r", "h", "1")))
+    store.prelabels.save(PrelabelRecord(PrelabelKey("c", "v1", "p1", "m1"), None, error="boom"))
+    store.prelabels.save(PrelabelRecord(PrelabelKey("a", "v1", "p1", "other-model"),
+                                        LabelResult("y", 0.9, None, "r", "h", "1")))
+    found = store.prelabels.get_many("v1", "p1", "m1")
     assert set(found) == {"a", "b", "c"}
-    assert found["a"] == store.get_prelabel(PrelabelKey("a", "v1", "p1", "m1"))
+    assert found["a"] == store.prelabels.get(PrelabelKey("a", "v1", "p1", "m1"))
     assert found["c"].result is None and found["c"].error == "boom"

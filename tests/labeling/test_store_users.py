@@ -9,32 +9,32 @@ from labeling.store import ConflictError, Store, StoreError
 
 
 def test_password_is_hashed_and_verified(store: Store) -> None:
-    store.add_user("ana", "annotator", password="correct horse")
-    assert store.verify_password("ana", "correct horse") is not None
-    assert store.verify_password("ana", "wrong") is None
-    assert store.verify_password("nobody", "correct horse") is None
+    store.users.add("ana", "annotator", password="correct horse")
+    assert store.users.verify_password("ana", "correct horse") is not None
+    assert store.users.verify_password("ana", "wrong") is None
+    assert store.users.verify_password("nobody", "correct horse") is None
     with store.engine.connect() as conn:
         stored = conn.execute(text("SELECT password_hash FROM users WHERE name = 'ana'")).scalar()
     assert stored is not None and stored.startswith("$argon2") and "correct horse" not in stored
 
 
 def test_user_without_password_cannot_log_in(store: Store) -> None:
-    store.add_user("ben")
-    assert store.verify_password("ben", "") is None
-    store.set_password("ben", "s3cret")
-    user = store.verify_password("ben", "s3cret")
+    store.users.add("ben")
+    assert store.users.verify_password("ben", "") is None
+    store.users.set_password("ben", "s3cret")
+    user = store.users.verify_password("ben", "s3cret")
     assert user is not None and user.has_password
 
 
 def test_roles_names_and_duplicates(store: Store) -> None:
-    store.add_user("lea", "lead")
+    store.users.add("lea", "lead")
     with pytest.raises(ConflictError):
-        store.add_user("lea", "annotator")
+        store.users.add("lea", "annotator")
     with pytest.raises(StoreError):
-        store.add_user("x", "superuser")
+        store.users.add("x", "superuser")
     with pytest.raises(StoreError):
-        store.add_user("  ")
-    assert store.ensure_user("lea").role == "lead"  # existing role is kept
-    assert store.ensure_user("new").role == "annotator"
-    assert [u.name for u in store.list_users()] == ["lea", "new"]
-    assert store.get_user("missing") is None
+        store.users.add("  ")
+    assert store.users.ensure("lea").role == "lead"  # existing role is kept
+    assert store.users.ensure("new").role == "annotator"
+    assert [u.name for u in store.users.all()] == ["lea", "new"]
+    assert store.users.get("missing") is None
