@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import multiprocessing
 import os
@@ -55,6 +56,9 @@ COMPACT_ROWS = 131_072
 COMPACT_PART_MB = 128
 #: An import that leaves more small parts than this compacts them.
 COMPACT_AT_PARTS = 64
+#: Part of every imported file's key: bump it when parsing changes what a file yields, so
+#: files imported before are parsed again instead of being taken as known.
+SCHEMA_KEY = "1"
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
 
 INDEX_SCHEMA = pa.schema(
@@ -319,11 +323,20 @@ class Workspace:
             raise WorkspaceError(f"{self.manifest_path}: expected {{\"parts\": [...]}}")
         return data
 
-    def _write_manifest(self, parts: Sequence[str], retired: dict[str, float]) -> None:
+    def _write_manifest(self, parts: Sequence[str], retired: dict[str, float],
+                        sources: dict[str, int] | None = None) -> None:
         """Publish a new set of visible parts in one rename: the moment an import or a
-        compaction becomes visible to every reader, all at once."""
+        compaction becomes visible to every reader, all at once. ``sources`` (kept when
+        None) maps each fully imported file's key to its record count."""
+        if sources is None:
+            sources = dict((self._read_manifest() or {}).get("sources", {}))
         _atomic_write_text(self.manifest_path, json.dumps(
-            {"parts": sorted(parts), "retired": retired}, indent=0))
+            {"parts": sorted(parts), "retired": retired, "sources": sources}, indent=0))
+
+    def imported_sources(self) -> dict[str, int]:
+        """Files imported whole before (by content, name and import options): a re-import
+        of one reports its records as duplicates without parsing it again."""
+        return dict((self._read_manifest() or {}).get("sources", {}))
 
     def part_files(self) -> list[Path]:
         if not self.parts_dir.exists():
@@ -333,7 +346,8 @@ class Workspace:
             return sorted(self.parts_dir.glob(PART_GLOB))
         return [self.parts_dir / name for name in manifest["parts"]]
 
-    def _publish(self, added: Sequence[Path], removed: Sequence[Path] = ()) -> None:
+    def _publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
+                 sources: dict[str, int] | None = None) -> None:
         """Make staged parts (already renamed to their final names) visible and retire
         ``removed``; retired files stay on disk a grace period for readers still on them."""
         manifest = self._read_manifest()
@@ -346,7 +360,8 @@ class Workspace:
             retired[name] = now
         new = [p.name for p in added]
         parts = [n for n in current if n not in gone and n not in new] + new
-        self._write_manifest(parts, retired)
+        known = dict(manifest.get("sources", {})) if manifest else {}
+        self._write_manifest(parts, retired, {**known, **(sources or {})})
 
     def existing_ids(self) -> set[str]:
         files = self.part_files()
@@ -410,8 +425,11 @@ class Workspace:
         spec = _FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid)
         with self._write_lock():
             seen = self.existing_ids()
+            known = self.imported_sources()
+            sources: dict[str, int] = {}
             staged: list[tuple[Path, Path]] = []
-            results = _parse_files(spec, [Path(p) for p in paths], seen, workers, progress)
+            results = _parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
+                                   progress)
             try:
                 # closing(): on a failure every worker has stopped before staging is cleaned.
                 with contextlib.closing(results):
@@ -424,6 +442,11 @@ class Workspace:
                             rejects.append({"file": problem.path, "location": location,
                                             "error": str(problem), "record": raw})
                         duplicates += result.duplicates
+                        if result.source_key in known:  # read before: all duplicates
+                            duplicates += known[result.source_key]
+                            records += known[result.source_key]
+                        elif result.source_key and not result.rejected:
+                            sources[result.source_key] = result.records
                         for tmp, final, ids in result.parts:
                             # Workers only know what was stored before: a record an earlier
                             # file of this import holds is a duplicate too (first file wins,
@@ -442,8 +465,8 @@ class Workspace:
                     if tmp.exists():
                         os.replace(tmp, final)
                         published.append(final)
-                if published:
-                    self._publish(published)
+                if published or sources:
+                    self._publish(published, sources=sources)
             except BaseException:
                 # Every worker has stopped: any staged part left is this import's.
                 self._clean_stale_staging()
@@ -774,22 +797,26 @@ class _FileResult:
 
     records: int = 0
     duplicates: int = 0
+    source_key: str | None = None
     parts: list[tuple[Path, Path, list[str]]] = field(default_factory=list)
     rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
 
 
 #: Ids stored before this import, as each worker was given them.
 _STORED_IDS: set[str] = set()
+#: Keys of files imported whole before (``Workspace.imported_sources``).
+_KNOWN_SOURCES: set[str] = set()
 #: A staged part is written once its rows' payloads reach this size: bounded worker memory.
 _PART_BYTES = 64 * 1024 * 1024
 
 
-def _worker_init(stored: set[str]) -> None:
-    global _STORED_IDS
-    _STORED_IDS = stored
+def _worker_init(stored: tuple[set[str], set[str]]) -> None:
+    global _STORED_IDS, _KNOWN_SOURCES
+    _STORED_IDS, _KNOWN_SOURCES = stored
 
 
-def _parse_files(spec: _FileSpec, paths: list[Path], stored: set[str], workers: int | None,
+def _parse_files(spec: _FileSpec, paths: list[Path], stored: tuple[set[str], set[str]],
+                 workers: int | None,
                  progress: Callable[[int, int, int], None] | None) -> Generator[_FileResult]:
     """Each file's result, in file order; files are parsed in parallel by forked workers."""
     count = min(workers or os.cpu_count() or 1, len(paths))
@@ -802,7 +829,7 @@ def _parse_files(spec: _FileSpec, paths: list[Path], stored: set[str], workers: 
                         progress(done, len(paths), records)
                 yield _parse_file(spec, path, tick)
         finally:
-            _worker_init(set())
+            _worker_init((set(), set()))
         return
     # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
     # a threaded process can hang or crash. The server preloads this module, so workers start
@@ -821,8 +848,11 @@ def _parse_files(spec: _FileSpec, paths: list[Path], stored: set[str], workers: 
 
 def _parse_file(spec: _FileSpec, path: Path,
                 tick: Callable[[int], None] | None = None) -> _FileResult:
-    """Parse one file and stage its new rows as hidden parts (runs in a worker)."""
-    result = _FileResult()
+    """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
+    imported whole before is not parsed again."""
+    result = _FileResult(source_key=_source_key(spec, path))
+    if result.source_key in _KNOWN_SOURCES:
+        return result
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     size = 0
@@ -864,6 +894,22 @@ def _parse_file(spec: _FileSpec, path: Path,
             tmp.unlink(missing_ok=True)
         result.parts = []
     return result
+
+
+def _source_key(spec: _FileSpec, path: Path) -> str | None:
+    """What decides a file's trajectories: its bytes, its name (run identity comes from it)
+    and the import options. None when unreadable (the parser then says why)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    options = json.dumps([path.name, spec.fmt, spec.run, spec.model, repr(spec.mapping),
+                          spec.tasks, SCHEMA_KEY], sort_keys=True, default=str)
+    digest.update(options.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
 
 
 def _rows_table(rows: list[dict[str, Any]]) -> pa.Table:

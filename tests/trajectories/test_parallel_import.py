@@ -130,3 +130,22 @@ def test_fast_parser_never_changes_values(tmp_path: Path) -> None:
     assert a.model_extra and a.model_extra["source_record"]["cost"] == 2**70
     assert isinstance(a.model_extra["source_record"]["cost"], int)
     assert a.id == b.id
+
+
+def test_reimport_skips_known_files_with_the_same_report(tmp_path: Path) -> None:
+    files = _inputs(tmp_path)
+    ws = Workspace(tmp_path / "ws")
+    first = ws.import_files(files, workers=2)
+    rows = _rows(ws)
+    for workers in (1, 2):
+        again = ws.import_files(files, workers=workers)
+        assert (again.imported, again.duplicates) == (0, first.imported + first.duplicates)
+    assert _rows(ws) == rows
+    # A changed file (or the same bytes under another run name) is read again.
+    records = json.loads(files[2].read_text("utf-8"))
+    records[0]["reward"] = 1.0 - float(records[0]["reward"])
+    files[2].write_text(json.dumps(records), "utf-8")
+    renamed = Path(shutil.copy(files[3], tmp_path / "renamed-run.json"))
+    changed = ws.import_files([files[2], renamed], workers=2)
+    assert changed.imported == 1 + len(json.loads(renamed.read_text("utf-8")))
+    assert changed.duplicates == len(records) - 1
