@@ -55,17 +55,27 @@ def tree():
             if ppid in mine and pid not in mine:
                 mine.add(pid); changed = True
     return {pid: stats[pid][1:] for pid in mine if pid in stats}
-peak = {"total": 0, "one": 0}
+def pss(pid):
+    # Proportional set size: shared pages split between the processes sharing them.
+    try:
+        for line in open(f"/proc/{pid}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+peak = {"total": 0, "one": 0, "pss": 0}
 cpu = {}
 done = threading.Event()
 def sample():
     while not done.is_set():
         now = tree()
         peak["total"] = max(peak["total"], sum(r for r, _ in now.values()))
+        peak["pss"] = max(peak["pss"], sum(pss(pid) for pid in now))
         peak["one"] = max([peak["one"], *(r for p, (r, _) in now.items() if p != os.getpid())])
         for pid, (_, c) in now.items():
             cpu[pid] = c
-        time.sleep(0.05)
+        time.sleep(0.1)
 threading.Thread(target=sample, daemon=True).start()
 t0 = time.perf_counter()
 r = Workspace(Path(sys.argv[1])).import_files([Path(p) for p in sys.argv[3:]],
@@ -76,6 +86,7 @@ me = os.times()
 cpu[os.getpid()] = me.user + me.system
 print(json.dumps({**r.as_json(), "wall": wall, "cpu": sum(cpu.values()),
                   "total_kb": peak["total"] // 1024, "worker_kb": peak["one"] // 1024,
+                  "pss_kb": peak["pss"] // 1024,
                   "self_kb": __import__("resource").getrusage(0).ru_maxrss}))
 """
 
@@ -164,9 +175,10 @@ def main() -> None:
             "import_cpu_s": round(first["cpu"], 1),
             "records_per_s": round(args.n / wall),
             "mb_per_s": round(size_mb / wall, 1),
-            # Sampled every 50 ms over the importing process and its workers (a sum that counts
+            # Sampled every 100 ms over the importing process and its workers (a sum that counts
             # pages they share twice); the main process's own peak from the kernel.
             "peak_rss_mb_all_processes": round(first["total_kb"] / 1024, 1),
+            "peak_pss_mb_all_processes": round(first["pss_kb"] / 1024, 1),
             "peak_rss_mb_main": round(first["self_kb"] / 1024, 1),
             "peak_rss_mb_one_worker": round(first["worker_kb"] / 1024, 1),
             "import_result": {k: first[k] for k in ("imported", "duplicates", "rejected")},
