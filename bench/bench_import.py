@@ -162,7 +162,7 @@ def main() -> None:
             return
         first = _import(ws, files, args.workers)
         wall = first["process_wall"]
-        peak_mb = first["total_kb"] / 1024
+        peak_mb = first["pss_kb"] / 1024
         result: dict[str, object] = {
             "layout": args.layout,
             "trajectories": args.n,
