@@ -663,6 +663,14 @@ class Workspace:
             LEFT JOIN task_consensus t USING (task_id)
             LEFT JOIN task_overrides o USING (task_id)"""
         )
+        # Outcomes only (no task consensus, whose window functions dominate at a million
+        # rows): what counts and outcome lists need.
+        con.execute(
+            f"""CREATE OR REPLACE VIEW outcomes AS
+            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
+                   {exact} AS exact_match
+            FROM parts p LEFT JOIN scores s USING (id)"""
+        )
         self._local.signature = signature
         return con
 
@@ -691,7 +699,7 @@ class Workspace:
                       count(*) FILTER (WHERE {success} IS NULL),
                       count(*) FILTER (WHERE recorded_success IS NOT NULL
                                        AND recorded_success <> exact_match)
-               FROM trajectories"""
+               FROM outcomes"""
         ).fetchone()
         assert row is not None
         keys = ("trajectories", "tasks", "runs", "failed", "unscored", "outcome_disagreements")
@@ -711,7 +719,7 @@ class Workspace:
         if run:
             where.append("run = ?")
             params.append(run)
-        sql = f"SELECT id, run, model, task_id, {success} AS success FROM trajectories"
+        sql = f"SELECT id, run, model, task_id, {success} AS success FROM outcomes"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY run, task_id, rollout, id"
