@@ -3,73 +3,102 @@
 Results go to the annotation store, which is also the cache: running again sends only what is
 missing, so an interrupted or aborted run is resumed by running the same command.
 
+``--batch`` sends the missing items through Gemini's Batch API instead (half price, answers
+within a day): the first run shows the estimated cost and submits, later runs of the same
+command collect what has finished (``--wait`` polls until everything is in).
+
 Privacy interlock: the heuristic labeller works offline. With ``--labeler gemini`` the privacy
 notice is printed to stderr first, and nothing is sent unless ``--yes-send-data`` is given (or
 ``FAILLAB_ALLOW_EXTERNAL_LLM=1`` is set), for the Developer API and for Vertex AI alike.
+
+The run options are defined once, in ``labeling.prelabel.options.OPTIONS``; this module turns
+them into click options for the visible command and for the hidden worker command the app
+launches (``faillab prelabel-worker``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from faillab.cli_common import UserError, emit, json_option, settings_for, workspace_option
+from labeling.prelabel.options import OPTIONS, OptionSpec, PrelabelOptions
+
+if TYPE_CHECKING:
+    from faillab.settings import Settings
+    from labeling.store import Store
+    from trajectories.workspace import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DEFAULTS = PrelabelOptions()
+
+
+def _click_option(spec: OptionSpec) -> Callable[[F], F]:
+    default = getattr(_DEFAULTS, spec.field)
+    if spec.kind == "flag":
+        return click.option(spec.flag, spec.field, is_flag=True, help=spec.help)
+    if spec.kind == "switch":
+        return click.option(f"{spec.flag}/--no-{spec.flag[2:]}", spec.field, default=None,
+                            help=spec.help)
+    kind: click.ParamType | type = str
+    if spec.kind == "choice":
+        kind = click.Choice(list(spec.choices))
+    elif spec.kind == "count":
+        kind = click.IntRange(min=spec.minimum)
+    elif spec.kind == "path":
+        kind = click.Path(dir_okay=False, path_type=Path)
+    return click.option(spec.flag, spec.field, type=kind, default=default,
+                        show_default=default is not None, help=spec.help)
+
+
+def prelabel_options(func: F) -> F:
+    """Every run option of ``OPTIONS``, as click options named by their field."""
+    for spec in reversed(OPTIONS):
+        func = _click_option(spec)(func)
+    return func
+
+
+def _options(params: dict[str, Any], settings: Settings) -> PrelabelOptions:
+    from labeling.prelabel.errors import PrelabelServiceError
+
+    try:
+        return PrelabelOptions.from_params(params).with_defaults(settings)
+    except PrelabelServiceError as err:
+        raise UserError(str(err)) from None
 
 
 @click.command("prelabel")
-@click.option("--labeler", "labeller", type=click.Choice(["heuristic", "gemini"]),
-              default="heuristic", show_default=True,
-              help="heuristic: offline rules. gemini: an online model (see the privacy notice).")
-@click.option("--model", default=None,
-              help="Gemini model (default: $FAILLAB_GEMINI_MODEL, else gemini-2.5-pro).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Most Gemini requests in flight at once.")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Send at most N trajectories this run (already labelled ones are free).")
-@click.option("--taxonomy", "taxonomy_path", default=None,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="Taxonomy JSON file (default: the built-in default taxonomy).")
-@click.option("--vertex/--no-vertex", default=None,
-              help="Use Vertex AI (default: when $GOOGLE_CLOUD_PROJECT is set).")
-@click.option("--project", default=None, help="Vertex AI project.")
-@click.option("--location", default=None, help="Vertex AI location.")
-@click.option("--yes-send-data", "yes_send_data", is_flag=True,
-              help="Acknowledge the privacy notice: allow sending trajectories to Gemini.")
+@prelabel_options
+@click.option("--batch", is_flag=True,
+              help="Gemini only: submit the missing items as Batch API jobs (half price, "
+                   "answers within a day); run again to collect what has finished.")
+@click.option("--wait", is_flag=True,
+              help="With --batch: poll until every job has finished and is collected.")
 @json_option
 @workspace_option
-def prelabel(labeller: str, model: str | None, concurrency: int, limit: int | None,
-             taxonomy_path: Path | None, vertex: bool | None, project: str | None,
-             location: str | None, yes_send_data: bool, as_json: bool,
-             workspace: Path | None) -> None:
+def prelabel(batch: bool, wait: bool, as_json: bool, workspace: Path | None,
+             **params: Any) -> None:
     """Pre-label the workspace's failed trajectories (cached, resumable).
 
     With --json prints {"labelled", "cached", "failed", "calls"}; "calls" counts the API
     requests this run made. Token usage and estimated cost are kept with the run record.
     """
-    from tqdm import tqdm
-
-    from labeling.prelabel.runner import PrelabelRunAborted
-    from labeling.prelabel.service import (
-        PrelabelOptions,
-        PrelabelServiceError,
-        RunProgress,
-        privacy_text,
-        run_prelabelling,
-    )
+    from labeling.prelabel.privacy import privacy_text
     from labeling.store import open_store
     from trajectories.workspace import Workspace
 
     settings = settings_for(workspace)
-    try:
-        options = PrelabelOptions(
-            labeller=labeller, model=model, concurrency=concurrency, limit=limit,
-            taxonomy_path=taxonomy_path, vertex=vertex, project=project, location=location,
-            allow_external=yes_send_data,
-        ).with_defaults(settings)
-    except PrelabelServiceError as err:
-        raise UserError(str(err)) from None
+    options = _options(params, settings)
+    if wait and not batch:
+        raise UserError("--wait only applies to --batch")
     notice = privacy_text(options)
     if notice:
         # Always, even when the data was already acknowledged: the person running the command
@@ -82,6 +111,21 @@ def prelabel(labeller: str, model: str | None, concurrency: int, limit: int | No
     if not settings.database_url:
         settings.workspace.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.annotations_url())
+    try:
+        if batch:
+            _batch(ws, store, options, wait=wait, as_json=as_json)
+        else:
+            _interactive(ws, store, options, as_json=as_json)
+    finally:
+        store.close()
+
+
+def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_json: bool) -> None:
+    from tqdm import tqdm
+
+    from labeling.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
+    from labeling.prelabel.service import RunProgress, run_prelabelling
+
     bar = tqdm(total=0, unit="traj", disable=as_json, file=sys.stderr, delay=0.2)
 
     def progress(p: RunProgress) -> None:
@@ -101,7 +145,6 @@ def prelabel(labeller: str, model: str | None, concurrency: int, limit: int | No
                         ) from None
     finally:
         bar.close()
-        store.close()
 
     s = outcome.stats
     if as_json:
@@ -111,8 +154,108 @@ def prelabel(labeller: str, model: str | None, concurrency: int, limit: int | No
                f"{s.calls} API calls")
     click.echo(f"tokens: {s.input_tokens} in, {s.output_tokens} out; estimated cost "
                f"${s.estimated_cost_usd:.4f} (list prices, an estimate) [run {outcome.run_id}]")
-    for line in s.errors[:10]:
+    _echo_errors(s.errors, 10)
+
+
+def _echo_errors(errors: list[str], most: int) -> None:
+    for line in errors[:most]:
         click.echo(f"failed: {line}", err=True)
-    if len(s.errors) > 10:
-        click.echo(f"... and {len(s.errors) - 10} more failures (run again to retry them)",
+    if len(errors) > most:
+        click.echo(f"... and {len(errors) - most} more failures (run again to retry them)",
                    err=True)
+
+
+def _batch(ws: Workspace, store: Store, options: PrelabelOptions, *, wait: bool,
+           as_json: bool) -> None:
+    from labeling.prelabel.batch import BatchError, BatchReport, advance_batch
+    from labeling.prelabel.errors import PrelabelServiceError
+
+    def show_plan(report: BatchReport) -> None:
+        # Before anything is submitted (and also when consent is missing), so that the person
+        # sees what the run would cost first.
+        click.echo(f"batch: {report.to_submit} trajectories to submit, about "
+                   f"{report.estimated_input_tokens:,} input tokens; estimated cost "
+                   f"${report.estimated_cost_usd:.4f} (batch list prices, an estimate)", err=True)
+
+    try:
+        report = advance_batch(ws, store, options, wait=wait, on_plan=show_plan)
+    except (PrelabelServiceError, BatchError) as err:
+        raise UserError(str(err)) from None
+    if as_json:
+        emit(report.as_dict())
+        return
+    click.echo(report.summary())
+    _echo_errors(report.errors, 10)
+
+
+# -- the hidden worker the app launches ----------------------------------------------------------
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # Raised inside the run, so the service marks the record failed on the way out.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@click.command("prelabel-worker", hidden=True)
+@prelabel_options
+@click.option("--run-id", type=int, default=None,
+              help="Continue this prelabel_runs record (the app creates it first).")
+@workspace_option
+def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -> None:
+    """Out-of-process pre-labelling, as the app launches it (not for interactive use).
+
+    Progress goes to the run record, messages to stderr. Without --run-id a new record is
+    created and its id printed on stdout when the run finishes. Exit status: 0 finished,
+    1 refused or aborted (the record is marked failed), 2 bad options, 130 interrupted
+    (SIGTERM/SIGINT; the record is marked failed and completed items are kept).
+    """
+    from labeling.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
+    from labeling.prelabel.privacy import privacy_text
+    from labeling.prelabel.service import run_prelabelling
+    from labeling.store import open_store
+    from trajectories.workspace import Workspace
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    settings = settings_for(workspace)
+    try:
+        options = PrelabelOptions.from_params(params).with_defaults(settings)
+    except PrelabelServiceError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    if not settings.database_url:
+        settings.workspace.mkdir(parents=True, exist_ok=True)
+    store = open_store(settings.annotations_url())
+    if run_id is not None:
+        # The page created the run record; record this process so liveness can be checked.
+        store.prelabels.update_run(run_id, pid=os.getpid())
+    code = 0
+    try:
+        notice = privacy_text(options)
+        if notice:
+            click.echo(f"privacy: {notice}", err=True)
+        try:
+            outcome = run_prelabelling(Workspace(settings.workspace), store, options,
+                                       run_id=run_id)
+        except PrelabelServiceError as e:
+            click.echo(f"error: {e}", err=True)
+            code = 1
+        except PrelabelRunAborted as e:
+            click.echo(f"error: {e} (kept {e.stats.labelled} new labels; run again to resume)",
+                       err=True)
+            code = 1
+        except KeyboardInterrupt:
+            click.echo("interrupted; completed items are kept", err=True)
+            code = 130
+        else:
+            s = outcome.stats
+            if run_id is None:
+                click.echo(str(outcome.run_id))
+            click.echo(f"run {outcome.run_id}: labelled {s.labelled}, cached {s.cached}, "
+                       f"failed {s.failed}, calls {s.calls}, tokens "
+                       f"{s.input_tokens + s.output_tokens}, estimated cost "
+                       f"${s.estimated_cost_usd:.4f}", err=True)
+            for line in s.errors[:20]:
+                click.echo(f"failed: {line}", err=True)
+    finally:
+        store.close()
+    sys.exit(code)

@@ -13,6 +13,14 @@ largest number of requests in flight at the same time.
 
     with FakeGemini(latency_s=0.3) as fake:
         labeller = GeminiLabeller(api_key="test", base_url=fake.base_url)
+
+It also answers the Batch API as the SDK's ``client.batches`` calls it (Developer API, inlined
+requests): ``POST .../models/{model}:batchGenerateContent`` creates a job, ``GET .../batches/{id}``
+polls it (``batch_polls`` polls say running, then the job succeeds: every request gets its
+behaviour as above, answered inline with its ``metadata``), ``POST .../batches/{id}:cancel``.
+``GET .../batches`` lists the jobs. ``batch_script`` scripts the job-level calls: ``create_429`` /
+``create_500`` (creation refused), ``create_lost`` (the job is created but the connection closes
+before the answer), ``get_500`` (one poll fails), ``job_failed`` (the job ends FAILED).
 """
 
 from __future__ import annotations
@@ -35,7 +43,14 @@ _PATH = re.compile(
     r"^/(?P<version>[^/]+)/(?:projects/[^/]+/locations/[^/]+/publishers/google/)?"
     r"models/(?P<model>[^/:]+):generateContent$"
 )
+_BATCH_CREATE = re.compile(r"^/(?P<version>[^/]+)/models/(?P<model>[^/:]+):batchGenerateContent$")
+_BATCH_LIST = re.compile(r"^/(?P<version>[^/]+)/batches$")
+_BATCH_GET = re.compile(r"^/(?P<version>[^/]+)/batches/(?P<id>[^/:]+)(?P<cancel>:cancel)?$")
 _TRAJ_ID = re.compile(r"Trajectory id: (\S+)")
+BATCH_KINDS = frozenset({"create_429", "create_500", "create_lost", "get_500", "job_failed"})
+
+# Returned instead of an answer: the handler closes the connection without responding.
+NO_ANSWER: tuple[int, dict[str, str], bytes] = (0, {}, b"")
 
 KINDS = frozenset(
     {
@@ -73,6 +88,18 @@ BehaviourLike = Behaviour | str
 
 def _as_behaviour(b: BehaviourLike) -> Behaviour:
     return b if isinstance(b, Behaviour) else Behaviour(b)
+
+
+@dataclass
+class FakeBatchJob:
+    id: str
+    model: str
+    display_name: str
+    requests: list[dict[str, Any]]
+    fail: bool = False
+    polls: int = 0
+    state: str = "BATCH_STATE_PENDING"
+    output: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -145,6 +172,8 @@ class FakeGemini:
         default: BehaviourLike = "ok",
         prompt_tokens: int | None = None,
         output_tokens: int = 60,
+        batch_polls: int = 1,
+        batch_script: Iterable[str] = (),
     ) -> None:
         self.latency_s = latency_s
         self.answer = answer
@@ -159,6 +188,12 @@ class FakeGemini:
         self._per_traj: dict[str, deque[Behaviour]] = {
             k: deque(_as_behaviour(b) for b in v) for k, v in (per_trajectory or {}).items()
         }
+        self.batch_polls = batch_polls  # polls answered "running" before a job finishes
+        self._batch_script: deque[str] = deque()
+        self.push_batch(*batch_script)
+        self.batch_jobs: dict[str, FakeBatchJob] = {}
+        self.batch_calls: list[str] = []  # "create", "get", "cancel", in arrival order
+        self.batch_items: list[RecordedRequest] = []  # the requests answered inside jobs
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -174,6 +209,19 @@ class FakeGemini:
             self._per_traj.setdefault(trajectory_id, deque()).extend(
                 _as_behaviour(b) for b in behaviours
             )
+
+    def push_batch(self, *kinds: str) -> None:
+        for kind in kinds:
+            if kind not in BATCH_KINDS:
+                raise ValueError(f"unknown batch behaviour {kind!r}; one of {sorted(BATCH_KINDS)}")
+        with self._lock:
+            self._batch_script.extend(kinds)
+
+    def _next_batch(self, *allowed: str) -> str | None:
+        with self._lock:
+            if self._batch_script and self._batch_script[0] in allowed:
+                return self._batch_script.popleft()
+            return None
 
     def _next_behaviour(self, trajectory_id: str | None) -> Behaviour:
         with self._lock:
@@ -246,7 +294,10 @@ class FakeGemini:
     # -- request handling (runs in server threads) ----------------------------------------------
 
     def _handle(self, path: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
-        m = _PATH.match(path.split("?", 1)[0])
+        bare = path.split("?", 1)[0]
+        if _BATCH_CREATE.match(bare) or _BATCH_GET.match(bare) or _BATCH_LIST.match(bare):
+            return self._handle_batch("POST", bare, raw)
+        m = _PATH.match(bare)
         if m is None:
             return _error(404, "NOT_FOUND", f"no route for {path}")
         try:
@@ -272,6 +323,116 @@ class FakeGemini:
             with self._lock:
                 self._in_flight -= 1
                 rec.finished = time.time()
+
+    # -- the Batch API --------------------------------------------------------------------------
+
+    def _handle_batch(
+        self, method: str, path: str, raw: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        create = _BATCH_CREATE.match(path)
+        if create is not None and method == "POST":
+            with self._lock:
+                self.batch_calls.append("create")
+            scripted = self._next_batch("create_429", "create_500", "create_lost")
+            if scripted == "create_429":
+                return _error(429, "RESOURCE_EXHAUSTED", "scripted failure", {"Retry-After": "1"})
+            if scripted == "create_500":
+                return _error(500, "INTERNAL", "scripted failure")
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                return _error(400, "INVALID_ARGUMENT", "request body is not JSON")
+            batch = body.get("batch") or {}
+            requests = ((batch.get("inputConfig") or {}).get("requests") or {}).get("requests")
+            if not isinstance(requests, list) or not requests:
+                return _error(400, "INVALID_ARGUMENT", "no inlined requests")
+            with self._lock:
+                job = FakeBatchJob(
+                    id=f"fakebatch{len(self.batch_jobs) + 1}",
+                    model=create.group("model"),
+                    display_name=str(batch.get("displayName") or ""),
+                    requests=requests,
+                    fail=self._batch_script[0] == "job_failed" if self._batch_script else False,
+                )
+                if job.fail:
+                    self._batch_script.popleft()
+                self.batch_jobs[job.id] = job
+            if scripted == "create_lost":
+                return NO_ANSWER
+            return _json(200, self._job_payload(job))
+        if _BATCH_LIST.match(path):
+            with self._lock:
+                self.batch_calls.append("list")
+                jobs = list(self.batch_jobs.values())
+            return _json(200, {"operations": [self._job_payload(j) for j in jobs]})
+        got = _BATCH_GET.match(path)
+        if got is None:
+            return _error(404, "NOT_FOUND", f"no route for {path}")
+        with self._lock:
+            self.batch_calls.append("cancel" if got.group("cancel") else "get")
+            job_or_none = self.batch_jobs.get(got.group("id"))
+        if job_or_none is None:
+            return _error(404, "NOT_FOUND", f"batch {got.group('id')} not found")
+        job = job_or_none
+        if got.group("cancel"):
+            job.state = "BATCH_STATE_CANCELLED"
+            return _json(200, {})
+        if self._next_batch("get_500"):
+            return _error(500, "INTERNAL", "scripted failure")
+        if job.state in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
+            job.polls += 1
+            if job.polls <= self.batch_polls:
+                job.state = "BATCH_STATE_RUNNING"
+            elif job.fail:
+                job.state = "BATCH_STATE_FAILED"
+            else:
+                job.output = [self._answer_inline(r) for r in job.requests]
+                job.state = "BATCH_STATE_SUCCEEDED"
+        return _json(200, self._job_payload(job))
+
+    def _answer_inline(self, item: dict[str, Any]) -> dict[str, Any]:
+        body = item.get("request") or {}
+        text = prompt_text(body)
+        tm = _TRAJ_ID.search(text)
+        traj_id = tm.group(1) if tm else None
+        behaviour = self._next_behaviour(traj_id)
+        now = time.time()
+        with self._lock:
+            self.batch_items.append(
+                RecordedRequest("batch", "", body, traj_id, behaviour.kind, now, now)
+            )
+        out: dict[str, Any] = {}
+        if "metadata" in item:
+            out["metadata"] = item["metadata"]
+        if behaviour.kind == "timeout":
+            behaviour = Behaviour("500")  # a job has no client waiting: it reports an error
+        status, _headers, data = self._respond(behaviour, body, text)
+        payload = json.loads(data)
+        if status == 200:
+            out["response"] = payload
+        else:
+            out["error"] = payload["error"]
+        return out
+
+    @staticmethod
+    def _job_payload(job: FakeBatchJob) -> dict[str, Any]:
+        # The shape of the long-running operation the Developer API returns for a batch.
+        meta: dict[str, Any] = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+            "name": f"batches/{job.id}",
+            "displayName": job.display_name,
+            "model": f"models/{job.model}",
+            "state": job.state,
+            "createTime": "2026-01-01T00:00:00Z",
+        }
+        if job.output is not None:
+            meta["output"] = {"inlinedResponses": {"inlinedResponses": job.output}}
+        payload: dict[str, Any] = {"name": f"batches/{job.id}", "metadata": meta}
+        if job.state != "BATCH_STATE_PENDING" and job.state != "BATCH_STATE_RUNNING":
+            payload["done"] = True
+        if job.state == "BATCH_STATE_FAILED":
+            payload["error"] = {"code": 13, "message": "scripted job failure"}
+        return payload
 
     def _usage(self, text: str, output: int) -> dict[str, int]:
         p = self.prompt_tokens if self.prompt_tokens is not None else max(1, len(text) // 4)
@@ -368,7 +529,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        status, headers, data = self.owner._handle(self.path, raw)
+        self._send(*self.owner._handle(self.path, raw))
+
+    def do_GET(self) -> None:
+        self._send(*self.owner._handle_batch("GET", self.path.split("?", 1)[0], b""))
+
+    def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        if (status, headers, data) == NO_ANSWER:
+            self.close_connection = True
+            return
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")

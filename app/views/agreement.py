@@ -9,10 +9,10 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_store
-from app.viewer import viewer_of
-from app.widgets.rubric import category_label
+from faillab.app.auth import require_user
+from faillab.app.state import get_store
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.rubric import category_label
 from faillab.textsafe import csv_frame
 from labeling.queue import (
     PRELABEL_SLICES,

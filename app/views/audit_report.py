@@ -11,10 +11,10 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_store
-from app.widgets.audit_item import pick_audit, reason_label
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.auth import require_user
+from faillab.app.state import get_store
+from faillab.app.widgets.audit_item import pick_audit, reason_label
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     KAPPA_PARADOX_EXPLAINED,
     AuditError,

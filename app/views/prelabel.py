@@ -1,8 +1,8 @@
 """Pre-label: run a labeller over the failures in the background and watch it; see the result.
 
-Runs happen in a separate worker process (``labeling.prelabel.worker``) so that a long Gemini
-run survives page reruns and does not block the server; this page only writes the run record,
-launches the worker and polls the record.
+Runs happen in a separate worker process (the hidden ``faillab prelabel-worker`` command) so
+that a long Gemini run survives page reruns and does not block the server; this page only writes
+the run record, launches the worker and polls the record.
 """
 
 from __future__ import annotations
@@ -16,20 +16,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_settings, get_store, workspace
-from labeling.prelabel.gemini import privacy_notice
+from faillab.app.auth import require_user
+from faillab.app.state import get_settings, get_store, get_store_for, workspace
+from labeling.prelabel.errors import PrelabelServiceError
+from labeling.prelabel.labellers import labeller_identity, load_run_taxonomy
+from labeling.prelabel.launch import launch_worker, mark_dead_run, run_log_path
+from labeling.prelabel.options import LABELLERS, PrelabelOptions, option_spec
+from labeling.prelabel.privacy import privacy_notice
 from labeling.prelabel.routing import prelabel_confidences, route_prelabels
-from labeling.prelabel.service import (
-    LABELLERS,
-    PrelabelOptions,
-    PrelabelServiceError,
-    labeller_identity,
-    launch_worker,
-    load_run_taxonomy,
-    mark_dead_run,
-    run_log_path,
-)
 from labeling.store import PrelabelRun
 
 LEAD_ROLES = ("lead", "admin")
@@ -55,29 +49,30 @@ if not failures:
 
 # -- choice of labeller -------------------------------------------------------------------------
 left, right = st.columns(2)
+# Labels, bounds and help come from the one option definition the CLI uses too.
 labeller = left.radio(
-    "Labeller", LABELLERS, horizontal=True, key="prelabel_labeller",
+    option_spec("labeller").label, LABELLERS, horizontal=True, key="prelabel_labeller",
     format_func=lambda n: {"heuristic": "Heuristic (offline)", "gemini": "Gemini (online)"}[n],
 )
 model = settings.gemini_model
 vertex = bool(settings.vertex_project)
 acknowledged = False
 if labeller == "gemini":
-    model = right.text_input("Model", value=settings.gemini_model, key="prelabel_model").strip()
-    vertex = right.checkbox("Use Vertex AI", value=vertex, key="prelabel_vertex",
-                            help="Needs a Google Cloud project ($GOOGLE_CLOUD_PROJECT).")
+    model = right.text_input(option_spec("model").label, value=settings.gemini_model,
+                             key="prelabel_model", help=option_spec("model").help).strip()
+    vertex = right.checkbox(option_spec("vertex").label, value=vertex, key="prelabel_vertex",
+                            help=option_spec("vertex").help)
     st.warning(privacy_notice(vertex), icon="⚠️")
-    acknowledged = st.checkbox(
-        "I have read the notice: the trajectories in this workspace may be sent to this service.",
-        key="prelabel_ack",
-    )
+    acknowledged = st.checkbox(option_spec("allow_external").label, key="prelabel_ack")
 c1, c2 = st.columns(2)
-concurrency = int(c1.number_input("Concurrency (requests in flight)", min_value=1,
-                                  max_value=64, value=8, step=1, key="prelabel_concurrency",
-                                  disabled=labeller != "gemini"))
-limit = int(c2.number_input("Limit (0 = every failure)", min_value=0, value=0, step=10,
-                            key="prelabel_limit",
-                            help="Most trajectories sent in this run; cached ones are free."))
+concurrency = int(c1.number_input(option_spec("concurrency").label,
+                                  min_value=option_spec("concurrency").minimum, max_value=64,
+                                  value=PrelabelOptions().concurrency, step=1,
+                                  key="prelabel_concurrency", disabled=labeller != "gemini",
+                                  help=option_spec("concurrency").help))
+limit = int(c2.number_input(f"{option_spec('limit').label} (0 = every failure)", min_value=0,
+                            value=0, step=10, key="prelabel_limit",
+                            help=option_spec("limit").help))
 
 try:
     options = PrelabelOptions(
@@ -196,18 +191,21 @@ taxonomy = load_run_taxonomy(None)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def _records(ids: tuple[str, ...], labeller_name: str, model_name: str,
+def _records(url: str, ids: tuple[str, ...], labeller_name: str, model_name: str,
              taxonomy_version: str, runs_stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
-    # Keyed by the labeller so that switching the radio shows that labeller's pre-labels, and
-    # by the newest run's progress so that new pre-labels show as soon as a run writes them.
+    # Keyed by the store, by the labeller so that switching the radio shows that labeller's
+    # pre-labels, and by the newest run's progress so that new pre-labels show as soon as a run
+    # writes them.
     found = prelabel_confidences(
-        store, ids, PrelabelOptions(labeller=labeller_name, model=model_name or None), taxonomy)
+        get_store_for(url), ids, PrelabelOptions(labeller=labeller_name, model=model_name or None),
+        taxonomy)
     return [{"trajectory_id": tid, "category": rec.result.category,
              "confidence": rec.result.confidence}
             for tid, rec in found.items() if rec is not None and rec.result is not None]
 
 
-rows = _records(tuple(failures), options.labeller, options.model or "", taxonomy.version,
+rows = _records(settings.annotations_url(), tuple(failures), options.labeller,
+                options.model or "", taxonomy.version,
                 tuple((r.id, r.status, r.done) for r in runs[:1]))
 st.caption(f"{labeller_identity(options)[1]} on taxonomy `{taxonomy.version}`: "
            f"{len(rows):,} of {len(failures):,} failures pre-labelled.")

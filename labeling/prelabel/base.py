@@ -1,15 +1,17 @@
-"""The one interface every pre-labeller implements, and the record it produces.
+"""The records pre-labelling produces and the store interface that keeps them.
 
-Shared by the heuristic labeller, the Gemini labeller, the runner and the annotation store, so it
-holds only plain data and protocols.
+Shared by the labellers, the runner, the batch path and the annotation store, so it holds only
+plain data and protocols. The labeller interface itself is ``labeling.prelabel.protocol``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from trajectories.model import Trajectory
+if TYPE_CHECKING:
+    # Transitional name, resolved at run time by ``__getattr__`` below.
+    from labeling.prelabel.protocol import RuleLabeller as Labeller  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,11 @@ class PrelabelStore(Protocol):
     def save(self, record: PrelabelRecord) -> None: ...
 
 
-class Labeller(Protocol):
-    name: str
-    version: str
-    model: str
-    prompt_version: str
+def __getattr__(name: str) -> object:
+    # Transitional: the synchronous shape used to be called ``Labeller`` here; it is now
+    # ``protocol.RuleLabeller`` (the runner takes only the async ``protocol.Labeller``).
+    if name == "Labeller":
+        from labeling.prelabel.protocol import RuleLabeller
 
-    def label(self, trajectory: Trajectory, taxonomy_version: str) -> LabelResult: ...
+        return RuleLabeller
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,7 +5,7 @@ One call per trajectory: the rubric prompt (``prompt.py``) and a structured-outp
 Temperature 0, JSON output. The SDK's own retries are disabled: the runner retries, and every
 HTTP request is then one counted call.
 
-Failures are turned into the runner's error classes (``runner.py``): 429/408/5xx/timeouts/network
+Failures are turned into the runner's error classes (``errors.py``): 429/408/5xx/timeouts/network
 -> ``TransientError`` (with Retry-After when the server gives one); malformed JSON, empty
 candidates and safety blocks -> ``InvalidAnswerError``; 401/403/404 -> ``FatalError(abort_run)``
 with a message saying what to fix; other 4xx -> ``FatalError`` for that item only.
@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import enum
+import functools
 import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -30,13 +32,11 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from labeling.prelabel.base import LabelResult
+from labeling.prelabel.errors import FatalError, InvalidAnswerError, TransientError
+from labeling.prelabel.options import DEFAULT_GEMINI_MODEL
+from labeling.prelabel.privacy import privacy_notice
 from labeling.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
-from labeling.prelabel.runner import (
-    FatalError,
-    InvalidAnswerError,
-    TransientError,
-    Usage,
-)
+from labeling.prelabel.protocol import Usage
 from trajectories.model import Trajectory
 
 if TYPE_CHECKING:
@@ -47,12 +47,16 @@ __all__ = [
     "LABELLER_VERSION",
     "GeminiConfigError",
     "GeminiLabeller",
+    "ResponseSchema",
     "build_response_model",
     "build_wire_schema",
+    "generation_config",
     "privacy_notice",
+    "response_schema",
+    "retry_after_seconds",
 ]
 
-DEFAULT_MODEL = "gemini-2.5-pro"
+DEFAULT_MODEL = DEFAULT_GEMINI_MODEL
 # Version of this module's parsing/mapping logic (the prompt has its own PROMPT_VERSION).
 LABELLER_VERSION = "1"
 
@@ -83,108 +87,111 @@ class GeminiConfigError(RuntimeError):
     """The labeller cannot be built (e.g. no API key): a message for the person running it."""
 
 
-def privacy_notice(vertexai: bool) -> str:
-    """What the CLI and the app show before any MIMIC-derived text leaves the machine."""
-    rule = (
-        "PhysioNet's credentialed-data rules allow MIMIC-derived data (questions, SQL results, "
-        "agent trajectories) to be sent only to online services that do not retain it "
-        "(zero data retention) and do not use it for training."
-    )
-    if vertexai:
-        return (
-            f"{rule} You are using Vertex AI. Vertex AI can be configured for zero data "
-            "retention, but it is not automatic: disable prompt caching/logging for the "
-            "project and check Google Cloud's zero-data-retention conditions (abuse-monitoring "
-            "exemption, grounding off) before sending real MIMIC-derived trajectories."
-        )
-    return (
-        f"{rule} You are using the Gemini Developer API with an API key. It is NOT zero-retention "
-        "by default (prompts may be logged for abuse monitoring, and on unpaid tiers used to "
-        "improve products), so do not send real MIMIC-derived trajectories through it. Use "
-        "Vertex AI configured for zero data retention, or run the local heuristic labeller."
-    )
+@dataclass(frozen=True)
+class _Field:
+    """One answer field: the single definition both schema forms are built from."""
+
+    kind: str  # "category" | "number" | "integer" | "string"
+    description: str
+    nullable: bool = False
+    required: bool = True
+    bounds: tuple[float, float] | None = None
 
 
-def build_response_model(taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
-    """The structured-output schema; ``category`` is an enum of exactly the taxonomy's names."""
-    names = [c.name for c in taxonomy.categories]
+# The answer the model must give, in the order it should write the fields.
+_ANSWER: dict[str, _Field] = {
+    "category": _Field("category", "Primary failure category (one of the taxonomy names)."),
+    "confidence": _Field("number", "Honest confidence in [0, 1].", bounds=(0.0, 1.0)),
+    "first_error_step": _Field(
+        "integer", "Number of the first wrong step as shown, or null.", nullable=True
+    ),
+    "rationale": _Field("string", "At most three sentences citing steps ('step N: ...')."),
+    "secondary_category": _Field(
+        "category", "A second contributing category, or null.", nullable=True, required=False
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ResponseSchema:
+    """The answer schema for one taxonomy, in both forms: ``model`` validates answers, ``wire``
+    is what the request carries (handing the SDK a pydantic class would make it regenerate and
+    convert the JSON schema on every call, several ms of CPU each)."""
+
+    model: type[pydantic.BaseModel]
+    wire: types.Schema
+
+
+@functools.lru_cache(maxsize=32)
+def _response_schema(names: tuple[str, ...]) -> ResponseSchema:
     if not names:
-        raise ValueError(f"taxonomy {taxonomy.name!r} has no categories")
+        raise ValueError("a taxonomy without categories cannot be labelled")
     # Member identifiers are synthetic (names may contain spaces); the values are what the
     # model must emit.
     category_enum = enum.Enum(  # type: ignore[misc]
         "FailureCategory", [(f"C{i}", n) for i, n in enumerate(names)], type=str
     )
-    return pydantic.create_model(
-        "PrelabelAnswer",
-        category=(
-            category_enum,
-            pydantic.Field(description="Primary failure category (one of the taxonomy names)."),
-        ),
-        confidence=(
-            float,
-            pydantic.Field(ge=0.0, le=1.0, description="Honest confidence in [0, 1]."),
-        ),
-        first_error_step=(
-            int | None,
-            pydantic.Field(description="Number of the first wrong step as shown, or null."),
-        ),
-        rationale=(
-            str,
-            pydantic.Field(description="At most three sentences citing steps ('step N: ...')."),
-        ),
-        secondary_category=(
-            category_enum | None,
-            pydantic.Field(default=None, description="A second contributing category, or null."),
-        ),
+    py_types: dict[str, Any] = {
+        "category": category_enum, "number": float, "integer": int, "string": str,
+    }
+    wire_types = {
+        "number": types.Type.NUMBER, "integer": types.Type.INTEGER, "string": types.Type.STRING,
+    }
+    fields: dict[str, Any] = {}
+    props: dict[str, types.Schema] = {}
+    for name, f in _ANSWER.items():
+        annotation = py_types[f.kind] | None if f.nullable else py_types[f.kind]
+        lo, hi = f.bounds if f.bounds is not None else (None, None)
+        default = None if not f.required else ...
+        fields[name] = (
+            annotation, pydantic.Field(default, ge=lo, le=hi, description=f.description)
+        )
+        if f.kind == "category":
+            props[name] = types.Schema(
+                type=types.Type.STRING, format="enum", enum=list(names),
+                nullable=f.nullable or None, description=f.description,
+            )
+        else:
+            props[name] = types.Schema(
+                type=wire_types[f.kind], nullable=f.nullable or None, minimum=lo, maximum=hi,
+                description=f.description,
+            )
+    model = pydantic.create_model("PrelabelAnswer", **fields)
+    wire = types.Schema(
+        type=types.Type.OBJECT,
+        properties=props,
+        required=[n for n, f in _ANSWER.items() if f.required],
+        property_ordering=list(_ANSWER),
     )
+    return ResponseSchema(model, wire)
+
+
+def response_schema(taxonomy: Taxonomy) -> ResponseSchema:
+    """The answer schema for ``taxonomy``, built once per set of category names."""
+    names = tuple(c.name for c in taxonomy.categories)
+    if not names:
+        raise ValueError(f"taxonomy {taxonomy.name!r} has no categories")
+    return _response_schema(names)
+
+
+def build_response_model(taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
+    """The structured-output model; ``category`` is an enum of exactly the taxonomy's names."""
+    return response_schema(taxonomy).model
 
 
 def build_wire_schema(taxonomy: Taxonomy) -> types.Schema:
-    """The same schema as ``build_response_model``, already in the API's Schema form.
+    """The same schema in the API's Schema form, as the request carries it."""
+    return response_schema(taxonomy).wire
 
-    Handing the SDK a pydantic class makes it regenerate and convert the JSON schema on every
-    call (several ms of CPU each, which caps throughput at high concurrency); this is built once
-    per taxonomy. The pydantic model remains what answers are validated against."""
-    names = [c.name for c in taxonomy.categories]
 
-    def category(description: str, nullable: bool = False) -> types.Schema:
-        return types.Schema(
-            type=types.Type.STRING,
-            format="enum",
-            enum=list(names),
-            nullable=nullable or None,
-            description=description,
-        )
-
-    props = {
-        "category": category("Primary failure category."),
-        "confidence": types.Schema(
-            type=types.Type.NUMBER,
-            minimum=0.0,
-            maximum=1.0,
-            description="Honest confidence in [0, 1].",
-        ),
-        "first_error_step": types.Schema(
-            type=types.Type.INTEGER,
-            nullable=True,
-            description="Number of the first wrong step as shown, or null.",
-        ),
-        "rationale": types.Schema(
-            type=types.Type.STRING,
-            description="At most three sentences citing steps ('step N: ...').",
-        ),
-        "secondary_category": category("A second contributing category, or null.", True),
-    }
-    return types.Schema(
-        type=types.Type.OBJECT,
-        properties=props,
-        required=["category", "confidence", "first_error_step", "rationale"],
-        property_ordering=list(props),
+def generation_config(schema: ResponseSchema) -> types.GenerateContentConfig:
+    """Deterministic JSON answers in the schema; the same for interactive and batch requests."""
+    return types.GenerateContentConfig(
+        temperature=0.0, response_mime_type="application/json", response_schema=schema.wire
     )
 
 
-def _retry_after_seconds(err: genai_errors.APIError) -> float | None:
+def retry_after_seconds(err: genai_errors.APIError) -> float | None:
     """Retry-After header (seconds or HTTP date), else google.rpc.RetryInfo's retryDelay."""
     headers = getattr(getattr(err, "response", None), "headers", None)
     value = None
@@ -222,6 +229,7 @@ class GeminiLabeller:
     """``await labeller.alabel(trajectory, taxonomy) -> (LabelResult, Usage)``; one HTTP call."""
 
     name = "gemini"
+    remote = True
 
     def __init__(
         self,
@@ -290,13 +298,18 @@ class GeminiLabeller:
         cache_key = (taxonomy.version, taxonomy.names)
         found = self._schemas.get(cache_key)
         if found is None:
-            config = types.GenerateContentConfig(
-                temperature=0.0,
-                response_mime_type="application/json",
-                response_schema=build_wire_schema(taxonomy),
-            )
-            found = self._schemas[cache_key] = (build_response_model(taxonomy), config)
+            schema = response_schema(taxonomy)
+            config = generation_config(schema)
+            found = self._schemas[cache_key] = (schema.model, config)
         return found
+
+    @property
+    def client(self) -> genai.Client:
+        """The SDK client (the batch path submits and polls jobs through it)."""
+        return self._client
+
+    def generation_config(self, taxonomy: Taxonomy) -> types.GenerateContentConfig:
+        return self._schema_and_config(taxonomy)[1]
 
     def response_model(self, taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
         return self._schema_and_config(taxonomy)[0]
@@ -305,7 +318,7 @@ class GeminiLabeller:
 
     async def alabel(self, trajectory: Trajectory, taxonomy: Taxonomy) -> tuple[LabelResult, Usage]:
         prompt = build_prompt(trajectory, taxonomy, token_budget=self.token_budget)
-        schema, config = self._schema_and_config(taxonomy)
+        _, config = self._schema_and_config(taxonomy)
         try:
             response = await self._client.aio.models.generate_content(
                 model=self.model, contents=prompt.text, config=config
@@ -318,18 +331,18 @@ class GeminiLabeller:
                 f"{type(e).__name__} after up to {self.timeout_s:g}s: {e}".rstrip(": "),
                 kind=kind,
             ) from e
-        return self._parse(response, trajectory, taxonomy, schema)
+        return self.parse_response(response, trajectory, taxonomy)
 
     def _classify_api_error(self, e: genai_errors.APIError) -> Exception:
         code = int(e.code) if isinstance(e.code, int) else 0
         detail = f"HTTP {code} {e.status or ''}: {e.message or ''}".strip()
         if code == 429:
             return TransientError(
-                detail, kind="rate_limited", retry_after_s=_retry_after_seconds(e), status=code
+                detail, kind="rate_limited", retry_after_s=retry_after_seconds(e), status=code
             )
         if code == 408 or code >= 500:
             return TransientError(
-                detail, kind="server_error", retry_after_s=_retry_after_seconds(e), status=code
+                detail, kind="server_error", retry_after_s=retry_after_seconds(e), status=code
             )
         if code in (401, 403):
             where = (
@@ -355,13 +368,14 @@ class GeminiLabeller:
             f"Gemini rejected the request ({detail}).", kind="bad_request", status=code
         )
 
-    def _parse(
+    def parse_response(
         self,
         response: types.GenerateContentResponse,
         trajectory: Trajectory,
         taxonomy: Taxonomy,
-        schema: type[pydantic.BaseModel],
     ) -> tuple[LabelResult, Usage]:
+        """The label in one answer (interactive or from a batch job), or ``InvalidAnswerError``."""
+        schema = self.response_model(taxonomy)
         usage = _usage(response)
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:

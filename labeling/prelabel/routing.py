@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from labeling.prelabel.base import PrelabelRecord
-from labeling.prelabel.service import PrelabelOptions, labeller_identity
+from labeling.prelabel.labellers import labeller_identity
+from labeling.prelabel.options import PrelabelOptions
 from labeling.store.queues import unit_hash
 from taxonomy import Taxonomy
 

@@ -130,3 +130,61 @@ def test_bad_taxonomy_and_missing_key_are_one_line(ws_dir: Path, tmp_path: Path)
                             "--workspace", str(ws_dir), env={"GEMINI_API_KEY": ""})
     assert code == 1 and out == ""
     assert err.strip().splitlines()[-1].startswith("error: No Gemini API key")
+
+
+def test_options_round_trip_through_the_worker_flags() -> None:
+    # The argv a launched worker gets parses back, through the hidden command's click options
+    # (built from the same definition), into exactly the options that produced it.
+    from faillab.cli_prelabel import prelabel, prelabel_worker
+    from labeling.prelabel.options import OPTIONS, PrelabelOptions
+
+    given = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", concurrency=3, limit=9,
+                            taxonomy_path=Path("tax.json"), vertex=False, project="p",
+                            location="europe-west4", allow_external=True)
+    ctx = prelabel_worker.make_context("prelabel-worker", given.to_argv())
+    assert PrelabelOptions.from_params(ctx.params) == given
+    assert PrelabelOptions.from_params(
+        prelabel_worker.make_context("prelabel-worker", []).params) == PrelabelOptions()
+    visible = {p.name for p in prelabel.params}
+    hidden = {p.name for p in prelabel_worker.params}
+    assert {s.field for s in OPTIONS} <= visible & hidden
+
+
+def test_batch_shows_cost_first_then_submits_and_collects(ws_dir: Path) -> None:
+    n = failures(ws_dir)
+    with FakeGemini(batch_polls=1) as fake:
+        env = {"GEMINI_API_KEY": "dummy-key", "GOOGLE_GEMINI_BASE_URL": fake.base_url}
+        args = ("prelabel", "--labeler", "gemini", "--model", "gemini-2.5-flash", "--batch",
+                "--json", "--workspace", str(ws_dir))
+        # Without an acknowledgement: the notice and the estimate, then a refusal; nothing sent.
+        code, out, err = invoke(*args, env=env)
+        assert code == 1 and out == ""
+        assert "PhysioNet" in err and f"batch: {n} trajectories to submit" in err
+        assert "estimated cost $" in err
+        assert err.strip().splitlines()[-1].startswith("error: refusing to send")
+        assert fake.batch_calls == []
+
+        code, out, err = invoke(*args, "--yes-send-data", env=env)
+        assert code == 0, err
+        submitted = json.loads(out)
+        assert (submitted["submitted_jobs"], submitted["running_jobs"]) == (1, 1)
+        assert submitted["to_submit"] == n and submitted["labelled"] == 0
+
+        code, out, err = invoke(*args, env=env)  # collecting sends nothing: no consent needed
+        assert code == 0, err
+        collected = json.loads(out)
+        assert (collected["collected_jobs"], collected["labelled"]) == (1, n)
+
+        # The interactive command finds everything in the cache.
+        code, out, _ = invoke("prelabel", "--labeler", "gemini", "--model", "gemini-2.5-flash",
+                              "--json", "--yes-send-data", "--workspace", str(ws_dir), env=env)
+        assert json.loads(out) == {"labelled": 0, "cached": n, "failed": 0, "calls": 0}
+        assert fake.request_count == 0 and fake.batch_calls.count("create") == 1
+
+
+def test_batch_needs_gemini_and_wait_needs_batch(ws_dir: Path) -> None:
+    code, _, err = invoke("prelabel", "--batch", "--workspace", str(ws_dir))
+    assert code == 1 and "--labeler gemini" in err
+    code, _, err = invoke("prelabel", "--wait", "--workspace", str(ws_dir))
+    assert code == 1 and "--wait only applies to --batch" in err
+

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from labeling.prelabel.errors import FatalError, InvalidAnswerError, TransientError
 from labeling.prelabel.gemini import (
     GeminiConfigError,
     GeminiLabeller,
     build_response_model,
+    build_wire_schema,
     privacy_notice,
 )
 from labeling.prelabel.prompt import (
@@ -22,7 +24,6 @@ from labeling.prelabel.prompt import (
     truncate_middle,
     water_fill_cap,
 )
-from labeling.prelabel.runner import FatalError, InvalidAnswerError, TransientError
 from taxonomy import builtin_taxonomies, default_taxonomy
 from tests.fake_gemini import Behaviour, FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
@@ -86,6 +87,21 @@ def test_enum_is_exactly_the_taxonomy_categories(name: str) -> None:
                 "rationale": "x",
             }
         )
+
+
+@pytest.mark.parametrize("name", sorted(builtin_taxonomies()))
+def test_wire_schema_and_validation_model_are_one_schema(name: str) -> None:
+    tax = builtin_taxonomies()[name]
+    model, wire = build_response_model(tax), build_wire_schema(tax)
+    # Built once per taxonomy, not per call.
+    assert build_response_model(tax) is model and build_wire_schema(tax) is wire
+    fields = model.model_fields
+    assert wire.properties is not None and list(wire.properties) == list(fields)
+    assert wire.required == [n for n, f in fields.items() if f.is_required()]
+    for n, f in fields.items():
+        assert wire.properties[n].description == f.description
+    for n in ("category", "secondary_category"):
+        assert wire.properties[n].enum == list(tax.names)
 
 
 def test_request_carries_schema_enum_temperature_and_json_mime() -> None:

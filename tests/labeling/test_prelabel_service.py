@@ -14,20 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from labeling.prelabel.routing import prelabel_confidences, route_prelabels
-from labeling.prelabel.runner import PrelabelRunAborted
-from labeling.prelabel.service import (
+from labeling.prelabel.errors import (
     ConsentRequiredError,
-    PrelabelOptions,
+    PrelabelRunAborted,
     PrelabelServiceError,
-    failed_trajectories,
-    require_consent,
-    run_prelabelling,
-    worker_command,
 )
+from labeling.prelabel.launch import WORKER_COMMAND, worker_command
+from labeling.prelabel.options import PrelabelOptions
+from labeling.prelabel.privacy import require_consent
+from labeling.prelabel.routing import prelabel_confidences, route_prelabels
+from labeling.prelabel.service import failed_trajectories, run_prelabelling
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.conftest import REPO
 from tests.fake_gemini import FakeGemini
 from trajectories.workspace import Workspace
 
@@ -133,7 +131,7 @@ def test_killed_worker_resumes_without_duplicate_calls(
     with FakeGemini(latency_s=0.05) as fake:
         env = {**os.environ, "GEMINI_API_KEY": "dummy-key",
                "GOOGLE_GEMINI_BASE_URL": fake.base_url, "FAILLAB_WORKSPACE": str(ws.root),
-               "FAILLAB_DATABASE_URL": "", "PYTHONPATH": str(REPO)}
+               "FAILLAB_DATABASE_URL": ""}
         env.pop("GOOGLE_CLOUD_PROJECT", None)
         opts = PrelabelOptions(**{**GEMINI.__dict__, "concurrency": 1})
         run_id = store.prelabels.start_run("gemini", "gemini-2.5-flash")
@@ -253,10 +251,10 @@ def test_routing_matches_the_annotation_queue(ws: Workspace, store: Store) -> No
 
 
 def test_worker_entry_point_runs_heuristic(ws: Workspace, store: Store) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "FAILLAB_DATABASE_URL": ""}
+    env = {**os.environ, "FAILLAB_DATABASE_URL": ""}
     run_id = store.prelabels.start_run("heuristic", "heuristic")
     done = subprocess.run(
-        [sys.executable, "-m", "labeling.prelabel.worker", "--run-id", str(run_id),
+        [sys.executable, "-m", "faillab.cli", WORKER_COMMAND, "--run-id", str(run_id),
          "--workspace", str(ws.root), "--labeler", "heuristic", "--limit", "7"],
         env=env, capture_output=True, text=True, timeout=120,
     )
@@ -266,7 +264,7 @@ def test_worker_entry_point_runs_heuristic(ws: Workspace, store: Store) -> None:
     # The worker enforces the privacy interlock itself.
     env.pop("FAILLAB_ALLOW_EXTERNAL_LLM", None)
     refused = subprocess.run(
-        [sys.executable, "-m", "labeling.prelabel.worker", "--workspace", str(ws.root),
+        [sys.executable, "-m", "faillab.cli", WORKER_COMMAND, "--workspace", str(ws.root),
          "--labeler", "gemini", "--no-vertex"],
         env={**env, "GEMINI_API_KEY": "dummy"}, capture_output=True, text=True, timeout=120,
     )

@@ -8,15 +8,12 @@ from typing import Any
 import pytest
 
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, RunStats
+from labeling.prelabel.errors import PrelabelRunAborted
 from labeling.prelabel.gemini import GeminiLabeller
-from labeling.prelabel.runner import (
-    RETRY_AFTER_CEILING_S,
-    PrelabelRunAborted,
-    backoff_delay,
-    estimate_cost_usd,
-    run_prelabels,
-    run_prelabels_sync,
-)
+from labeling.prelabel.pricing import estimate_cost_usd
+from labeling.prelabel.protocol import SyncLabellerAdapter
+from labeling.prelabel.retry import RETRY_AFTER_CEILING_S, backoff_delay
+from labeling.prelabel.runner import run_prelabels, run_prelabels_sync
 from taxonomy import default_taxonomy
 from tests.fake_gemini import Behaviour, FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
@@ -279,9 +276,9 @@ class StubHeuristic:
 def test_sync_labeller_runs_through_the_same_runner() -> None:
     ts = make_trajectories(4)
     store = MemoryStore()
-    stats = run_prelabels_sync(ts, StubHeuristic(), TAX, store)
+    stats = run_prelabels_sync(ts, SyncLabellerAdapter(StubHeuristic()), TAX, store)
     assert (stats.labelled, stats.failed, stats.calls, stats.estimated_cost_usd) == (3, 1, 0, 0.0)
-    again = run_prelabels_sync(ts, StubHeuristic(), TAX, store)
+    again = run_prelabels_sync(ts, SyncLabellerAdapter(StubHeuristic()), TAX, store)
     assert (again.cached, again.labelled, again.failed) == (3, 0, 1)
 
 
@@ -289,7 +286,9 @@ def test_real_heuristic_labeller_runs_through_the_runner() -> None:
     from labeling.prelabel.heuristic import HeuristicLabeller
 
     store = MemoryStore()
-    stats = run_prelabels_sync(make_trajectories(5), HeuristicLabeller(), TAX, store)
+    stats = run_prelabels_sync(
+        make_trajectories(5), SyncLabellerAdapter(HeuristicLabeller()), TAX, store
+    )
     assert (stats.calls, stats.labelled, stats.failed) == (0, 5, 0)
     assert all(r.result is not None and r.result.category in TAX.keys for r in store.saves)
 

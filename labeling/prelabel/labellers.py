@@ -1,0 +1,52 @@
+"""Which labeller a set of options means, built (or only named) from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from labeling.prelabel.errors import PrelabelServiceError
+from labeling.prelabel.heuristic import HeuristicLabeller
+from labeling.prelabel.options import DEFAULT_GEMINI_MODEL, PrelabelOptions
+from labeling.prelabel.prompt import PROMPT_VERSION
+from labeling.prelabel.protocol import Labeller, SyncLabellerAdapter
+from taxonomy import Taxonomy, TaxonomyError, default_taxonomy, load_taxonomy
+
+__all__ = ["DEFAULT_GEMINI_MODEL", "build_labeller", "labeller_identity", "load_run_taxonomy"]
+
+
+def load_run_taxonomy(path: Path | None) -> Taxonomy:
+    try:
+        return load_taxonomy(path) if path is not None else default_taxonomy()
+    except TaxonomyError as e:
+        raise PrelabelServiceError(str(e)) from None
+
+
+def labeller_identity(options: PrelabelOptions) -> tuple[str, str, str]:
+    """(name, model, prompt version) of the labeller the options describe, without building it
+    (building Gemini needs credentials; the page only wants to know which cache keys to read)."""
+    if options.labeller == "heuristic":
+        return (HeuristicLabeller.name, HeuristicLabeller.model, HeuristicLabeller.prompt_version)
+    return ("gemini", options.model or DEFAULT_GEMINI_MODEL, PROMPT_VERSION)
+
+
+def build_labeller(options: PrelabelOptions, taxonomy: Taxonomy) -> Labeller:
+    if options.labeller == "heuristic":
+        try:
+            return SyncLabellerAdapter(HeuristicLabeller(taxonomy))
+        except TaxonomyError as e:
+            raise PrelabelServiceError(
+                f"the heuristic labeller cannot use this taxonomy: {e}"
+            ) from None
+    # Imported here: the SDK is heavy and the heuristic path should not pay for it.
+    from labeling.prelabel.gemini import GeminiConfigError, GeminiLabeller
+
+    try:
+        return GeminiLabeller(
+            options.model or DEFAULT_GEMINI_MODEL,
+            vertexai=bool(options.vertex),
+            project=options.project,
+            location=options.location,
+            base_url=options.base_url,
+        )
+    except GeminiConfigError as e:
+        raise PrelabelServiceError(str(e)) from None

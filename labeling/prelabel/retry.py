@@ -1,0 +1,150 @@
+"""When to call a labeller again, and how long to wait first (built on ``tenacity``).
+
+- ``TransientError`` (HTTP 429, 408, 5xx, timeouts, network errors): retried up to
+  ``max_attempts`` calls in total, waiting an exponential back-off with "equal jitter"
+  (``base_delay_s * 2**n`` capped at ``max_delay_s``, half fixed and half random so that workers
+  hit by the same 429 spread out), or the server's Retry-After when that is longer (capped at
+  ``RETRY_AFTER_CEILING_S``).
+- ``InvalidAnswerError`` (malformed JSON, empty candidates, safety block): retried without a
+  pause (an answer came back, so the service is fine) at most ``max_invalid_attempts`` calls in
+  total, since a deterministic model tends to repeat itself.
+- ``FatalError`` and anything else: not retried.
+
+Tokens billed for failed calls are added up, so the cost of a run counts every call made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+)
+
+from labeling.prelabel.base import LabelResult
+from labeling.prelabel.errors import InvalidAnswerError, LabellerError, TransientError
+from labeling.prelabel.protocol import Usage
+
+__all__ = [
+    "RETRY_AFTER_CEILING_S",
+    "Attempts",
+    "RetryPolicy",
+    "backoff_delay",
+    "call_with_retries",
+]
+
+# A Retry-After beyond this (e.g. a daily quota saying "come back in 6 hours") is not waited out
+# in full: the item fails after its attempts and a later run picks it up.
+RETRY_AFTER_CEILING_S = 900.0
+
+
+def backoff_delay(
+    attempt: int,
+    *,
+    base_delay_s: float,
+    max_delay_s: float,
+    retry_after_s: float | None = None,
+    rng: random.Random | None = None,
+) -> float:
+    """Delay before retry number ``attempt`` (1 = first retry).
+
+    Half of the exponential step is fixed, half random: never an immediate retry, never a burst
+    of workers in lock-step. A server's Retry-After is a floor: retrying earlier would only earn
+    another 429."""
+    step = min(max_delay_s, base_delay_s * (2 ** max(attempt - 1, 0)))
+    r = rng.random() if rng is not None else random.random()
+    delay = step / 2 + r * step / 2
+    if retry_after_s is not None:
+        delay = max(delay, min(retry_after_s, RETRY_AFTER_CEILING_S))
+    return delay
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    max_invalid_attempts: int = 2
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+
+
+@dataclass
+class Attempts:
+    """What the calls for one item cost, whatever their outcome."""
+
+    calls: int = 0
+    invalid: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+
+
+async def call_with_retries(
+    call: Callable[[], Awaitable[tuple[LabelResult, Usage]]],
+    policy: RetryPolicy,
+    attempts: Attempts,
+    *,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    stop: asyncio.Event | None = None,
+) -> LabelResult:
+    """Call until a label comes back or the policy gives up; the last error is re-raised.
+
+    ``attempts`` is filled in as calls are made (also when this raises). ``stop`` set by the
+    runner after a fatal error elsewhere: no further retries are started."""
+    max_invalid = max(1, policy.max_invalid_attempts)
+
+    def give_up(state: RetryCallState) -> bool:
+        if stop is not None and stop.is_set():
+            return True
+        if attempts.calls >= policy.max_attempts:
+            return True
+        err = state.outcome.exception() if state.outcome is not None else None
+        return isinstance(err, InvalidAnswerError) and attempts.invalid >= max_invalid
+
+    def wait(state: RetryCallState) -> float:
+        err = state.outcome.exception() if state.outcome is not None else None
+        if not isinstance(err, TransientError):
+            return 0.0  # an answer came back: the service is fine, no need to wait
+        return backoff_delay(
+            state.attempt_number,
+            base_delay_s=policy.base_delay_s,
+            max_delay_s=policy.max_delay_s,
+            retry_after_s=err.retry_after_s,
+        )
+
+    async def pause(delay: float) -> None:
+        if delay > 0:
+            await sleep(delay)
+
+    async def once() -> LabelResult:
+        attempts.calls += 1
+        try:
+            result, usage = await call()
+        except LabellerError as e:
+            attempts.add(e.usage)
+            if isinstance(e, InvalidAnswerError):
+                attempts.invalid += 1
+            raise
+        attempts.add(usage)
+        return result
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type((TransientError, InvalidAnswerError)),
+        stop=give_up,
+        wait=wait,
+        sleep=pause,
+        reraise=True,
+    )
+    result: LabelResult = await retrying(once)
+    return result
