@@ -149,3 +149,20 @@ def test_reimport_skips_known_files_with_the_same_report(tmp_path: Path) -> None
     changed = ws.import_files([files[2], renamed], workers=2)
     assert changed.imported == 1 + len(json.loads(renamed.read_text("utf-8")))
     assert changed.duplicates == len(records) - 1
+
+
+def test_parts_are_visible_only_once_published(tmp_path: Path) -> None:
+    """A part renamed into place by a writer that died before publishing it is never read,
+    and the next writer deletes it."""
+    files = _inputs(tmp_path)
+    ws = Workspace(tmp_path / "ws")
+    ws.import_files(files[:1], workers=1)
+    visible = ws.part_files()
+    orphan = ws.parts_dir / "part-20000101T000000-000000000000.parquet"
+    shutil.copy(visible[0], orphan)
+    assert ws.part_files() == visible
+    assert ws.summary()["trajectories"] == Workspace(ws.root).summary()["trajectories"]
+    assert Workspace(ws.root).connect().execute("SELECT count(*) FROM parts").fetchone() == (
+        workspace_module.pq.ParquetFile(visible[0]).metadata.num_rows,)
+    ws.import_files(files[1:2], workers=1)
+    assert not orphan.exists()
