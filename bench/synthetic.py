@@ -6,6 +6,7 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 INTENTS = ["Demographics", "Vitals", "Medications", "Cost", "Labs", "Diagnoses"]
 TABLES = ["patients", "admissions", "labevents", "prescriptions", "diagnoses_icd", "chartevents"]
@@ -57,4 +58,63 @@ def write_files(out_dir: Path, n: int, files: int = 10, seed: int = 0) -> list[P
     finally:
         for h in handles:
             h.close()
+    return paths
+
+
+#: Real harness runs (tau-bench layout) replicated by ``write_real_layout``; read in place.
+REAL_RUNS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories" \
+    / "ai612-student"
+
+
+def _real_records(src: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every record of the real runs, with the file stem it came from."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for path in sorted(src.glob("*.json")):
+        for rec in json.loads(path.read_text("utf-8")):
+            out.append((path.stem, rec))
+    if not out:
+        raise SystemExit(f"{src}: no real trajectories found (is ../shared/data there?)")
+    return out
+
+
+def _perturbed(rec: dict[str, Any], copy: int) -> dict[str, Any]:
+    """A replica whose content hash differs from every other one: the trial number and the
+    last user message carry the replica number; everything else is the real record."""
+    out = dict(rec)  # shallow: only what changes is copied
+    out["trial"] = copy
+    messages = list(out.get("messages") or [])
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, dict) and msg.get("role") == "user" \
+                and isinstance(msg.get("content"), str):
+            messages[i] = {**msg, "content": msg["content"] + f" (replica {copy})"}
+            out["messages"] = messages
+            break
+    else:
+        out["replica"] = copy
+    return out
+
+
+def write_real_layout(out_dir: Path, n: int, per_file: int = 1000,
+                      src: Path | None = None) -> list[Path]:
+    """``n`` trajectories in the tau-bench result layout (JSON lists of ``per_file`` records,
+    harness file names), replicated from the real runs with perturbations that change every
+    content hash. Generated at bench time; never committed."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for stem, rec in _real_records(src or REAL_RUNS):
+        by_run.setdefault(stem, []).append(rec)
+    runs = sorted(by_run.items())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for k, start in enumerate(range(0, n, per_file)):
+        stem, recs = runs[k % len(runs)]
+        # The harness name with a timestamp of its own: each file is its own run.
+        name = (stem.rsplit("_", 2)[0]
+                + f"_{k % 12 + 1:02d}{k % 28 + 1:02d}{k // 3600:02d}{k // 60 % 60:02d}"
+                + f"{k % 60:02d}_valid.json")
+        batch = [_perturbed(recs[i % len(recs)], i)
+                 for i in range(start, min(n, start + per_file))]
+        path = out_dir / name
+        path.write_text(json.dumps(batch, ensure_ascii=False), "utf-8")
+        paths.append(path)
     return paths

@@ -85,7 +85,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "first-step exact and within one step, share of real (non-fallback) suggestions."),
     "evidence": ("faillab.cli_evidence:evidence",
         "First diverging step, diverging part, evidence rows and suggested category for "
-        "each failure in PATH, executed read-only in the SQL sandbox."),
+        "each failure in PATH."),
     "import": ("faillab.cli_workspace:import_cmd",
         "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
         "logs (.eval, .json), LM Studio conversations, or any JSON mapped with --map."),
@@ -109,6 +109,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "truth and no recorded outcome) and outcome disagreements."),
     "users": ("faillab.cli_users:users",
         "Create people, list them, change their role."),
+    "workspace": ("faillab.cli_workspace:workspace",
+        "Upkeep of the workspace's trajectory parts."),
 }
 
 

@@ -179,3 +179,37 @@ def list_cmd(workspace: Path | None, failed: bool, unscored: bool, run: str | No
         tid, run_name, model, task = (terminal_text(f, keep_newlines=False) for f in fields)
         click.echo(f"{mark} {tid}  {run_name}  {model}  task {task}"
                    + ("  unscored" if r["outcome"] == "unscored" else ""))
+
+
+@click.group()
+def workspace() -> None:
+    """Upkeep of the workspace's trajectory parts."""
+
+
+@workspace.command("compact")
+@workspace_option
+@click.option("--part-mb", default=None, type=int,
+              help="Size of a compacted part, uncompressed, in MB: about the memory compaction "
+                   "uses (default 128).")
+@json_option
+def compact(workspace: Path | None, part_mb: int | None, as_json: bool) -> None:
+    """Merge small parts into large parts sorted by id (a lookup then opens one file).
+
+    Imports do this on their own when small parts pile up. Readers are never blocked: the
+    new parts appear in one step and the old ones are deleted a few minutes later."""
+    from trajectories.workspace import WorkspaceError
+
+    ws = open_workspace(workspace)
+    if not ws.exists():
+        raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
+    try:
+        result = ws.compact(part_mb=part_mb) if part_mb else ws.compact()
+    except WorkspaceError as err:
+        raise UserError(str(err)) from None
+    if as_json:
+        emit(result)
+    elif result["merged_parts"]:
+        click.echo(f"merged {result['merged_parts']} parts ({result['rows']} trajectories) "
+                   f"into {result['new_parts']}")
+    else:
+        click.echo("nothing to compact")

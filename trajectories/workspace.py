@@ -3,31 +3,41 @@
 Layout under the workspace root::
 
     trajectories/part-*.parquet  one row per trajectory (index columns + the full JSON payload)
+    trajectories/manifest.json   which parts are visible (absent in older workspaces: all are)
     scores.parquet               optional re-score overlay written by ``faillab score``
     workspace.json               settings of this workspace (the EHR database to re-run SQL on)
     ehr.duckdb                   the demo's synthetic EHR database, when built by ``faillab demo``
     annotations.sqlite           the annotation store (default; PostgreSQL for teams)
 
-Parts are written to a hidden temporary name and renamed into place, so a reader in another
-process (the app) never sees half a file and never takes a lock; writers serialise on a lock file.
+Parts are written to a hidden temporary name and renamed into place, then published together
+by replacing the manifest in one rename, so a reader in another process (the app) never sees
+half a file or half an import and never takes a lock; writers serialise on a lock file.
+Imports parse files in worker processes (one part per file or per 64 MB of payloads);
+compaction merges small parts into id-sorted parts and retires the old ones after a grace
+period, so a reader still on them keeps working.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
+import multiprocessing
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from trajectories.importers import ImportProblem
@@ -37,6 +47,18 @@ from trajectories.model import Trajectory
 from trajectories.scoring import SCORER_VERSION, score_task
 
 PART_GLOB = "part-*.parquet"
+MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each writer
+#: Retired parts (replaced by compaction) stay this long for readers that still use them.
+RETIRED_GRACE_S = 300.0
+#: Compacted parts hold about this many rows; smaller parts are merged by compaction.
+COMPACT_ROWS = 131_072
+#: ... and about this many MB uncompressed (payloads dominate), so one fits in memory.
+COMPACT_PART_MB = 128
+#: An import that leaves more small parts than this compacts them.
+COMPACT_AT_PARTS = 64
+#: Part of every imported file's key: bump it when parsing changes what a file yields, so
+#: files imported before are parsed again instead of being taken as known.
+SCHEMA_KEY = "1"
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
 
 INDEX_SCHEMA = pa.schema(
@@ -129,7 +151,8 @@ def score(traj: Trajectory) -> bool | None:
 
 
 def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
-    """The flat row stored for a trajectory (CONTRACTS.md lists the columns)."""
+    """The flat row stored for a trajectory (CONTRACTS.md lists the columns); ``payload`` is
+    the trajectory's JSON as UTF-8 bytes (stored as a string column)."""
     task, run = traj.task, traj.run
     outcome = traj.outcome
     return {
@@ -159,7 +182,8 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
         "exact_match": score(traj),
         "scorer_version": SCORER_VERSION,
         "source_file": source_file,
-        "payload": traj.model_dump_json(),
+        # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
+        "payload": traj.__pydantic_serializer__.to_json(traj),
     }
 
 
@@ -264,12 +288,80 @@ class Workspace:
         stale = [*self.root.glob(".scores.parquet.tmp"), *self.root.glob(".rejects-*.tmp")]
         if self.parts_dir.exists():
             stale += self.parts_dir.glob(".part-*.tmp")
+            manifest = self._read_manifest()
+            if manifest is not None:
+                # Parts renamed into place by a writer that died before publishing them, and
+                # retired parts past their grace period.
+                retired = manifest.get("retired", {})
+                now = time.time()
+                expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
+                visible = set(manifest["parts"])
+                stale += [p for p in self.parts_dir.glob(PART_GLOB)
+                          if p.name not in visible and (p.name not in retired
+                                                        or p.name in expired)]
+                if expired:
+                    self._write_manifest(manifest["parts"],
+                                         {n: at for n, at in retired.items() if n not in expired})
         for path in stale:
             path.unlink(missing_ok=True)
         return len(stale)
 
+    @property
+    def manifest_path(self) -> Path:
+        return self.parts_dir / MANIFEST
+
+    def _read_manifest(self) -> dict[str, Any] | None:
+        """The list of visible parts (None for a workspace written before manifests: every
+        part file is visible)."""
+        try:
+            data = json.loads(self.manifest_path.read_text("utf-8"))
+        except FileNotFoundError:
+            return None
+        except ValueError as err:
+            raise WorkspaceError(f"{self.manifest_path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("parts"), list):
+            raise WorkspaceError(f"{self.manifest_path}: expected {{\"parts\": [...]}}")
+        return data
+
+    def _write_manifest(self, parts: Sequence[str], retired: dict[str, float],
+                        sources: dict[str, int] | None = None) -> None:
+        """Publish a new set of visible parts in one rename: the moment an import or a
+        compaction becomes visible to every reader, all at once. ``sources`` (kept when
+        None) maps each fully imported file's key to its record count."""
+        if sources is None:
+            sources = dict((self._read_manifest() or {}).get("sources", {}))
+        _atomic_write_text(self.manifest_path, json.dumps(
+            {"parts": sorted(parts), "retired": retired, "sources": sources}, indent=0))
+
+    def imported_sources(self) -> dict[str, int]:
+        """Files imported whole before (by content, name and import options): a re-import
+        of one reports its records as duplicates without parsing it again."""
+        return dict((self._read_manifest() or {}).get("sources", {}))
+
     def part_files(self) -> list[Path]:
-        return sorted(self.parts_dir.glob(PART_GLOB)) if self.parts_dir.exists() else []
+        if not self.parts_dir.exists():
+            return []
+        manifest = self._read_manifest()
+        if manifest is None:
+            return sorted(self.parts_dir.glob(PART_GLOB))
+        return [self.parts_dir / name for name in manifest["parts"]]
+
+    def _publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
+                 sources: dict[str, int] | None = None) -> None:
+        """Make staged parts (already renamed to their final names) visible and retire
+        ``removed``; retired files stay on disk a grace period for readers still on them."""
+        manifest = self._read_manifest()
+        current = ([p.name for p in sorted(self.parts_dir.glob(PART_GLOB))]
+                   if manifest is None else list(manifest["parts"]))
+        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
+        gone = {p.name for p in removed}
+        now = time.time()
+        for name in gone:
+            retired[name] = now
+        new = [p.name for p in added]
+        parts = [n for n in current if n not in gone and n not in new] + new
+        known = dict(manifest.get("sources", {})) if manifest else {}
+        self._write_manifest(parts, retired, {**known, **(sources or {})})
 
     def existing_ids(self) -> set[str]:
         files = self.part_files()
@@ -298,9 +390,8 @@ class Workspace:
     def _stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
         """Write rows to a hidden temporary part; ``_StagedImport.commit`` renames it in."""
         self.parts_dir.mkdir(parents=True, exist_ok=True)
-        rows.sort(key=lambda r: r["id"])
-        table = pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)
-        name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.parquet"
+        table = _rows_table(rows)
+        name = _part_name()
         tmp = self.parts_dir / f".{name}.tmp"
         pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
         return tmp, self.parts_dir / name
@@ -316,37 +407,69 @@ class Workspace:
         progress: Callable[[int, int, int], None] | None = None,
         mapping: Mapping | None = None,
         tasks: dict[str, dict[str, Any]] | None = None,
+        workers: int | None = None,
     ) -> ImportReport:
         """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
-        ``ImportProblem`` and nothing is written. Records stream into hidden staged parts that
-        are renamed into place only when every file has been read, so memory stays bounded.
-        ``progress(files_done, files, records_read)`` is called after each file and every
-        1,000 records."""
+        ``ImportProblem`` (the first one in file order) and nothing is written.
+
+        Files are parsed by ``workers`` processes (default: one per core; 1 parses here),
+        each writing hidden staged parts; when every file has been read the parts are renamed
+        into place together, so readers never see a partial import and memory stays bounded
+        by a few parts per worker. Ids, rows and duplicate counts do not depend on
+        ``workers``: a record seen in an earlier file (or already stored) is a duplicate.
+        ``progress(files_done, files, records_read)`` is called after each file (and every
+        1,000 records with one worker)."""
         report = ImportReport(files=len(paths))
         rejects: list[dict[str, str]] = []
-        records = 0
+        added = duplicates = records = 0
+        spec = _FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid)
         with self._write_lock():
-            batch = _StagedImport(self, self.existing_ids())
+            seen = self.existing_ids()
+            known = self.imported_sources()
+            sources: dict[str, int] = {}
+            staged: list[tuple[Path, Path]] = []
+            results = _parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
+                                   progress)
             try:
-                for done, path in enumerate(paths, start=1):
-                    for item in iter_file(Path(path), fmt, run=run, model=model,
-                                           mapping=mapping, tasks=tasks):
-                        records += 1
-                        if progress and records % 1000 == 0:
-                            progress(done - 1, len(paths), records)
-                        if item.problem is not None:
+                # closing(): on a failure every worker has stopped before staging is cleaned.
+                with contextlib.closing(results):
+                    for done, result in enumerate(results, start=1):
+                        records += result.records
+                        for problem, location, raw in result.rejected:
                             if not skip_invalid:
-                                raise item.problem
-                            report.problems.append(item.problem)
-                            rejects.append({"file": str(path), "location": item.location,
-                                            "error": str(item.problem), "record": item.raw})
-                        elif item.trajectory is not None:
-                            batch.offer(item.trajectory, str(path))
-                    if progress:
-                        progress(done, len(paths), records)
-                batch.commit()
+                                raise problem
+                            report.problems.append(problem)
+                            rejects.append({"file": problem.path, "location": location,
+                                            "error": str(problem), "record": raw})
+                        duplicates += result.duplicates
+                        if result.source_key in known:  # read before: all duplicates
+                            duplicates += known[result.source_key]
+                            records += known[result.source_key]
+                        elif result.source_key and not result.rejected:
+                            sources[result.source_key] = result.records
+                        for tmp, final, ids in result.parts:
+                            # Workers only know what was stored before: a record an earlier
+                            # file of this import holds is a duplicate too (first file wins,
+                            # as in a single-process import).
+                            again = [i for i in ids if i in seen]
+                            if again:
+                                _drop_rows(tmp, set(again))
+                                duplicates += len(again)
+                            seen.update(ids)
+                            added += len(ids) - len(again)
+                            staged.append((tmp, final))
+                        if progress:
+                            progress(done, len(paths), records)
+                published = []
+                for tmp, final in staged:
+                    if tmp.exists():
+                        os.replace(tmp, final)
+                        published.append(final)
+                if published or sources:
+                    self._publish(published, sources=sources)
             except BaseException:
-                batch.abort()
+                # Every worker has stopped: any staged part left is this import's.
+                self._clean_stale_staging()
                 raise
             finally:
                 self._invalidate()
@@ -357,9 +480,76 @@ class Workspace:
                 rejects_path = self.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
                 _atomic_write_text(rejects_path, "".join(_reject_line(r) for r in rejects))
                 report.rejects_file = rejects_path
-        report.imported, report.duplicates = batch.added, batch.duplicates
+        report.imported, report.duplicates = added, duplicates
         report.rejected = len(rejects)
+        if added:
+            self.maybe_compact()
         return report
+
+    # --- compaction --------------------------------------------------------------------------
+    def compaction_candidates(self) -> list[Path]:
+        """Visible parts below ``COMPACT_ROWS`` rows: what compaction merges."""
+        return [p for p in self.part_files()
+                if pq.ParquetFile(p).metadata.num_rows < COMPACT_ROWS]
+
+    def maybe_compact(self) -> dict[str, int] | None:
+        """Compact when small parts have piled up (more than ``COMPACT_AT_PARTS``)."""
+        if len(self.compaction_candidates()) <= COMPACT_AT_PARTS:
+            return None
+        return self.compact()
+
+    def compact(self, *, part_mb: int = COMPACT_PART_MB) -> dict[str, int]:
+        """Merge every small part into parts sorted by id that cover disjoint id ranges (a
+        lookup by id then opens one file), each at most ``COMPACT_ROWS`` rows and about
+        ``part_mb`` MB uncompressed. One id range is read at a time (row-group statistics
+        skip the rest), so memory stays near one output part whatever the workspace size.
+        The result is published in one manifest rename and the old parts are deleted after
+        a grace period: readers are never blocked or broken."""
+        with self._write_lock():
+            small = self.compaction_candidates()
+            if len(small) < 2:
+                return {"merged_parts": 0, "new_parts": 0, "rows": 0}
+            all_ids = pa.chunked_array(
+                [pq.read_table(p, columns=["id"]).column("id") for p in small]).combine_chunks()
+            ordered = pc.array_sort_indices(all_ids)
+            sorted_ids = all_ids.take(ordered)
+            rows = len(sorted_ids)
+            raw_bytes = sum(pq.ParquetFile(p).metadata.row_group(i).total_byte_size
+                            for p in small
+                            for i in range(pq.ParquetFile(p).metadata.num_row_groups))
+            n_out = max(1, -(-rows // COMPACT_ROWS), -(-raw_bytes // (part_mb * 1024 * 1024)))
+            bounds = [sorted_ids[(k * rows) // n_out].as_py() for k in range(1, n_out)]
+            del all_ids, ordered, sorted_ids
+            dataset = ds.dataset([str(p) for p in small], format="parquet",
+                                 schema=INDEX_SCHEMA)
+            finals: list[Path] = []
+            staged: list[tuple[Path, Path]] = []
+            try:
+                for i, (lo, hi) in enumerate(zip([None, *bounds], [*bounds, None],
+                                                 strict=True)):
+                    expr = None
+                    if lo is not None:
+                        expr = pc.field("id") >= lo
+                    if hi is not None:
+                        upper = pc.field("id") < hi
+                        expr = upper if expr is None else expr & upper
+                    table = dataset.to_table(filter=expr).sort_by("id")
+                    name = _part_name().replace(".parquet", f"-c{i:04d}.parquet")
+                    tmp = self.parts_dir / f".{name}.tmp"
+                    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE,
+                                   compression="zstd")
+                    staged.append((tmp, self.parts_dir / name))
+                    del table
+                for tmp, final in staged:
+                    os.replace(tmp, final)
+                    finals.append(final)
+                self._publish(finals, removed=small)
+            except BaseException:
+                for tmp, _ in staged:
+                    tmp.unlink(missing_ok=True)
+                raise
+            self._invalidate()
+            return {"merged_parts": len(small), "new_parts": len(finals), "rows": rows}
 
     def write_scores(self) -> dict[str, int]:
         """Re-score every trajectory with the current scorer into the overlay file."""
@@ -426,7 +616,7 @@ class Workspace:
         if con is None:
             con = duckdb.connect(":memory:")
             self._local.con = con
-        files = [str(f) for f in self.parts_dir.glob(PART_GLOB)] if self.exists() else []
+        files = [str(f) for f in self.part_files()] if self.exists() else []
         if files:
             file_list = "[" + ", ".join(_sql_str(f) for f in sorted(files)) + "]"
             con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT * FROM read_parquet({file_list})")
@@ -466,8 +656,10 @@ class Workspace:
         counts = ", ".join(
             f"count(*) OVER (PARTITION BY task_id, {c}) AS n_{c}" for c in TASK_FIELDS
         )
+        # Materialised once per change of the parts (a temporary table of one row per task):
+        # as a view, its window functions ran again in every query, seconds at a million rows.
         con.execute(
-            f"""CREATE OR REPLACE VIEW task_consensus AS
+            f"""CREATE OR REPLACE TEMP TABLE task_consensus AS
             SELECT task_id, {picks}
             FROM (SELECT task_id, {", ".join(TASK_FIELDS)}, {counts} FROM parts)
             GROUP BY task_id"""
@@ -482,6 +674,14 @@ class Workspace:
             FROM parts p LEFT JOIN scores s USING (id)
             LEFT JOIN task_consensus t USING (task_id)
             LEFT JOIN task_overrides o USING (task_id)"""
+        )
+        # Outcomes only (no task consensus, whose window functions dominate at a million
+        # rows): what counts and outcome lists need.
+        con.execute(
+            f"""CREATE OR REPLACE VIEW outcomes AS
+            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
+                   {exact} AS exact_match
+            FROM parts p LEFT JOIN scores s USING (id)"""
         )
         self._local.signature = signature
         return con
@@ -511,7 +711,7 @@ class Workspace:
                       count(*) FILTER (WHERE {success} IS NULL),
                       count(*) FILTER (WHERE recorded_success IS NOT NULL
                                        AND recorded_success <> exact_match)
-               FROM trajectories"""
+               FROM outcomes"""
         ).fetchone()
         assert row is not None
         keys = ("trajectories", "tasks", "runs", "failed", "unscored", "outcome_disagreements")
@@ -531,7 +731,7 @@ class Workspace:
         if run:
             where.append("run = ?")
             params.append(run)
-        sql = f"SELECT id, run, model, task_id, {success} AS success FROM trajectories"
+        sql = f"SELECT id, run, model, task_id, {success} AS success FROM outcomes"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY run, task_id, rollout, id"
@@ -587,6 +787,8 @@ class _StagedImport:
         self._flush()
         for tmp, final in self.staged:
             os.replace(tmp, final)
+        if self.staged:
+            self.ws._publish([final for _, final in self.staged])
         self.staged = []
 
     def abort(self) -> None:
@@ -594,6 +796,173 @@ class _StagedImport:
             tmp.unlink(missing_ok=True)
         self.staged = []
         self.rows = []
+
+
+@dataclass(frozen=True)
+class _FileSpec:
+    """What every worker needs to read files the same way (picklable)."""
+
+    parts_dir: str
+    fmt: str
+    run: str | None
+    model: str | None
+    mapping: Mapping | None
+    tasks: dict[str, dict[str, Any]] | None
+    skip_invalid: bool
+
+
+@dataclass
+class _FileResult:
+    """One file's import: staged parts with their ids, duplicates of stored records, rejects."""
+
+    records: int = 0
+    duplicates: int = 0
+    source_key: str | None = None
+    parts: list[tuple[Path, Path, list[str]]] = field(default_factory=list)
+    rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
+
+
+#: Ids stored before this import, as each worker was given them.
+_STORED_IDS: set[str] = set()
+#: Keys of files imported whole before (``Workspace.imported_sources``).
+_KNOWN_SOURCES: set[str] = set()
+#: A staged part is written once its rows' payloads reach this size: bounded worker memory.
+_PART_BYTES = 64 * 1024 * 1024
+
+
+def _worker_init(stored: tuple[set[str], set[str]]) -> None:
+    global _STORED_IDS, _KNOWN_SOURCES
+    _STORED_IDS, _KNOWN_SOURCES = stored
+
+
+def _parse_files(spec: _FileSpec, paths: list[Path], stored: tuple[set[str], set[str]],
+                 workers: int | None,
+                 progress: Callable[[int, int, int], None] | None) -> Generator[_FileResult]:
+    """Each file's result, in file order; files are parsed in parallel by forked workers."""
+    count = min(workers or os.cpu_count() or 1, len(paths))
+    if count <= 1:
+        _worker_init(stored)
+        try:
+            for done, path in enumerate(paths):
+                def tick(records: int, done: int = done) -> None:
+                    if progress:
+                        progress(done, len(paths), records)
+                yield _parse_file(spec, path, tick)
+        finally:
+            _worker_init((set(), set()))
+        return
+    # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
+    # a threaded process can hang or crash. The server preloads this module, so workers start
+    # in milliseconds; the stored ids reach each worker once, pickled.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
+                               initargs=(stored,))
+    try:
+        futures = [pool.submit(_parse_file, spec, path) for path in paths]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _parse_file(spec: _FileSpec, path: Path,
+                tick: Callable[[int], None] | None = None) -> _FileResult:
+    """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
+    imported whole before is not parsed again."""
+    result = _FileResult(source_key=_source_key(spec, path))
+    if result.source_key in _KNOWN_SOURCES:
+        return result
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    size = 0
+    try:
+        for item in iter_file(path, spec.fmt, run=spec.run, model=spec.model,
+                              mapping=spec.mapping, tasks=spec.tasks):
+            result.records += 1
+            if tick and result.records % 1000 == 0:
+                tick(result.records)
+            if item.problem is not None:
+                result.rejected.append((item.problem, item.location, item.raw))
+                if not spec.skip_invalid:
+                    break  # the whole import fails on this problem: stop reading
+                continue
+            traj = item.trajectory
+            if traj is None:
+                continue
+            if traj.id is None:
+                traj = traj.with_id()
+            tid = str(traj.id)
+            if tid in seen or tid in _STORED_IDS:
+                result.duplicates += 1
+                continue
+            seen.add(tid)
+            row = index_row(traj, str(path))
+            rows.append(row)
+            size += len(row["payload"])
+            if size >= _PART_BYTES:
+                result.parts.append(_stage_rows(Path(spec.parts_dir), rows))
+                rows, size = [], 0
+        if rows:
+            result.parts.append(_stage_rows(Path(spec.parts_dir), rows))
+    except BaseException:
+        for tmp, _, _ in result.parts:
+            tmp.unlink(missing_ok=True)
+        raise
+    if result.rejected and not spec.skip_invalid:
+        for tmp, _, _ in result.parts:
+            tmp.unlink(missing_ok=True)
+        result.parts = []
+    return result
+
+
+def _source_key(spec: _FileSpec, path: Path) -> str | None:
+    """What decides a file's trajectories: its bytes, its name (run identity comes from it)
+    and the import options. None when unreadable (the parser then says why)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    options = json.dumps([path.name, spec.fmt, spec.run, spec.model, repr(spec.mapping),
+                          spec.tasks, SCHEMA_KEY], sort_keys=True, default=str)
+    digest.update(options.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
+
+
+def _rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (sorted by id) as an Arrow table, built column by column (much faster than
+    ``from_pylist`` on wide rows)."""
+    rows.sort(key=lambda r: r["id"])
+    return pa.table({f.name: pa.array([r[f.name] for r in rows], type=f.type)
+                     for f in INDEX_SCHEMA}, schema=INDEX_SCHEMA)
+
+
+def _part_name() -> str:
+    return f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def _stage_rows(parts_dir: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path, list[str]]:
+    """Write rows to a hidden part; the import renames it into place when everything is read."""
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    table = _rows_table(rows)
+    name = _part_name()
+    tmp = parts_dir / f".{name}.tmp"
+    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+    return tmp, parts_dir / name, [r["id"] for r in rows]
+
+
+def _drop_rows(part: Path, ids: set[str]) -> None:
+    """Rewrite a staged part without the given ids (deleted when nothing is left)."""
+    table = pq.read_table(part)
+    keep = pc.invert(pc.is_in(table.column("id"), pa.array(sorted(ids))))
+    table = table.filter(keep)
+    if table.num_rows == 0:
+        part.unlink()
+        return
+    pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
 
 
 def _sql_str(value: str) -> str:

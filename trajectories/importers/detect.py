@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from trajectories.importers.errors import ImportProblem
 from trajectories.importers.inspect_ai import (
     eval_archive_samples,
@@ -36,12 +38,58 @@ class ParsedFile:
     raw_rejects: list[tuple[str, str]] = field(default_factory=list)  # (location, raw text)
 
 
-def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
-    """Yield (location, record, raw) triples. A JSON list is one document (read whole); JSONL
-    is streamed line by line so memory stays bounded by one record."""
+#: orjson reads integers beyond 64 bits as floats; such files go to the standard parser so a
+#: record's values (and so its content hash) never depend on the parser.
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUN = b"0" * 19
+
+
+def _has_long_integer(data: bytes) -> bool:
+    """True when a run of 19+ digits is a whole integer (not a float's fraction or exponent).
+    Digits inside strings count too: those files just take the slower parser. (Digits are
+    folded to '0' so the scan is a plain substring search, far faster than a regex.)"""
+    folded = data.translate(_ZERO_DIGITS)
+    start = folded.find(_LONG_RUN)
+    while start != -1:
+        end = start + len(_LONG_RUN)
+        while folded[end:end + 1] == b"0":
+            end += 1
+        before = data[start - 1:start] if start else b""
+        if before == b"-" and start >= 2:
+            before = data[start - 2:start - 1]
+            fraction_or_exponent = before in (b"e", b"E")
+        else:
+            fraction_or_exponent = before in (b".", b"e", b"E", b"+")
+        if not fraction_or_exponent and data[end:end + 1] not in (b".", b"e", b"E"):
+            return True
+        start = folded.find(_LONG_RUN, end)
+    return False
+
+
+def _loads(data: bytes) -> Any:
+    """Parse a whole JSON document: orjson when it accepts the text (several times faster),
+    else the standard parser, whose acceptance (NaN, huge integers, lone surrogate escapes)
+    and error messages are the import's contract."""
+    if not _has_long_integer(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data.decode("utf-8-sig"))
+
+
+def _raw(record: Any) -> str:
+    """A record's text for the rejects file (only made for records that are rejected)."""
+    return json.dumps(record, ensure_ascii=False, default=str)
+
+
+def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None]]:
+    """Yield (location, record, raw) triples; raw is None when the record came out of a whole
+    document (its text is made only if it is rejected). A JSON list is one document (read
+    whole); JSONL is streamed line by line so memory stays bounded by one record."""
     if first == "[":
         try:
-            doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+            doc = _loads(path.read_bytes())
         except json.JSONDecodeError as err:
             raise ImportProblem(
                 str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
@@ -51,18 +99,19 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str]]:
             raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
         if not isinstance(doc, list):
             raise ImportProblem(str(path), "expected a JSON list of records")
-        for i, rec in enumerate(doc):
-            yield f"record {i}", rec, json.dumps(rec, ensure_ascii=False)
+        for i in range(len(doc)):
+            rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
+            yield f"record {i}", rec, None
         return
     if _single_document(path):
         try:
-            doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+            doc = _loads(path.read_bytes())
         except UnicodeDecodeError as err:
             raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
         if not isinstance(doc, dict):
             raise ImportProblem(
                 str(path), "expected a JSON object, a JSON list of records, or JSONL")
-        yield "document", doc, json.dumps(doc, ensure_ascii=False)
+        yield "document", doc, None
         return
     with open(path, "rb") as handle:
         for lineno, raw_line in enumerate(handle, start=1):
@@ -111,6 +160,7 @@ class _BadJson:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Cheap test on the raw text before walking a record: an escaped or a decoded surrogate.
 _SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _surrogate_field(value: Any, path: str = "") -> str | None:
@@ -200,15 +250,24 @@ def iter_file(
     records = _records(path, _first_char(path))
     identity = identity_from_filename(path, run, model)
     detected = fmt
-    for location, record, raw in records:
+    surrogates: bool | None = None
+    for location, record, line in records:
         if isinstance(record, _BadJson):
-            yield Parsed(location, None, ImportProblem(str(path), record.message, location), raw)
+            yield Parsed(location, None, ImportProblem(str(path), record.message, location),
+                         line or "")
             continue
-        bad_text = _surrogate_field(record) if _SURROGATE_HINT.search(raw) else None
+        # A record from a whole document has no text of its own: walk it only when its file
+        # could hold a surrogate escape at all (decided once per file).
+        if line is None:
+            hint = surrogates if surrogates is not None else _file_has_surrogate_hint(path)
+            surrogates = hint
+        else:
+            hint = bool(_SURROGATE_HINT.search(line))
+        bad_text = _surrogate_field(record) if hint else None
         if bad_text is not None:
             yield Parsed(location, None, ImportProblem(
                 str(path), "lone surrogate escape (e.g. \\ud800) is not valid Unicode text",
-                location, bad_text), raw)
+                location, bad_text), line if line is not None else _raw(record))
             continue
         if detected == "auto":
             detected = _sniff(record)
@@ -216,7 +275,8 @@ def iter_file(
             if not looks_like_inspect_log(record):
                 yield Parsed(location, None, ImportProblem(
                     str(path), "expected an Inspect eval log (an object with 'eval' naming task "
-                    "and model, and 'samples')", location), raw)
+                    "and model, and 'samples')", location),
+                    line if line is not None else _raw(record))
                 continue
             yield from _inspect_items(path, json_log_samples(record), run, model)
             continue
@@ -232,9 +292,15 @@ def iter_file(
                     record = _override_run(record, run, model)
                 traj = parse_native(record)
         except ValueError as err:
-            yield _rejected(path, location, err, raw)
+            yield _rejected(path, location, err, line if line is not None else _raw(record))
             continue
-        yield Parsed(location, traj, None, raw)
+        yield Parsed(location, traj, None, "")
+
+
+def _file_has_surrogate_hint(path: Path) -> bool:
+    """True when the file's bytes hold an escape that can decode to a surrogate (UTF-8 text
+    itself cannot hold one)."""
+    return bool(_SURROGATE_ESCAPE.search(path.read_bytes()))
 
 
 def _rejected(path: Path, location: str, err: ValueError, raw: str) -> Parsed:
@@ -247,13 +313,12 @@ def _inspect_items(path: Path, samples: Iterator[tuple[str, dict[str, Any], Any]
                    run: str | None, model: str | None) -> Iterator[Parsed]:
     """One ``Parsed`` per Inspect sample (its location is ``sample <id> epoch <n>``)."""
     for location, header, sample in samples:
-        raw = json.dumps(sample, ensure_ascii=False, default=str)
         try:
             traj = parse_inspect_sample(sample, header, stem=path.stem, run=run, model=model)
         except ValueError as err:
-            yield _rejected(path, location, err, raw)
+            yield _rejected(path, location, err, _raw(sample))
             continue
-        yield Parsed(location, traj, None, raw)
+        yield Parsed(location, traj, None, "")
 
 
 def read_file(
