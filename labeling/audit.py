@@ -26,7 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from labeling.audit_export import summary_rows
+from labeling.audit_export import (
+    AFTER_HEADER,
+    STRATUM_HEADER,
+    after_rows,
+    stratum_rows,
+    summary_rows,
+)
 from labeling.audit_report import AuditItem as ReportItem
 from labeling.audit_report import AuditReport, Judgment, build_audit_report
 from labeling.sampling import SampleResult, stratified_sample
@@ -268,7 +274,8 @@ def create_audit(
 
     With annotators, each item goes to ``per_item`` of them (round-robin; at least two, so
     agreement is measurable). Without, the audit is open: anyone signed in reviews any item.
-    Unknown annotator names are created with the annotator role.
+    Every annotator must already be a user: a typo must not silently create a reviewer who
+    never signs in. Unknown names are refused and nothing is created.
     """
     people = list(dict.fromkeys(a.strip() for a in annotators if a.strip()))
     if people and len(people) < MIN_REVIEWERS:
@@ -284,8 +291,6 @@ def create_audit(
         "per_item": k,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    for person in people:
-        store.users.ensure(person, "annotator")
     store.audits.create(name, definition, [c.as_item() for c in plan.items], people,
                         per_item=k or None)
     return definition
@@ -318,8 +323,8 @@ def audit_definition(store: Store, name: str) -> dict[str, Any]:
 
 
 def latest_audit(store: Store) -> str | None:
-    """The most recently created audit (audits are listed in creation order)."""
-    audits = store.audits.all()
+    """The most recently created audit still in use (archived audits are never the default)."""
+    audits = store.audits.all(include_archived=False)
     return audits[-1][0] if audits else None
 
 
@@ -523,6 +528,33 @@ def summary_table(report: AuditReport) -> list[dict[str, str]]:
     """The Table-11-style rows (metric, value, count) exactly as the Markdown/LaTeX exports
     show them, so the page and the downloaded files can never disagree."""
     return [{"metric": m, "value": v, "count": c} for m, v, c in summary_rows(report)]
+
+
+def stratum_table(report: AuditReport) -> list[dict[str, str]]:
+    """Agreement by intent x scope, formatted exactly as in the exports (last row: total)."""
+    return [dict(zip(STRATUM_HEADER, row, strict=True)) for row in stratum_rows(report)]
+
+
+def after_table(report: AuditReport) -> list[dict[str, str]]:
+    """Agreement before and after adjudication, formatted exactly as in the exports."""
+    return [dict(zip(AFTER_HEADER, row, strict=True)) for row in after_rows(report)]
+
+
+def valid_headline(report: AuditReport) -> tuple[str, str]:
+    """(value, note) of the "Valid after adjudication" headline.
+
+    While disagreements are open the rate covers settled tasks only and would overstate how
+    final it is (100% with two tasks undecided), so the headline names the open ones instead.
+    """
+    rate = report.valid_rate_adjudicated
+    pct = "–" if rate is None else f"{100 * rate:.1f}%"
+    settled = f"{report.n_valid_adjudicated:,} of {report.n_resolved:,} settled tasks valid"
+    if report.n_unresolved:
+        s = "" if report.n_unresolved == 1 else "s"
+        return (f"{report.n_unresolved:,} open",
+                f"Not final: {report.n_unresolved:,} disagreement{s} still open; so far "
+                f"{settled} ({pct}).")
+    return pct, settled + "."
 
 
 KAPPA_PARADOX_EXPLAINED = (

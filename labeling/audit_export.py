@@ -23,9 +23,9 @@ __all__ = ["summary_rows", "to_csv", "to_json_dict", "to_latex", "to_markdown"]
 
 _DASH = "–"
 _KAPPA = "Cohen's κ"
-_STRATUM_HEADER = ("Intent", "Scope", "Items", "Rated by both", "Agree", "Raw agreement",
+STRATUM_HEADER = ("Intent", "Scope", "Items", "Rated by both", "Agree", "Raw agreement",
                    _KAPPA, "PABAK", "Valid (final)")
-_AFTER_HEADER = ("Comparison", "Raw agreement", _KAPPA, "Count")
+AFTER_HEADER = ("Comparison", "Raw agreement", _KAPPA, "Count")
 
 
 # ---- formatting helpers -------------------------------------------------------------------
@@ -239,7 +239,10 @@ def summary_rows(report: AuditReport) -> list[tuple[str, str, str]]:
     else:
         rows.append(("Audited sample", _DASH, f"{report.n_items:,}"))
     rows.append(("Structurally unique templates", _DASH, _templates_count(report)))
-    rows.append(("Adjudicated valid tasks", _pct(report.valid_rate_adjudicated),
+    # With disagreements open the rate covers settled tasks only: say so in the label.
+    settled = (f" (settled so far; {report.n_unresolved:,} open)" if report.n_unresolved
+               else "")
+    rows.append((f"Adjudicated valid tasks{settled}", _pct(report.valid_rate_adjudicated),
                  _ratio(report.n_valid_adjudicated, report.n_resolved)))
     if report.n_unresolved:
         rows.append(("Unresolved disagreements", _DASH, f"{report.n_unresolved:,}"))
@@ -261,7 +264,7 @@ def summary_rows(report: AuditReport) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _stratum_rows(report: AuditReport) -> list[list[str]]:
+def stratum_rows(report: AuditReport) -> list[list[str]]:
     out = []
     for s in report.by_stratum:
         out.append([
@@ -281,7 +284,7 @@ def _stratum_rows(report: AuditReport) -> list[list[str]]:
     return out
 
 
-def _after_rows(report: AuditReport) -> list[list[str]]:
+def after_rows(report: AuditReport) -> list[list[str]]:
     out = []
     if report.agreement is not None and report.pair is not None:
         out.append([
@@ -308,14 +311,14 @@ def to_markdown(report: AuditReport) -> str:
     if report.kappa_paradox_note:
         lines += ["", f"> {report.kappa_paradox_note}"]
     lines += ["", "**Agreement by intent and scope**", "",
-              "| " + " | ".join(_STRATUM_HEADER) + " |",
-              "| " + " | ".join("---" for _ in _STRATUM_HEADER) + " |"]
-    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in _stratum_rows(report)]
-    after = _after_rows(report)
+              "| " + " | ".join(STRATUM_HEADER) + " |",
+              "| " + " | ".join("---" for _ in STRATUM_HEADER) + " |"]
+    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in stratum_rows(report)]
+    after = after_rows(report)
     if after:
         lines += ["", "**Agreement before and after adjudication**", "",
-                  "| " + " | ".join(_AFTER_HEADER) + " |",
-                  "| " + " | ".join("---" for _ in _AFTER_HEADER) + " |"]
+                  "| " + " | ".join(AFTER_HEADER) + " |",
+                  "| " + " | ".join("---" for _ in AFTER_HEADER) + " |"]
         lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in after]
     if report.reason_counts:
         lines += ["", "**Reason codes**", "", "| Reason | Tasks |", "| --- | --- |"]
@@ -344,15 +347,15 @@ def to_latex(report: AuditReport) -> str:
              r"\midrule"]
     parts += [row(tex(c) for c in r) for r in summary_rows(report)]
     parts += [r"\bottomrule", r"\end{tabular}", ""]
-    parts += [r"\begin{tabular}{ll" + "r" * (len(_STRATUM_HEADER) - 2) + "}", r"\toprule",
-              row(tex(h) for h in _STRATUM_HEADER), r"\midrule"]
-    strata = _stratum_rows(report)
+    parts += [r"\begin{tabular}{ll" + "r" * (len(STRATUM_HEADER) - 2) + "}", r"\toprule",
+              row(tex(h) for h in STRATUM_HEADER), r"\midrule"]
+    strata = stratum_rows(report)
     parts += [row(tex(c) for c in r) for r in strata[:-1]]
     parts += [r"\midrule", row(tex(c) for c in strata[-1]), r"\bottomrule", r"\end{tabular}"]
-    after = _after_rows(report)
+    after = after_rows(report)
     if after:
         parts += ["", r"\begin{tabular}{lrrr}", r"\toprule",
-                  row(tex(h) for h in _AFTER_HEADER), r"\midrule"]
+                  row(tex(h) for h in AFTER_HEADER), r"\midrule"]
         parts += [row(tex(c) for c in r) for r in after]
         parts += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(parts) + "\n"

@@ -18,13 +18,17 @@ from app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     KAPPA_PARADOX_EXPLAINED,
     AuditError,
+    after_table,
     audit_definition,
     audit_report,
+    stratum_table,
     summary_table,
+    valid_headline,
 )
+from labeling.store import StoreError
 
 st.title("Validity audit: report")
-require_user("lead", "admin")
+lead = require_user("lead", "admin")
 store = get_store()
 
 audit = pick_audit(store, key="audit_report_audit")
@@ -37,14 +41,15 @@ except AuditError as err:
     st.stop()
 
 runs = definition.get("runs") or []
-st.caption(f"Pool: tasks unsolved by {len(runs)} run(s); sample of "
-           f"{definition.get('sample_size', report.n_items)} with seed "
-           f"{definition.get('seed', '–')}, stratified over intent × scope.")
+sample = definition.get("sample_size") or report.n_items
+seed = definition.get("seed")
+st.caption(f"Pool: tasks unsolved by {len(runs):,} run(s); sample of {sample:,} with seed "
+           f"{'–' if seed is None else seed}, stratified over intent × scope.")
 
 m = st.columns(4)
 m[0].metric("Audited tasks", f"{report.n_items:,}")
-valid = report.valid_rate_adjudicated
-m[1].metric("Valid after adjudication", "–" if valid is None else f"{100 * valid:.1f}%")
+valid, valid_note = valid_headline(report)
+m[1].metric("Valid after adjudication", valid, help=valid_note)
 ag = report.agreement
 m[2].metric("Raw agreement", "–" if ag is None else f"{100 * ag.raw_agreement:.1f}%")
 m[3].metric("Open disagreements", f"{report.n_unresolved:,}")
@@ -59,38 +64,23 @@ else:
     st.caption(KAPPA_PARADOX_EXPLAINED)
 
 data = report.to_json_dict()
+if report.n_unresolved:
+    st.warning(valid_note)
 st.subheader("By intent and scope")
-strata = pd.DataFrame(data["by_stratum"])
-if not strata.empty:
-    st.dataframe(
-        strata, hide_index=True, key="audit_report_strata",
-        column_config={
-            "raw_agreement": st.column_config.NumberColumn("raw agreement", format="%.3f"),
-            "cohens_kappa": st.column_config.NumberColumn("Cohen's κ", format="%.2f"),
-            "pabak": st.column_config.NumberColumn("PABAK", format="%.2f"),
-            "valid_rate_final": st.column_config.NumberColumn("valid (final)", format="%.3f"),
-        },
-    )
+# The same formatted rows as the exports: one number format, a dash for what is undefined.
+st.dataframe(pd.DataFrame(stratum_table(report)), hide_index=True, key="audit_report_strata")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Before and after adjudication")
-    rows = []
-    if ag is not None and report.pair is not None:
-        rows.append({"comparison": f"{report.pair[0]} vs {report.pair[1]} (before)",
-                     "n": ag.n, "agree": ag.n_agree, "raw agreement": ag.raw_agreement,
-                     "Cohen's κ": ag.cohens_kappa.kappa})
-    for r in report.after_adjudication:
-        rows.append({"comparison": f"{r.annotator} vs final label", "n": r.n,
-                     "agree": r.n_agree, "raw agreement": r.raw_agreement,
-                     "Cohen's κ": r.cohens_kappa})
-    if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, key="audit_report_after")
+    after = after_table(report)
+    if after:
+        st.dataframe(pd.DataFrame(after), hide_index=True, key="audit_report_after")
     else:
         st.caption("No reviews yet.")
-    st.caption(f"{report.n_adjudicated} task(s) carry a lead's verdict; "
-               f"{report.n_unresolved} disagreement(s) are still open; "
-               f"{report.n_unreviewed} task(s) are not reviewed yet.")
+    st.caption(f"{report.n_adjudicated:,} task(s) carry a lead's verdict; "
+               f"{report.n_unresolved:,} disagreement(s) are still open; "
+               f"{report.n_unreviewed:,} task(s) are not reviewed yet.")
 with right:
     st.subheader("Reason codes")
     if report.reason_counts:
@@ -111,3 +101,17 @@ d[2].download_button("Markdown", report.to_markdown(), file_name=f"{audit}-repor
                      mime="text/markdown", key="audit_dl_md")
 d[3].download_button("LaTeX", report.to_latex(), file_name=f"{audit}-report.tex",
                      mime="text/x-tex", key="audit_dl_latex")
+
+
+st.subheader("Archive")
+archived = audit in store.audits.archived()
+st.caption("Archiving keeps every judgment and verdict; the audit just stops being the default "
+           "on these pages and in `faillab audit` commands.")
+if st.button("Restore this audit" if archived else "Archive this audit", key="audit_archive",
+             icon=":material/unarchive:" if archived else ":material/archive:"):
+    try:
+        store.audits.archive(audit, actor=lead.name, archived=not archived)
+    except StoreError as err:
+        st.error(escape_markdown(str(err)))
+    else:
+        st.rerun()

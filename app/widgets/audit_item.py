@@ -139,12 +139,20 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
 
 
 def pick_audit(store: Store, key: str) -> str:
-    """The audit selector shared by the audit pages (newest first); stops the page if none."""
-    audits = [name for name, _ in store.audits.all()]
-    if not audits:
+    """The audit selector shared by the audit pages; stops the page if there is none.
+
+    Audits in use come first, newest first, and the newest is the default; archived ones
+    follow, marked, so an audit created by mistake stops being anyone's default once a lead
+    archives it.
+    """
+    archived = store.audits.archived()
+    names = [name for name, _ in reversed(store.audits.all())]
+    if not names:
         st.info("No audit yet. A lead creates one with `faillab audit create --runs R1,R2`.")
         st.stop()
+    audits = [n for n in names if n not in archived] + [n for n in names if n in archived]
     newest = latest_audit(store)
-    audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0, key=key)
+    audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0, key=key,
+                         format_func=lambda n: f"{n} (archived)" if n in archived else n)
     assert audit is not None
     return str(audit)

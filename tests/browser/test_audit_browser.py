@@ -30,6 +30,8 @@ def audit_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
     shutil.copytree(demo_workspace, root)
     url = Settings.from_env({"FAILLAB_WORKSPACE": str(root)}).annotations_url()
     store = open_store(url)
+    store.users.add("ana")
+    store.users.add("ben")
     plan = plan_audit(candidate_pool(Workspace(root), ["sim-small/t0.0"]), n=4, seed=0)
     create_audit(store, plan, name="browser-audit", annotators=["ana", "ben"])
     store.close()
