@@ -139,7 +139,7 @@ class Audits(Part):
             rows = s.execute(
                 select(AuditRow.name, AuditRow.archived_at).where(AuditRow.archived_at.is_not(None))
             )
-            return {name: when for name, when in rows}
+            return {name: when for name, when in rows if when is not None}
 
     def archive(self, name: str, *, actor: str | None, archived: bool = True) -> None:
         """Archive an audit (or bring it back with `archived=False`). Nothing is deleted: its
