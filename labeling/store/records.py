@@ -96,6 +96,16 @@ class HistoryEntry:
     after: dict[str, Any] | None
     reason: str | None
 
+    @property
+    def who(self) -> str:
+        """Who made the change, for people: never blank, never "None". A change without an
+        actor came from an LLM label or from the command line (imports, the operator)."""
+        if self.actor:
+            return self.actor
+        if (self.after or {}).get("source") == "llm":
+            return "LLM"
+        return "command line"
+
 
 @dataclass(frozen=True)
 class PrelabelRun:

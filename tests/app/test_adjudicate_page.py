@@ -93,6 +93,12 @@ def test_lead_adjudicates_with_reason(disputed: tuple[Store, str]) -> None:
     assert any("version 1" in s.value for s in at.success)
     actions = [(h.entity, h.action) for h in store.history.entries(entity_id=tid)]
     assert ("adjudication", "create") in actions
+    history = next(d.value for d in at.dataframe if "by" in d.value.columns)
+    cells = history.astype(str).to_numpy().ravel().tolist()
+    assert "None" not in cells and "nan" not in cells
+    assert "lea" in set(history["by"])
+    tax = default_taxonomy()
+    assert tax.category("sql_logic_error").name in set(history["category"])  # a display name
     # A second decision by the same lead in the same session uses the version it saved
     # (decided items leave the list unless asked for).
     at.toggle(key="adj_include_done").set_value(True)
