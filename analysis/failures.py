@@ -13,21 +13,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.success import normalise_task_fields, run_order, select_runs
+from labeling.store.records import CONTRACT_PROVENANCES, PROVENANCE_SOURCE, PROVENANCES
 from taxonomy.model import builtin_taxonomies
 
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
-
-PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single", "llm_only")
-#: Coarse source of a final label, as reported in the paper (human-derived vs LLM-only).
-PROVENANCE_SOURCE = {
-    "adjudicated": "adjudicated",
-    "human_agreed": "human",
-    "human_single": "human",
-    "llm_only": "llm_only",
-    # People disagree and no lead has decided yet: no category to count, shown so it is seen.
-    "disputed": "disputed",
-}
 
 DISTRIBUTION_COLUMNS = ["model", "category", "count", "n", "share", "ci_low", "ci_high"]
 TURNS_CATEGORY_COLUMNS = ["model", "category", "n", "mean_turns", "median_turns"]
@@ -150,12 +140,13 @@ def turns_per_category(
 def provenance_share(labels: pd.DataFrame) -> pd.DataFrame:
     """Share of final labels by provenance, with the coarse source (adjudicated/human/LLM only).
 
-    All four contract provenances are always listed (count 0 if absent); unknown values are
-    appended so nothing is silently dropped.
+    The four contract provenances are always listed (count 0 if absent), "disputed" when
+    present, strongest first; unknown values are appended so nothing is silently dropped.
     """
     prov = labels["provenance"].astype("object").fillna("unknown").astype(str)
     counts = prov.value_counts()
-    order = [*PROVENANCES, *sorted(set(counts.index) - set(PROVENANCES))]
+    order = [p for p in PROVENANCES if p in CONTRACT_PROVENANCES or p in counts.index]
+    order += sorted(set(counts.index) - set(PROVENANCES))
     out = pd.DataFrame({"provenance": order})
     out["source"] = out["provenance"].map(PROVENANCE_SOURCE).fillna("unknown")
     out["count"] = counts.reindex(order, fill_value=0).to_numpy().astype(int)

@@ -20,6 +20,7 @@ from analysis.failures import PROVENANCE_COLUMNS
 from analysis.success import NO_SCOPE, OTHER_INTENT
 from analysis.tables import TABLES, all_tables
 from labeling.store.policy import OPERATOR, Viewer
+from labeling.store.records import HUMAN_PROVENANCES
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -56,7 +57,6 @@ STATS_COLUMNS: tuple[str, ...] = (
 LABEL_TABLES = frozenset({"taxonomy", "taxonomy_turns", "provenance"})
 PAIR_TABLES = frozenset({"labeller"})
 #: Final-label provenances that carry a human verdict (what the pre-labeller is judged by).
-HUMAN_PROVENANCES = ("adjudicated", "human_agreed", "human_single")
 PAIR_COLUMNS = ["trajectory_id", "llm_category", "human_category", "human_provenance"]
 
 #: One-line descriptions shown by the CLI help and the Statistics page.

@@ -30,9 +30,7 @@ from labeling.prelabel.service import (
     mark_dead_run,
     run_log_path,
 )
-from labeling.store import PrelabelRun
-
-LEAD_ROLES = ("lead", "admin")
+from labeling.store import LEAD_ROLES, PrelabelRun
 
 
 @st.cache_resource

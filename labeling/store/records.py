@@ -26,6 +26,24 @@ HEARTBEAT_STALE_S = 120.0
 # Roles allowed to settle disagreements and to see every annotator's work in blind mode.
 LEAD_ROLES: frozenset[str] = frozenset({"lead", "admin"})
 
+# Where a final label came from, strongest first. "disputed" extends the documented four:
+# humans disagree and nobody has adjudicated yet, so the category is NULL rather than a guess.
+PROVENANCES: tuple[str, ...] = (
+    "adjudicated", "human_agreed", "human_single", "disputed", "llm_only"
+)
+# The four the data contract documents (docs/CONTRACTS.md); reports always list them.
+CONTRACT_PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single", "llm_only")
+# Provenances a person stands behind (what "human-confirmed only" counts).
+HUMAN_PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single")
+# The coarse source of a final label, as reported in the paper (human-derived vs LLM-only).
+PROVENANCE_SOURCE: dict[str, str] = {
+    "adjudicated": "adjudicated",
+    "human_agreed": "human",
+    "human_single": "human",
+    "disputed": "disputed",  # no category to count; shown so it is seen
+    "llm_only": "llm_only",
+}
+
 
 @dataclass(frozen=True)
 class User:
