@@ -11,6 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
+from statsmodels.stats.proportion import proportion_confint
 
 from analysis.success import normalise_task_fields, run_order, select_runs
 from labeling.store.records import CONTRACT_PROVENANCES, PROVENANCE_SOURCE, PROVENANCES
@@ -29,17 +31,13 @@ def wilson_interval(
     n: np.ndarray | pd.Series | int,
     z: float = Z95,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised Wilson score interval for ``successes / n``; NaN where ``n == 0``."""
+    """Vectorised Wilson score interval for ``successes / n`` (statsmodels); NaN where
+    ``n == 0``."""
     x = np.asarray(successes, dtype=float)
     m = np.asarray(n, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = x / m
-        z2 = z * z
-        denom = 1.0 + z2 / m
-        centre = (p + z2 / (2.0 * m)) / denom
-        half = z * np.sqrt(p * (1.0 - p) / m + z2 / (4.0 * m * m)) / denom
-        low = np.clip(centre - half, 0.0, 1.0)
-        high = np.clip(centre + half, 0.0, 1.0)
+    low, high = proportion_confint(x, np.where(m > 0, m, 1.0), alpha=2.0 * norm.sf(z),
+                                   method="wilson")
+    low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
     # At p = 0 or 1 the bound equals the proportion exactly; pin it so floating-point noise
     # never shows as "-0.0000" or "1.0000000002".
     low = np.where(x == 0, 0.0, low)
