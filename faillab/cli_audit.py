@@ -130,6 +130,7 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
     """The validity summary (Table-11 style), agreement by stratum, reasons."""
     import json
 
+    from analysis.audit_report import to_csv, to_json_dict, to_latex, to_markdown
     from labeling.audit import AuditError, audit_report
 
     if output is not None:
@@ -141,13 +142,13 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
     except AuditError as err:
         raise UserError(str(err)) from None
     if fmt == "json":
-        text = json.dumps({"audit": name, **report.to_json_dict()}, ensure_ascii=False)
+        text = json.dumps({"audit": name, **to_json_dict(report)}, ensure_ascii=False)
     elif fmt == "csv":
-        text = report.to_csv()
+        text = to_csv(report)
     elif fmt == "md":
-        text = report.to_markdown()
+        text = to_markdown(report)
     else:
-        text = report.to_latex()
+        text = to_latex(report)
     if output is not None:
         write_output(output, text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {output}", err=True)

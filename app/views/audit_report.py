@@ -11,6 +11,15 @@ import json
 import pandas as pd
 import streamlit as st
 
+from analysis.audit_report import (
+    after_table,
+    stratum_table,
+    summary_table,
+    to_csv,
+    to_json_dict,
+    to_latex,
+    to_markdown,
+)
 from app.auth import require_user
 from app.state import get_store
 from app.widgets.audit_item import pick_audit, reason_label
@@ -18,11 +27,8 @@ from app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     KAPPA_PARADOX_EXPLAINED,
     AuditError,
-    after_table,
     audit_definition,
     audit_report,
-    stratum_table,
-    summary_table,
     valid_headline,
 )
 from labeling.store import StoreError
@@ -63,7 +69,7 @@ if report.kappa_paradox_note:
 else:
     st.caption(KAPPA_PARADOX_EXPLAINED)
 
-data = report.to_json_dict()
+data = to_json_dict(report)
 if report.n_unresolved:
     st.warning(valid_note)
 st.subheader("By intent and scope")
@@ -95,11 +101,11 @@ d = st.columns(4)
 d[0].download_button("JSON", json.dumps({"audit": audit, **data}, indent=1, ensure_ascii=False),
                      file_name=f"{audit}-report.json", mime="application/json",
                      key="audit_dl_json")
-d[1].download_button("CSV", report.to_csv(), file_name=f"{audit}-report.csv", mime="text/csv",
+d[1].download_button("CSV", to_csv(report), file_name=f"{audit}-report.csv", mime="text/csv",
                      key="audit_dl_csv")
-d[2].download_button("Markdown", report.to_markdown(), file_name=f"{audit}-report.md",
+d[2].download_button("Markdown", to_markdown(report), file_name=f"{audit}-report.md",
                      mime="text/markdown", key="audit_dl_md")
-d[3].download_button("LaTeX", report.to_latex(), file_name=f"{audit}-report.tex",
+d[3].download_button("LaTeX", to_latex(report), file_name=f"{audit}-report.tex",
                      mime="text/x-tex", key="audit_dl_latex")
 
 

@@ -147,12 +147,15 @@ class PrelabelRun:
 
 @dataclass(frozen=True)
 class AuditItem:
+    """One audited task and the cell it was sampled from; `position` and `annotators` are
+    known once it is stored (the report needs only the first four)."""
+
     task_id: str
-    intent: str | None
-    scope: str | None
-    template_id: str | None
-    position: int
-    annotators: tuple[str, ...]
+    intent: str | None = None
+    scope: str | None = None
+    template_id: str | None = None
+    position: int = 0
+    annotators: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
