@@ -24,7 +24,6 @@ from labeling.store.models import (
     utcnow,
 )
 from labeling.store.records import (
-    LEAD_ROLES,
     STAGES,
     AuditAdjudication,
     AuditItem,
@@ -308,8 +307,8 @@ class Audits(Part):
     def judgments_visible_to(self, user: str, audit: str) -> list[AuditJudgment]:
         """Blind review: annotators see only their own judgments; leads and admins see all."""
         with self._read() as s:
-            role = self._user_row(s, user).role
-        return self._judgments(audit, None if role in LEAD_ROLES else user)
+            sees_all = self._gate.sees_all_judgments(s, user)
+        return self._judgments(audit, None if sees_all else user)
 
     def decide(
         self,
