@@ -9,7 +9,7 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 WORKSPACE ?= workspace
 PORT ?= 8501
 
-.PHONY: run test install install-dev browser postgres lint bench demo clean
+.PHONY: run test install install-dev browser postgres lint docs bench demo clean
 
 # `make run` installs only what the app needs; `make test` adds the developer tools on top.
 $(APP_STAMP): pyproject.toml
@@ -45,6 +45,11 @@ postgres:
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+## make docs: regenerate the generated reference files (docs/cli.md, docs/settings.md,
+## data/trajectory.schema.json); a test fails when they are stale
+docs: install
+	$(BIN)/python -m faillab.reference_docs
 
 demo: install
 	$(BIN)/faillab demo --workspace $(WORKSPACE)

@@ -131,20 +131,6 @@ def check_runs(ws: Workspace, runs: Sequence[str]) -> None:
         raise SourceError(f"unknown run(s): {', '.join(missing)} (available: {available})")
 
 
-def frame_signature(ws: Workspace) -> tuple[Any, ...]:
-    """Cheap identity of the workspace's data: part files (name, size, mtime) and the score
-    overlay. Parts are immutable and only ever added, so an equal signature means equal data;
-    the app keys its cache on this."""
-    parts = tuple((p.name, *_stat(p)) for p in ws.part_files())
-    scores = _stat(ws.scores_path) if ws.scores_path.exists() else (0, 0)
-    return (str(ws.root.resolve()), parts, scores)
-
-
-def _stat(path: Any) -> tuple[int, int]:
-    st = path.stat()
-    return (int(st.st_size), int(st.st_mtime_ns))
-
-
 def run_temperatures(df: pd.DataFrame) -> pd.DataFrame:
     """One row per run: model and sampling temperature (Pass^k depends on it)."""
     if df.empty:

@@ -11,17 +11,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-INTENTS: tuple[str, ...] = (
-    "Demographics",
-    "Vitals",
-    "Medications",
-    "Cost",
-    "Labs",
-    "Diagnoses",
-)
-SCOPES: tuple[str, ...] = ("patient", "population")
-#: Label used when a task has no intent; the contract makes "Other" the catch-all intent.
-OTHER_INTENT = "Other"
+from trajectories.model import CLINICAL_INTENTS, OTHER_INTENT, SCOPES
+
+# The intents and scopes are the format's (trajectories.model); tables order rows by them.
+#: The clinical intents only: "Other" is shown after them, as any unknown intent is.
+INTENTS: tuple[str, ...] = CLINICAL_INTENTS
 #: Label used when a task has no scope (the contract allows NULL scope).
 NO_SCOPE = "unscoped"
 #: Marker used by the aggregated ("overall") rows of the long tables.

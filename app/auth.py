@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 import streamlit as st
 
-from app.state import get_settings, get_store
+from faillab.app.state import get_settings, get_store
 from faillab.settings import Settings
 from labeling.store import Store, StoreError, User
 from labeling.store.models import utcnow

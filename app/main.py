@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-# `streamlit run app/main.py` puts app/ on sys.path, not the repository root.
-_ROOT = Path(__file__).resolve().parent.parent
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import streamlit as st  # noqa: E402
-
-from app.auth import sign_in_gate, sign_in_required  # noqa: E402
-from app.state import get_settings, workspace  # noqa: E402
+from faillab.app.auth import sign_in_gate, sign_in_required
+from faillab.app.state import get_settings, workspace
 
 st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
@@ -29,6 +21,7 @@ PAGES = {
         st.Page("views/annotate.py", title="Annotate", url_path="annotate"),
         st.Page("views/adjudicate.py", title="Adjudicate", url_path="adjudicate"),
         st.Page("views/agreement.py", title="Agreement", url_path="agreement"),
+        st.Page("views/clusters.py", title="Clusters", url_path="clusters"),
     ],
     "Pre-labels": [
         # LLM / heuristic pre-labelling pages

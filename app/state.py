@@ -1,14 +1,33 @@
-"""Process-wide resources (cached once per server) and per-session helpers shared by pages."""
+"""Process-wide resources and the app's cached loaders, in one place.
+
+Every cached loader is keyed by everything its result depends on, and reads nothing else:
+
+* workspace data by ``(workspace root, Workspace.signature())``: an import, a re-score or a
+  change of workspace gives a new key, so no page serves trajectories of another state;
+* results read from the EHR database by ``(path, mtime, size)`` of the file (``ehr_key``): after
+  ``faillab sandbox build`` rewrites it, the next re-run reads the new file.
+
+Pages call the public functions below; the ``_cached`` functions take their keys as arguments
+and open the workspace from the root they were given, never from a global.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from faillab.settings import Settings
 from labeling.store import Store, open_store
+from trajectories.model import Trajectory
 from trajectories.workspace import Workspace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Identity of an EHR database file: resolved path, modification time (ns) and size.
+EhrKey = tuple[str, int, int]
 
 
 def get_settings() -> Settings:
@@ -18,9 +37,9 @@ def get_settings() -> Settings:
 
 
 @st.cache_resource
-def get_workspace(root: str | None = None) -> Workspace:
-    # One Workspace per process; it keeps a DuckDB connection per thread internally.
-    return Workspace(Path(root) if root else get_settings().workspace)
+def get_workspace(root: str) -> Workspace:
+    # One Workspace per process and root; it keeps a DuckDB connection per thread internally.
+    return Workspace(Path(root))
 
 
 @st.cache_resource
@@ -38,6 +57,85 @@ def get_store() -> Store:
 
 def workspace() -> Workspace:
     return get_workspace(str(get_settings().workspace))
+
+
+def data_key(ws: Workspace | None = None) -> tuple[str, tuple[Any, ...]]:
+    """``(root, signature)`` of the current workspace: the key of every workspace-data cache."""
+    ws = ws or workspace()
+    return str(ws.root), ws.signature()
+
+
+def ehr_key(path: Path | None) -> EhrKey | None:
+    """``(path, mtime_ns, size)`` of an EHR database file; None when there is none."""
+    if path is None:
+        return None
+    resolved = path.expanduser().resolve()
+    try:
+        st_ = resolved.stat()
+    except FileNotFoundError:
+        return (str(resolved), 0, 0)
+    return (str(resolved), int(st_.st_mtime_ns), int(st_.st_size))
+
+
+# --- workspace data ----------------------------------------------------------------------------
+@st.cache_data(max_entries=512, show_spinner=False)
+def _trajectory_cached(root: str, signature: tuple[Any, ...],
+                       trajectory_id: str) -> Trajectory | None:
+    return get_workspace(root).get(trajectory_id)
+
+
+def load_trajectory(trajectory_id: str) -> Trajectory | None:
+    """One trajectory of the current workspace (None when it has no such id)."""
+    root, signature = data_key()
+    return _trajectory_cached(root, signature, trajectory_id)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _facets_cached(root: str, signature: tuple[Any, ...]) -> dict[str, list[str]]:
+    from trajectories.views import facets
+
+    return facets(get_workspace(root))
+
+
+def workspace_facets() -> dict[str, list[str]]:
+    """Distinct values (run, model, intent, scope, ...) for the filter widgets."""
+    return _facets_cached(*data_key())
+
+
+@st.cache_data(show_spinner="Loading trajectories…", max_entries=4)
+def _frame_cached(root: str, signature: tuple[Any, ...], source: str) -> pd.DataFrame:
+    from analysis.sources import load_frame
+
+    return load_frame(get_workspace(root), success_source=source)
+
+
+def trajectory_frame(source: str) -> pd.DataFrame:
+    """The statistics frame of the current workspace under a success source."""
+    root, signature = data_key()
+    return _frame_cached(root, signature, source)
+
+
+# --- the EHR database --------------------------------------------------------------------------
+@st.cache_data(max_entries=256, show_spinner=False)
+def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
+    from trajectories.sandbox import SandboxError
+    from trajectories.sandbox_isolated import run_isolated
+
+    try:
+        result = run_isolated(Path(ehr[0]), sql, timeout_s=timeout_s, row_cap=row_cap)
+    except SandboxError as err:
+        return {"error": str(err)}
+    return {"columns": result.columns, "rows": result.json_rows(),
+            "truncated": result.truncated, "elapsed_ms": result.elapsed_ms}
+
+
+def rerun_sql(ehr_path: Path, sql: str) -> dict[str, object]:
+    """Run ``sql`` read-only against the EHR file, with the settings' time limit and row cap:
+    ``{"error": ...}`` or ``{"columns", "rows", "truncated", "elapsed_ms"}``."""
+    settings = get_settings()
+    key = ehr_key(ehr_path)
+    assert key is not None
+    return _rerun_cached(key, sql, settings.sql_timeout_s, settings.sql_row_cap)
 
 
 def open_trajectory_link(trajectory_id: str) -> None:

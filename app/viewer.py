@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.state import get_settings
+from faillab.app.state import get_settings
 from labeling.store import User, Viewer
 
 

@@ -2,194 +2,118 @@
 
 With ``--json`` a command prints exactly one JSON value on stdout; messages go to stderr.
 Errors the user can fix print one line and exit with status 1 (never a traceback).
+
+Sub-commands live in their own modules and are imported only when invoked (``LazyGroup``), so
+``faillab --help`` loads click and nothing of pandas, DuckDB or SQLAlchemy.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
 
 import click
 
-from faillab.cli_common import (
-    UserError,
-    echo_text,
-    emit,
-    json_option,
-    open_workspace,
-    settings_for,
-    success_source_option,
-    workspace_option,
-)
-from faillab.textsafe import terminal_text
-from trajectories.importers import FORMATS, ImportProblem
-from trajectories.workspace import WorkspaceError
+from faillab.cli_common import UserError, settings_for, workspace_option
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose sub-commands are ``module:attribute`` paths, imported on first use.
+
+    Each entry also carries the command's one-line help, so listing the commands (``--help``)
+    imports none of them; a test checks that these lines equal the commands' own.
+    """
+
+    def __init__(self, *args: object, lazy: dict[str, tuple[str, str]] | None = None,
+                 **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy: dict[str, tuple[str, str]] = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            return load_command(self.lazy[cmd_name][0])
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows: list[tuple[str, str]] = []
+        names = self.list_commands(ctx)
+        # As click does: the help column starts after the longest name.
+        limit = formatter.width - 6 - max((len(n) for n in names), default=0)
+        for name in names:
+            if name in self.lazy:
+                if not self.lazy[name][1]:
+                    continue  # a hidden command (no help line) is not listed
+                # A stand-in command shortens the line exactly as click shortens a real one.
+                stand_in = click.Command(name, help=self.lazy[name][1])
+                rows.append((name, stand_in.get_short_help_str(limit)))
+                continue
+            cmd = super().get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def load_command(path: str) -> click.Command:
+    module_name, _, attr = path.partition(":")
+    command = getattr(importlib.import_module(module_name), attr)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{path} is not a click command")
+    return command
+
+
+#: name -> (module:attribute, one-line help shown by ``faillab --help``; "" for a hidden command).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": ("faillab.cli_audit:audit",
+        "Human validity audit of tasks no selected run solved."),
+    "clusters": ("faillab.cli_clusters:clusters",
+        "Group the workspace's failed trajectories into look-alike clusters (question, final "
+        "SQL, error text, divergence), largest first; outliers are marked for one-by-one "
+        "confirmation."),
+    "demo": ("faillab.cli_workspace:demo",
+        "Build the synthetic demo workspace: an EHR database, tasks and simulated agents."),
+    "evaluate": ("faillab.cli_clusters:evaluate",
+        "Agreement of the heuristic, the first-divergence finder and the classifier "
+        "(cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa, "
+        "first-step exact and within one step, share of real (non-fallback) suggestions."),
+    "evidence": ("faillab.cli_evidence:evidence",
+        "First diverging step, diverging part and suggested category for each failure in "
+        "PATH."),
+    "import": ("faillab.cli_workspace:import_cmd",
+        "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
+        "logs (.eval, .json), LM Studio conversations, or any JSON mapped with --map."),
+    "labels": ("faillab.cli_labels:labels",
+        "Export and import failure labels."),
+    "list": ("faillab.cli_workspace:list_cmd",
+        "List trajectories: 'ok', 'FAIL' or '----' (unscored) with id, run, model and "
+        "task."),
+    "prelabel": ("faillab.cli_prelabel:prelabel",
+        "Pre-label the workspace's failed trajectories (cached, resumable)."),
+    "sandbox": ("faillab.cli_sandbox:sandbox",
+        "The EHR database that agent and reference SQL are re-run against."),
+    "score": ("faillab.cli_workspace:score_cmd",
+        "Re-score every trajectory by exact match with the current scorer."),
+    "stats": ("faillab.cli_stats:stats",
+        "Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, "
+        "taxonomy, taxonomy_turns, provenance, robustness, labeller."),
+    "summary": ("faillab.cli_workspace:summary",
+        "Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground "
+        "truth and no recorded outcome) and outcome disagreements."),
+    "users": ("faillab.cli_users:users",
+        "Create people, list them, change their role."),
+}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """EHR Failure Lab: see, label and audit LLM-agent trajectories on clinical databases."""
-
-
-@main.command("import")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@workspace_option
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--run", default=None, help="Run name (default: from the file name).")
-@click.option("--model", default=None, help="Model name (default: from the file or its name).")
-@click.option("--skip-invalid", is_flag=True,
-              help="Import the valid records; write the rejects with their errors to a file.")
-@click.option("--map", "mapping_file", default=None, type=click.Path(path_type=Path),
-              help="TOML mapping for JSON/JSONL records that use other field names "
-                   "(see docs/format.md).")
-@click.option("--tasks", "tasks_file", default=None, type=click.Path(path_type=Path),
-              help="Task file (CSV or JSON: id, question, gold_sql, gold_answer) giving task ids "
-                   "and ground truth to logs that lack them (LM Studio).")
-@json_option
-def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: str | None,
-               model: str | None, skip_invalid: bool, mapping_file: Path | None,
-               tasks_file: Path | None, as_json: bool) -> None:
-    """Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI logs (.eval,
-    .json), LM Studio conversations, or any JSON mapped with --map."""
-    from tqdm import tqdm
-
-    from trajectories.importers.lmstudio import load_tasks
-    from trajectories.importers.mapping import load_mapping
-
-    try:
-        mapping = load_mapping(mapping_file) if mapping_file else None
-        tasks = load_tasks(tasks_file) if tasks_file else None
-    except ImportProblem as problem:
-        raise UserError(str(problem)) from None
-    ws = open_workspace(workspace)
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files.extend(sorted(q for q in p.iterdir() if q.suffix in {".json", ".jsonl", ".eval"}))
-        else:
-            files.append(p)
-    # Counts records, so one huge file shows progress too; appears only after half a second.
-    bar = tqdm(unit=" trajectories", delay=0.5, disable=as_json, file=sys.stderr)
-
-    def progress(files_done: int, files_total: int, records: int) -> None:
-        bar.set_postfix_str(f"file {min(files_done + 1, files_total)}/{files_total}",
-                            refresh=False)
-        bar.update(records - bar.n)
-
-    try:
-        report = ws.import_files(files, fmt=fmt, run=run, model=model,
-                                 skip_invalid=skip_invalid, progress=progress,
-                                 mapping=mapping, tasks=tasks)
-    except ImportProblem as problem:
-        raise UserError(f"{problem} (nothing was imported)") from None
-    finally:
-        bar.close()
-    if as_json:
-        emit(report.as_json())
-        return
-    click.echo(f"imported {report.imported}, duplicates {report.duplicates}, "
-               f"rejected {report.rejected}")
-    if report.rejects_file:
-        click.echo(f"rejected records and their errors: {report.rejects_file}", err=True)
-
-
-@main.command()
-@workspace_option
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--tasks", "n_tasks", default=72, show_default=True, type=int)
-@click.option("--rollouts", default=3, show_default=True, type=int)
-@click.option("--patients", "n_patients", default=2000, show_default=True, type=int)
-@click.option("--if-missing", is_flag=True, help="Do nothing when the workspace has data.")
-@json_option
-def demo(workspace: Path | None, seed: int, n_tasks: int, rollouts: int, n_patients: int,
-         if_missing: bool, as_json: bool) -> None:
-    """Build the synthetic demo workspace: an EHR database, tasks and simulated agents."""
-    from trajectories.demo import generate_demo
-
-    ws = open_workspace(workspace)
-    if if_missing and ws.part_files():
-        if not as_json:
-            click.echo(f"workspace {ws.root} already has trajectories; leaving it as it is")
-        else:
-            emit({"imported": 0, "skipped": True})
-        return
-    ws.create()
-    result = generate_demo(ws.root, seed=seed, n_tasks=n_tasks, rollouts=rollouts,
-                           n_patients=n_patients)
-    added, dups = ws.add((t, "demo") for t in result.trajectories)
-    if as_json:
-        emit({"imported": added, "duplicates": dups, "ehr_database": str(result.ehr_path)})
-    else:
-        click.echo(f"demo workspace {ws.root}: {added} trajectories, EHR {result.ehr_path}")
-
-
-@main.command("score")
-@workspace_option
-@json_option
-def score_cmd(workspace: Path | None, as_json: bool) -> None:
-    """Re-score every trajectory by exact match with the current scorer."""
-    result = open_workspace(workspace).write_scores()
-    if as_json:
-        emit(result)
-    else:
-        click.echo(f"scored {result['scored']} trajectories; {result['changed']} changed")
-
-
-@main.command()
-@workspace_option
-@success_source_option
-@json_option
-def summary(workspace: Path | None, success_source: str, as_json: bool) -> None:
-    """Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground truth
-    and no recorded outcome) and outcome disagreements. 'failed' and 'unscored' follow
-    --success-source; when the other source gives different counts they are shown too."""
-    from trajectories.workspace import SUCCESS_SOURCES
-
-    ws = open_workspace(workspace)
-    data: dict[str, object] = dict(ws.summary(success_source))
-    data["success_source"] = success_source
-    for other in SUCCESS_SOURCES:
-        if other == success_source:
-            continue
-        alt = ws.summary(other)
-        if (alt["failed"], alt["unscored"]) != (data["failed"], data["unscored"]):
-            data[f"failed_{other}"] = alt["failed"]
-            data[f"unscored_{other}"] = alt["unscored"]
-    if as_json:
-        emit(data)
-    else:
-        for key, value in data.items():
-            echo_text(f"{key.replace('_', ' ')}: {value}")
-
-
-_MARKS = {"success": "ok  ", "failure": "FAIL", "unscored": "----"}
-
-
-@main.command("list")
-@workspace_option
-@click.option("--failed", is_flag=True, help="Only failed trajectories.")
-@click.option("--unscored", is_flag=True,
-              help="Only unscored trajectories (no ground truth and no recorded outcome).")
-@click.option("--run", default=None)
-@click.option("--limit", default=None, type=int)
-@success_source_option
-@json_option
-def list_cmd(workspace: Path | None, failed: bool, unscored: bool, run: str | None,
-             limit: int | None, success_source: str, as_json: bool) -> None:
-    """List trajectories: 'ok', 'FAIL' or '----' (unscored) with id, run, model and task.
-    JSON rows carry 'outcome': success, failure or unscored."""
-    rows = open_workspace(workspace).list(failed=failed, unscored=unscored, run=run,
-                                          limit=limit, success_source=success_source)
-    if as_json:
-        emit(rows)
-        return
-    for r in rows:
-        mark = _MARKS[r["outcome"]]
-        fields = (str(r[k]) for k in ("id", "run", "model", "task_id"))
-        tid, run_name, model, task = (terminal_text(f, keep_newlines=False) for f in fields)
-        click.echo(f"{mark} {tid}  {run_name}  {model}  task {task}"
-                   + ("  unscored" if r["outcome"] == "unscored" else ""))
 
 
 # The project's Streamlit server settings, passed as flags so they apply wherever `faillab serve`
@@ -233,7 +157,7 @@ def serve_command(main_py: Path, host: str, port: int, headless: bool) -> list[s
 def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
           allow_unauthenticated_network: bool) -> None:
     """Serve the workbench (Streamlit) on http://HOST:PORT."""
-    import app
+    from faillab import app as app_package
 
     settings = settings_for(workspace)
     host = host or settings.host
@@ -244,36 +168,24 @@ def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
             f"refusing to listen on {host} with auth none (anyone on the network could use it); "
             "set FAILLAB_AUTH=password or oidc, or pass --allow-unauthenticated-network")
     env = {**os.environ, "FAILLAB_WORKSPACE": str(settings.workspace.resolve())}
-    main_py = Path(app.__file__).with_name("main.py")
+    main_py = Path(app_package.__file__).with_name("main.py")
     cmd = serve_command(main_py, host, port, headless)
     # Become the server instead of starting a child: a signal to `faillab serve` (Ctrl-C, a
     # supervisor's SIGTERM) reaches Streamlit itself and never leaves an orphaned server behind.
     os.execve(cmd[0], cmd, env)
 
 
-# Sub-command groups, one line each (imported late so `faillab --help` stays fast to load).
-from faillab.cli_audit import audit  # noqa: E402
-from faillab.cli_evidence import evidence  # noqa: E402
-from faillab.cli_labels import labels  # noqa: E402
-from faillab.cli_prelabel import prelabel  # noqa: E402
-from faillab.cli_sandbox import sandbox  # noqa: E402
-from faillab.cli_stats import stats  # noqa: E402
-from faillab.cli_users import users  # noqa: E402
-
-main.add_command(audit)
-main.add_command(evidence)
-main.add_command(prelabel)
-main.add_command(sandbox)
-main.add_command(stats)
-main.add_command(users)
-main.add_command(labels)
-
-
 def run() -> None:
     """Entry point: domain errors the user can fix become one line on stderr and status 1."""
     try:
         main(standalone_mode=True)
-    except WorkspaceError as err:
+    except Exception as err:
+        # Imported here, after the fact: loading the workspace module costs DuckDB and pandas,
+        # which `faillab --help` must not pay.
+        from trajectories.workspace import WorkspaceError
+
+        if not isinstance(err, WorkspaceError):
+            raise
         click.echo(f"error: {err}", err=True)
         raise SystemExit(1) from None
 

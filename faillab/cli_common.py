@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from faillab.settings import Settings
 from faillab.textsafe import terminal_text
-from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES, Workspace
+
+if TYPE_CHECKING:
+    from trajectories.workspace import Workspace
+
+# Nothing here imports the workspace or the store at module level: `faillab --help` loads this
+# module, and those pull in DuckDB, pandas and SQLAlchemy. Each helper imports what it needs.
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,6 +33,9 @@ def json_option(func: F) -> F:
 
 
 def success_source_option(func: F) -> F:
+    # Runs when a sub-command module is imported, that is, only when that command is invoked.
+    from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES
+
     return click.option(
         "--success-source", "success_source", type=click.Choice(SUCCESS_SOURCES),
         default=DEFAULT_SUCCESS_SOURCE, show_default=True,
@@ -41,6 +49,8 @@ def settings_for(workspace: Path | None) -> Settings:
 
 
 def open_workspace(workspace: Path | None) -> Workspace:
+    from trajectories.workspace import Workspace
+
     return Workspace(settings_for(workspace).workspace)
 
 

@@ -1,17 +1,22 @@
-"""Reference pages generated from the code (settings table, CLI help), so the docs can't drift:
-a test fails when docs/settings.md or docs/cli.md differs from what this module writes.
+"""Reference files generated from the code, so they can't drift: the settings table and the CLI
+help (docs/settings.md, docs/cli.md) and the trajectory JSON Schema (data/trajectory.schema.json,
+from the pydantic models). A test fails when a published file differs from what this module
+writes.
 
 Regenerate with ``python -m faillab.reference_docs``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from faillab.settings import SETTINGS
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+TRAJECTORY_SCHEMA = ROOT / "data" / "trajectory.schema.json"
 
 
 def settings_markdown() -> str:
@@ -49,9 +54,16 @@ def cli_markdown() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def trajectory_schema_json() -> str:
+    from trajectories.model import trajectory_json_schema
+
+    return json.dumps(trajectory_json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
 def write_all() -> None:
     (DOCS / "settings.md").write_text(settings_markdown())
     (DOCS / "cli.md").write_text(cli_markdown())
+    TRAJECTORY_SCHEMA.write_text(trajectory_schema_json(), encoding="utf-8")
 
 
 if __name__ == "__main__":

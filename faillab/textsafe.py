@@ -15,9 +15,10 @@ helpers, used by every CSV writer and every CLI text output:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_row", "csv_uncell", "terminal_text"]
 
@@ -55,6 +56,9 @@ def csv_row(values: Any) -> list[Any]:
 
 def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``df`` whose text cells, column names and index labels are safe for CSV."""
+    # Imported here: the CLI loads this module for `terminal_text`, and --help must stay light.
+    import pandas as pd
+
     out = df.copy()
     for column in out.columns:
         series = out[column]

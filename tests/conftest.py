@@ -33,6 +33,27 @@ def require_shared(path: Path) -> Path:
     return path
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """With CI set, a skipped test is a failed one: in CI every test must run (shared data,
+    PostgreSQL and Chromium are all there), so a skip can only hide a broken set-up."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI (CI={os.environ.get('CI')}): {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """The same for a whole module skipped at collection (importorskip, module-level skip)."""
+    outcome = yield
+    report: pytest.CollectReport = outcome.get_result()
+    if report.skipped and in_ci():
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI (CI={os.environ.get('CI')}): {report.longrepr}"
+
+
 @pytest.fixture
 def real_trajectory_files() -> list[Path]:
     return sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))

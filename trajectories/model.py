@@ -15,8 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 FORMAT_VERSION = "1"
 
-INTENTS = ("Demographics", "Vitals", "Medications", "Cost", "Labs", "Diagnoses", "Other")
-SCOPES = ("patient", "population")
+#: EHR-Complex's clinical intents, in the order the papers' tables show them.
+CLINICAL_INTENTS: tuple[str, ...] = ("Demographics", "Vitals", "Medications", "Cost", "Labs",
+                                     "Diagnoses")
+#: The catch-all intent of a task that names none of the clinical ones.
+OTHER_INTENT = "Other"
+INTENTS: tuple[str, ...] = (*CLINICAL_INTENTS, OTHER_INTENT)
+#: Query scopes: one patient's record or a population (a task may have none).
+SCOPES: tuple[str, ...] = ("patient", "population")
 NOISE_TYPES = ("record", "value", "query")
 
 
@@ -32,28 +38,42 @@ ACTION_KINDS = frozenset({StepKind.SQL, StepKind.PYTHON, StepKind.TOOL_CALL})
 
 
 class _Open(BaseModel):
+    # Descriptions double as the published JSON Schema's (data/trajectory.schema.json).
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
 class Task(_Open):
+    """The clinical-database task the agent was given, with its ground truth."""
+
     id: str = Field(min_length=1)
     question: str
-    intent: str = "Other"
-    scope: str | None = None
+    intent: str = Field(
+        default=OTHER_INTENT,
+        description=f"{' | '.join(CLINICAL_INTENTS)}, or another intent name "
+                    f"({OTHER_INTENT} when none)")
+    scope: str | None = Field(default=None, description=" | ".join(SCOPES))
     template_id: str | None = None
     reference_sql: str | None = None
-    ground_truth: Any = None
-    # False: the producer recorded no ground truth, so exact match cannot be computed. A task
-    # whose ground truth is genuinely NULL (unanswerable) keeps True with ``ground_truth=None``.
-    has_ground_truth: bool = True
-    answer_format: str | None = None
+    ground_truth: Any = Field(
+        default=None,
+        description="The verified answer: any JSON value; null for an unanswerable (noise) task.")
+    has_ground_truth: bool = Field(
+        default=True,
+        description="False when the producer recorded no ground truth (exact match cannot be "
+                    "computed); a genuinely null answer keeps true.")
+    answer_format: str | None = Field(
+        default=None, description="The answer-format requirement stated to the agent.")
     split: str | None = None
-    pair_id: str | None = None
-    noise_type: str | None = None
-    variant: str | None = None  # "clean" or "noise" inside a Clean/Noise pair
+    pair_id: str | None = Field(default=None,
+                                description="Clean/Noise pair this task belongs to.")
+    noise_type: str | None = Field(default=None, description=" | ".join(NOISE_TYPES))
+    variant: str | None = Field(default=None,
+                                description="clean | noise, inside a Clean/Noise pair")
 
 
 class Run(_Open):
+    """The agent configuration that produced the trajectory."""
+
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
     configuration: dict[str, Any] = Field(default_factory=dict)
@@ -62,31 +82,48 @@ class Run(_Open):
 
 
 class Step(_Open):
+    """One step of the conversation: an action (SQL, Python, tool call) or a message."""
+
     kind: StepKind
-    role: str = "assistant"  # message author: assistant | user | system | tool
-    name: str | None = None  # tool name for tool calls
-    code: str | None = None  # SQL or Python exactly as written
-    arguments: str | None = None  # raw tool-call arguments, possibly invalid JSON
-    content: str | None = None  # message text
-    observation: str | None = None  # execution feedback exactly as returned
+    role: str = Field(default="assistant", description="assistant | user | system | tool")
+    name: str | None = Field(default=None, description="Tool name for tool calls.")
+    code: str | None = Field(default=None,
+                             description="SQL or Python exactly as the agent wrote it.")
+    arguments: str | None = Field(
+        default=None,
+        description="Raw tool-call arguments, kept even when they are not valid JSON.")
+    content: str | None = Field(default=None, description="Message text.")
+    observation: str | None = Field(
+        default=None, description="What the environment returned, exactly.")
     error: bool = False
     duration_ms: float | None = None
     tokens: dict[str, int] | None = None
 
 
 class Outcome(_Open):
+    """The producer's own verdict, when it has one (e.g. a tau-bench reward)."""
+
     success: bool | None = None
     reward: float | None = None
     source: str | None = None
 
 
 class Trajectory(_Open):
+    """One agent run on one clinical-database task. Files are JSONL: one trajectory per line.
+    Fields not listed here are allowed and kept on import."""
+
     format_version: str = FORMAT_VERSION
-    id: str | None = None
+    id: str | None = Field(
+        default=None,
+        description="Ignored on import: ids are content hashes. A producer's own id is kept as "
+                    "producer_id.")
     task: Task
     run: Run
     steps: list[Step] = Field(default_factory=list)
-    final_answer: Any = None
+    final_answer: Any = Field(
+        default=None,
+        description="The agent's final answer: any JSON value (rows as lists, a scalar, null "
+                    "for no answer).")
     outcome: Outcome | None = None
 
     def content_id(self) -> str:
@@ -114,3 +151,20 @@ class Trajectory(_Open):
     def n_turns(self) -> int:
         """Agent turns: steps in which the agent acted on the environment (SQL, Python, tools)."""
         return len(self.actions)
+
+
+SCHEMA_ID = f"https://faillab.invalid/schema/trajectory/{FORMAT_VERSION}"
+
+
+def trajectory_json_schema() -> dict[str, Any]:
+    """The native format's JSON Schema, generated from the models above (the one definition).
+
+    Published as ``data/trajectory.schema.json`` by ``python -m faillab.reference_docs``; a test
+    fails when the published file differs from this."""
+    generated = Trajectory.model_json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        **generated,
+        "title": f"EHR Failure Lab trajectory (native format, version {FORMAT_VERSION})",
+    }

@@ -397,19 +397,29 @@ class Workspace:
         self._local.__dict__.pop("con", None)
         self._local.__dict__.pop("signature", None)
 
-    def _signature(self) -> tuple[Any, ...]:
-        files = self.part_files()
-        scores = self.scores_path.stat().st_mtime_ns if self.scores_path.exists() else 0
-        fields = (self.task_fields_path.stat().st_mtime_ns
-                  if self.task_fields_path.exists() else 0)
-        return (tuple(f.name for f in files), scores, fields)
+    def signature(self) -> tuple[Any, ...]:
+        """Cheap identity of the workspace's data, the one every cache keys on (this class's
+        DuckDB views, the app's loaders): the root, the part files (name, size, mtime) and the
+        score and task-field overlays. Parts are immutable and only ever added, so an equal
+        signature means equal data."""
+
+        def stamp(path: Path) -> tuple[int, int]:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                return (0, 0)
+            return (int(st.st_size), int(st.st_mtime_ns))
+
+        parts = tuple((f.name, *stamp(f)) for f in self.part_files())
+        return (str(self.root.resolve()), parts, stamp(self.scores_path),
+                stamp(self.task_fields_path))
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A per-thread in-memory DuckDB connection whose views read the Parquet parts.
 
         The views are rebuilt when parts appear (another process imported), so long-lived
         readers see new data without reopening anything."""
-        signature = self._signature()
+        signature = self.signature()
         con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
         if con is not None and getattr(self._local, "signature", None) == signature:
             return con

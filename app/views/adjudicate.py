@@ -9,12 +9,12 @@ from collections import Counter
 import pandas as pd
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_settings, get_store, open_trajectory_link, workspace
-from app.viewer import viewer_of
-from app.widgets.label_form import step_caption
-from app.widgets.rubric import category_label, render_rubric
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.auth import require_user
+from faillab.app.state import get_settings, get_store, open_trajectory_link, workspace
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.label_form import step_caption
+from faillab.app.widgets.rubric import category_label, render_rubric
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.queue import prelabel_for
 from labeling.store import ConflictError, Label, StoreError
 from labeling.store.history import history_table

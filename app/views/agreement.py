@@ -11,10 +11,10 @@ import streamlit as st
 
 from analysis.labeller import PRELABEL_SLICES, llm_vs_human
 from analysis.sources import labeller_pairs
-from app.auth import require_user
-from app.state import get_store
-from app.viewer import viewer_of
-from app.widgets.rubric import category_label
+from faillab.app.auth import require_user
+from faillab.app.state import get_store
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.rubric import category_label
 from faillab.textsafe import csv_frame
 from labeling.rater_agreement import (
     latest_human_labels,

@@ -9,19 +9,22 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from app.auth import require_user
-from app.state import get_settings, get_store, workspace
-from app.widgets.answer import render_answer_panel
-from app.widgets.label_form import render_label_form, render_last_saved, render_visible_labels
-from app.widgets.queue import render_assignment_form, render_progress
-from app.widgets.rubric import render_rubric
-from app.widgets.safe import escape_markdown, plain
-from app.widgets.steps import render_steps
+from faillab.app.auth import require_user
+from faillab.app.state import get_settings, get_store, load_trajectory, workspace
+from faillab.app.widgets.answer import render_answer_panel
+from faillab.app.widgets.label_form import (
+    render_label_form,
+    render_last_saved,
+    render_visible_labels,
+)
+from faillab.app.widgets.queue import render_assignment_form, render_progress
+from faillab.app.widgets.rubric import render_rubric
+from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.steps import render_steps
 from labeling.queue import failed_frame, prelabel_for, queue_for, take_unassigned
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
-from trajectories.model import Trajectory
 
 SKIPPED_KEY = "annotate_skipped"
 
@@ -42,12 +45,6 @@ if not st.session_state.get("annotate_taxonomy_saved"):
     # Keep the rubric every label refers to, so old labels stay interpretable after edits.
     store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     st.session_state["annotate_taxonomy_saved"] = True
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _load(trajectory_id: str, parts_signature: tuple[str, ...]) -> Trajectory | None:
-    # Trajectories are immutable: id plus the set of part files determines the result.
-    return ws.get(trajectory_id)
 
 
 if user.role in LEAD_ROLES:
@@ -99,7 +96,7 @@ def labelling_panel(me: User, hide: bool) -> None:
                 _next_item()
         return
     tid = todo[0]
-    traj = _load(tid, tuple(p.name for p in ws.part_files()))
+    traj = load_trajectory(tid)
     if traj is None:
         st.error(f"Trajectory {escape_markdown(tid)} is assigned but not in this workspace.")
         return

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_store
-from app.widgets.audit_item import load_context, pick_audit, reason_label, render_item
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.auth import require_user
+from faillab.app.state import get_store
+from faillab.app.widgets.audit_item import load_context, pick_audit, reason_label, render_item
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.audit import REASON_CODES, audit_disagreements
 from labeling.store import ConflictError, StoreError
 

@@ -20,10 +20,10 @@ from analysis.audit_report import (
     to_latex,
     to_markdown,
 )
-from app.auth import require_user
-from app.state import get_store
-from app.widgets.audit_item import pick_audit, reason_label
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.auth import require_user
+from faillab.app.state import get_store
+from faillab.app.widgets.audit_item import pick_audit, reason_label
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     KAPPA_PARADOX_EXPLAINED,
     AuditError,

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_store
-from app.widgets.audit_item import (
+from faillab.app.auth import require_user
+from faillab.app.state import get_store
+from faillab.app.widgets.audit_item import (
     load_context,
     pick_audit,
     reason_label,
     release_focus,
     render_item,
 )
-from app.widgets.safe import escape_markdown
+from faillab.app.widgets.safe import escape_markdown
 from labeling.audit import REASON_CODES, review_queue
 from labeling.store import StoreError
 

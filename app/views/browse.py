@@ -4,32 +4,32 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.auth import current_user
-from app.state import get_settings, get_store, open_trajectory_link, workspace
-from app.viewer import viewer_of
+from faillab.app.auth import current_user
+from faillab.app.state import (
+    get_settings,
+    get_store_for,
+    open_trajectory_link,
+    workspace,
+    workspace_facets,
+)
+from faillab.app.viewer import viewer_of
 from labeling.queue import ids_with_final_category
 from labeling.store import Viewer
 from taxonomy import default_taxonomy
-from trajectories.views import BrowseFilter, browse, facets
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def cached_facets(root: str, parts: tuple[str, ...]) -> dict[str, list[str]]:
-    # Distinct values only change when parts are added; the part names key the cache.
-    return facets(workspace())
+from trajectories.views import BrowseFilter, browse
 
 
 @st.cache_data(ttl=15, max_entries=16, show_spinner=False)
 def labelled_ids(url: str, categories: tuple[str, ...], viewer: Viewer) -> list[str]:
     # Final labels change as people annotate; a few seconds of staleness keeps Browse fast.
     # Keyed by the viewer: the store shows each person only what they may see.
-    return ids_with_final_category(get_store(), list(categories), viewer=viewer)
+    return ids_with_final_category(get_store_for(url), list(categories), viewer=viewer)
 
 
 st.title("Browse")
 viewer = viewer_of(current_user())
 ws = workspace()
-options = cached_facets(str(ws.root), tuple(p.name for p in ws.part_files()))
+options = workspace_facets()
 
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns(4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import workspace
+from faillab.app.state import workspace
 from trajectories.views import intent_scope_counts, overview_by_run
 
 st.title("Overview")

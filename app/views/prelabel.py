@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.auth import require_user
-from app.state import get_settings, get_store, workspace
+from faillab.app.auth import require_user
+from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from labeling.prelabel.gemini import privacy_notice
 from labeling.prelabel.routing import prelabel_confidences, route_prelabels
 from labeling.prelabel.service import (
@@ -194,18 +194,21 @@ taxonomy = load_run_taxonomy(None)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def _records(ids: tuple[str, ...], labeller_name: str, model_name: str,
+def _records(url: str, ids: tuple[str, ...], labeller_name: str, model_name: str,
              taxonomy_version: str, runs_stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
-    # Keyed by the labeller so that switching the radio shows that labeller's pre-labels, and
-    # by the newest run's progress so that new pre-labels show as soon as a run writes them.
+    # Keyed by the store, by the labeller so that switching the radio shows that labeller's
+    # pre-labels, and by the newest run's progress so that new pre-labels show as soon as a run
+    # writes them.
     found = prelabel_confidences(
-        store, ids, PrelabelOptions(labeller=labeller_name, model=model_name or None), taxonomy)
+        get_store_for(url), ids, PrelabelOptions(labeller=labeller_name, model=model_name or None),
+        taxonomy)
     return [{"trajectory_id": tid, "category": rec.result.category,
              "confidence": rec.result.confidence}
             for tid, rec in found.items() if rec is not None and rec.result is not None]
 
 
-rows = _records(tuple(failures), options.labeller, options.model or "", taxonomy.version,
+rows = _records(settings.annotations_url(), tuple(failures), options.labeller,
+                options.model or "", taxonomy.version,
                 tuple((r.id, r.status, r.done) for r in runs[:1]))
 st.caption(f"{labeller_identity(options)[1]} on taxonomy `{taxonomy.version}`: "
            f"{len(rows):,} of {len(failures):,} failures pre-labelled.")

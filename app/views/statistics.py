@@ -18,17 +18,15 @@ from analysis.sources import (
     chart_for,
     compute_all,
     filter_frame,
-    frame_signature,
     labeller_pairs,
-    load_frame,
     run_temperatures,
 )
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
-from app.auth import current_user
-from app.state import get_settings, get_store, workspace
-from app.viewer import viewer_of
-from app.widgets.downloads import chart_downloads, table_downloads
-from app.widgets.stats_options import (
+from faillab.app.auth import current_user
+from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.downloads import chart_downloads, table_downloads
+from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
     passk_view,
     source_note,
@@ -36,7 +34,6 @@ from app.widgets.stats_options import (
     turn_budget_view,
 )
 from labeling.store import Viewer
-from trajectories.workspace import Workspace
 
 TITLES = {
     "success": "Success",
@@ -54,17 +51,10 @@ TITLES = {
 LABELS_TTL_S = 30
 
 
-@st.cache_data(show_spinner="Loading trajectories…", max_entries=4)
-def _frame(signature: tuple[Any, ...], source: str, _ws: Workspace) -> pd.DataFrame:
-    # Keyed by the part files (names, sizes, mtimes): parts are immutable, so the cached frame
-    # is valid until something is imported or re-scored. `_ws` is excluded from the key.
-    return load_frame(_ws, success_source=source)
-
-
 @st.cache_data(ttl=LABELS_TTL_S, show_spinner="Loading labels…", max_entries=4)
 def _labels(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
     # The store decides what `viewer` may see (a blind annotator: own labels and pre-labels).
-    store = get_store()
+    store = get_store_for(url)
     return store.adjudications.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
 
 
@@ -102,8 +92,8 @@ if not ws.part_files():
     st.stop()
 
 source = success_source_choice()
-signature = (*frame_signature(ws), source)
-frame = _frame(signature, source, ws)
+signature = (*data_key(ws), source)
+frame = trajectory_frame(source)
 
 labels: pd.DataFrame | None = None
 pairs: pd.DataFrame | None = None

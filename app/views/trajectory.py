@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.state import open_trajectory_link, workspace
-from app.widgets.answer import outcome_of, render_answer_panel
-from app.widgets.safe import escape_markdown, plain
-from app.widgets.sandbox_run import rerun_button
-from app.widgets.steps import render_steps
-from trajectories.model import Trajectory
+from faillab.app.state import load_trajectory, open_trajectory_link, workspace
+from faillab.app.widgets.answer import outcome_of, render_answer_panel
+from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.sandbox_run import rerun_button
+from faillab.app.widgets.steps import render_steps
 from trajectories.views import BrowseFilter, failure_neighbours, first_failure
 
 ws = workspace()
-
-
-@st.cache_data(max_entries=512, show_spinner=False)
-def load(trajectory_id: str, parts_signature: tuple[str, ...]) -> Trajectory | None:
-    # Trajectories are immutable: the id (plus the set of parts) fully determines the result.
-    return ws.get(trajectory_id)
 
 
 trajectory_id = st.query_params.get("id") or first_failure(ws)
@@ -29,7 +22,7 @@ if not trajectory_id:
     st.info("No trajectory to show: the workspace is empty.")
     st.stop()
 
-traj = load(trajectory_id, tuple(p.name for p in ws.part_files()))
+traj = load_trajectory(trajectory_id)
 if traj is None:
     st.title("Trajectory")
     st.error(f"No trajectory with id {escape_markdown(trajectory_id)} in this workspace.")

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.widgets.safe import plain
+from faillab.app.widgets.safe import plain
 from trajectories.model import Trajectory
 from trajectories.scoring import answer_diff, score_task, task_decimals, wants_order
 from trajectories.workspace import outcome_name

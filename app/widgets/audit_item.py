@@ -14,8 +14,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.state import get_settings, workspace
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.state import (
+    EhrKey,
+    data_key,
+    ehr_key,
+    get_settings,
+    get_workspace,
+    workspace,
+)
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.audit import (
     REASON_LABELS,
     Candidate,
@@ -29,10 +36,11 @@ from trajectories.sandbox import QueryResult
 
 
 @st.cache_data(max_entries=256, show_spinner="Re-running the reference SQL…")
-def _context(root: str, ehr: str | None, task_id: str, parts: tuple[str, ...],
+def _context(root: str, signature: tuple[Any, ...], ehr: EhrKey | None, task_id: str,
              timeout_s: float, row_cap: int) -> ItemContext | None:
-    # Keyed by the workspace parts and EHR file: same inputs, same result.
-    ws = workspace()
+    # Keyed by the workspace data and the EHR file's (path, mtime, size): a rebuilt EHR
+    # database or new parts give a new key. The EHR path itself comes from the workspace.
+    ws = get_workspace(root)
     task = task_record(ws, task_id)
     if task is None:
         return None
@@ -42,9 +50,8 @@ def _context(root: str, ehr: str | None, task_id: str, parts: tuple[str, ...],
 def load_context(task_id: str) -> ItemContext | None:
     ws = workspace()
     settings = get_settings()
-    ehr = ws.ehr_path
-    return _context(str(ws.root), str(ehr) if ehr else None, task_id,
-                    tuple(p.name for p in ws.part_files()), settings.sql_timeout_s,
+    root, signature = data_key(ws)
+    return _context(root, signature, ehr_key(ws.ehr_path), task_id, settings.sql_timeout_s,
                     settings.sql_row_cap)
 
 

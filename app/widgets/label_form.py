@@ -14,9 +14,9 @@ from typing import Literal
 import pandas as pd
 import streamlit as st
 
-from app.viewer import viewer_of
-from app.widgets.rubric import category_label
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.rubric import category_label
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.queue import PrelabelView
 from labeling.store import Store, StoreError, User
 from taxonomy import Taxonomy

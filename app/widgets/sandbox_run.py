@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
-from app.state import get_settings, workspace
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _run_cached(db_path: str, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
-    from trajectories.sandbox import SandboxError
-    from trajectories.sandbox_isolated import run_isolated
-
-    try:
-        result = run_isolated(Path(db_path), sql, timeout_s=timeout_s, row_cap=row_cap)
-    except SandboxError as err:
-        return {"error": str(err)}
-    return {"columns": result.columns, "rows": result.json_rows(),
-            "truncated": result.truncated, "elapsed_ms": result.elapsed_ms}
+from faillab.app.state import rerun_sql, workspace
 
 
 def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
@@ -32,9 +17,7 @@ def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
                    "(faillab sandbox use FILE).")
         return
     if st.button(label, key=f"rerun_btn_{key}", icon=":material/play_arrow:"):
-        settings = get_settings()
-        st.session_state[state_key] = _run_cached(str(ehr), sql, settings.sql_timeout_s,
-                                                  settings.sql_row_cap)
+        st.session_state[state_key] = rerun_sql(ehr, sql)
     outcome = st.session_state.get(state_key)
     if outcome is None:
         return
@@ -44,7 +27,7 @@ def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
     rows = outcome["rows"]
     assert isinstance(rows, list)
     st.caption(f"Re-run against {ehr.name}: {len(rows)} row(s) in "
-               f"{float(outcome['elapsed_ms']):.0f} ms"  # type: ignore[arg-type]
+               f"{float(outcome['elapsed_ms']):.0f} ms"
                + (" (truncated)" if outcome["truncated"] else ""))
-    st.dataframe(pd.DataFrame(rows, columns=outcome["columns"]), hide_index=True,  # type: ignore[arg-type]
+    st.dataframe(pd.DataFrame(rows, columns=outcome["columns"]), hide_index=True,
                  height=min(38 + 35 * len(rows), 300), key=f"rerun_df_{key}")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.safe import escape_markdown, plain
 from trajectories.model import Step, StepKind
 from trajectories.render import parse_tabular, pretty_arguments, preview, should_collapse
 

@@ -19,7 +19,6 @@ from analysis.sources import (
     compute_all,
     compute_table,
     filter_frame,
-    frame_signature,
     labeller_pairs,
     load_frame,
     load_inputs,
@@ -105,13 +104,16 @@ def test_check_runs(demo_workspace: Path) -> None:
 
 def test_signature_changes_when_data_is_added(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws").create()
-    empty = frame_signature(ws)
+    empty = ws.signature()
     ws.add([(make_trajectory(), "x")])
-    first = frame_signature(ws)
+    first = ws.signature()
     assert first != empty
-    assert frame_signature(ws) == first  # stable while nothing changes
+    assert ws.signature() == first  # stable while nothing changes
     ws.add([(make_trajectory(final_answer=7), "y")])
-    assert frame_signature(ws) != first
+    second = ws.signature()
+    assert second != first
+    ws.write_scores()
+    assert ws.signature() != second  # a re-score rewrites the overlay
 
 
 def test_filter_frame_uses_table_labels() -> None:

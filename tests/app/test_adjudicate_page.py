@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import streamlit as st
@@ -155,7 +156,8 @@ def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
     pairs = at.dataframe[0].value
     assert set(zip(pairs["rater_a"], pairs["rater_b"], strict=True)) == {
         ("ana", "ben"), ("ana", "cai"), ("ben", "cai")}
-    assert float(pairs.set_index(["rater_a", "rater_b"]).loc[("ana", "ben"), "kappa"]) == 1.0
+    kappa = pairs.set_index(["rater_a", "rater_b"]).loc[("ana", "ben"), "kappa"]
+    assert float(cast(float, kappa)) == 1.0
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Fleiss' kappa"] != "—"
     assert metrics["Krippendorff's alpha (nominal)"] != "—"

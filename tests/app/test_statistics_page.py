@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pytest
@@ -73,7 +74,7 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
     assert any("kaleido" in c.value for c in at.caption)
     # Labels from the store reach the label tables.
     assert int(tables["taxonomy"]["count"].sum()) == 6
-    assert int(tables["labeller"].set_index("category").loc["(overall)", "support"]) == 6
+    assert int(cast(int, tables["labeller"].set_index("category").loc["(overall)", "support"])) == 6
     # The Pass^k tab lists each run's sampling temperature above the chart.
     temps = at.tabs[list(TABLES).index("passk")].dataframe[0].value
     assert list(temps.columns) == ["run", "model", "temperature"]

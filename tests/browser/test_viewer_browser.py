@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, expect
 
 from tests.browser.conftest import StreamlitServer, click_grid_row, screenshot, wait_idle
 from tests.conftest import EHRSQL_SQLITE, make_trajectory, require_shared
@@ -116,7 +116,12 @@ def test_hostile_content_is_shown_as_text(viewer_server: tuple[StreamlitServer, 
                                           page: Page) -> None:
     server, _, hostile_id = viewer_server
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto(f"{server.url}/trajectory?id={hostile_id}")

@@ -1,6 +1,16 @@
 from __future__ import annotations
 
-from faillab.reference_docs import DOCS, cli_markdown, settings_markdown
+import json
+
+import jsonschema
+
+from faillab.reference_docs import (
+    DOCS,
+    TRAJECTORY_SCHEMA,
+    cli_markdown,
+    settings_markdown,
+    trajectory_schema_json,
+)
 from faillab.settings import SETTINGS, Settings
 
 
@@ -14,6 +24,12 @@ def test_settings_doc_is_current() -> None:
 def test_cli_doc_is_current() -> None:
     assert (DOCS / "cli.md").read_text() == cli_markdown(), (
         "docs/cli.md is stale: run python -m faillab.reference_docs")
+
+
+def test_published_trajectory_schema_is_current() -> None:
+    assert TRAJECTORY_SCHEMA.read_text(encoding="utf-8") == trajectory_schema_json(), (
+        "data/trajectory.schema.json is stale: run python -m faillab.reference_docs")
+    jsonschema.Draft202012Validator.check_schema(json.loads(trajectory_schema_json()))
 
 
 def test_settings_read_from_environment() -> None:

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -152,7 +153,7 @@ def test_agreement_from_stored_labels(st_: Store) -> None:
     assert multi.fleiss_kappa is not None and not math.isnan(multi.fleiss_kappa)
     matrix = pair_confusion(got, "ana", "ben", KEYS)
     assert int(matrix.to_numpy().sum()) == 5
-    assert int(matrix.loc["c", "a"]) == 1  # t3: ana c, ben a
+    assert int(cast(int, matrix.loc["c", "a"])) == 1  # t3: ana c, ben a
 
 
 def test_llm_vs_human_split_by_prelabel_exposure(st_: Store) -> None:

@@ -262,7 +262,7 @@ def test_demo_output_validates_against_the_json_schema(demo_workspace: Path) -> 
 
     from trajectories.workspace import Workspace
 
-    schema = _json.loads((Path(__file__).resolve().parents[2] / "trajectories" / "schema"
+    schema = _json.loads((Path(__file__).resolve().parents[2] / "data"
                           / "trajectory.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     ws = Workspace(demo_workspace)
@@ -272,3 +272,9 @@ def test_demo_output_validates_against_the_json_schema(demo_workspace: Path) -> 
             validator.validate(_json.loads(payload))
             checked += 1
     assert checked == ws.summary()["trajectories"]
+
+
+def test_demo_categories_are_the_taxonomys() -> None:
+    from taxonomy import builtin_taxonomies
+
+    assert builtin_taxonomies()["ehr_complex"].names == FAILURE_CATEGORIES

@@ -12,7 +12,7 @@ from trajectories.importers.openai_chat import identity_from_filename
 from trajectories.model import StepKind
 
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parents[2] / "trajectories/schema/trajectory.schema.json").read_text()
+    (Path(__file__).resolve().parents[2] / "data" / "trajectory.schema.json").read_text()
 )
 
 
@@ -23,7 +23,7 @@ def write_jsonl(path: Path, records: list[object]) -> Path:
 
 def native_record(**task_overrides: object) -> dict[str, object]:
     record = make_trajectory().model_dump(mode="json", exclude={"id"})
-    record["task"].update(task_overrides)  # type: ignore[union-attr]
+    record["task"].update(task_overrides)
     return record
 
 

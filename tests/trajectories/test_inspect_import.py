@@ -13,7 +13,7 @@ import sqlite3
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import pytest
@@ -42,7 +42,7 @@ def _make_db(path: Path) -> None:
     con.close()
 
 
-def _run_inspect(db: Path, log_dir: Path, log_format: str) -> Path:
+def _run_inspect(db: Path, log_dir: Path, log_format: Literal["eval", "json"]) -> Path:
     """Run the tiny task through Inspect and return the log file it wrote."""
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
@@ -61,7 +61,7 @@ def _run_inspect(db: Path, log_dir: Path, log_format: str) -> Path:
     from inspect_ai.tool import ToolError, tool
 
     @tool
-    def sql():  # type: ignore[no-untyped-def]
+    def sql():
         async def execute(query: str) -> str:
             """Run a read-only SQL query against the EHR database.
 
@@ -79,7 +79,7 @@ def _run_inspect(db: Path, log_dir: Path, log_format: str) -> Path:
         return execute
 
     @tool
-    def describe():  # type: ignore[no-untyped-def]
+    def describe():
         async def execute(table: str) -> str:
             """Describe a table of the EHR database.
 
@@ -252,7 +252,7 @@ def test_faillab_import_cli(logs: dict[str, Path], tmp_path: Path) -> None:
         else:
             assert bool(row["exact_match"]) == bool(row["recorded_success"])
     one = Workspace(ws).get(str(stored["id"].iloc[0]))
-    assert one is not None and one.model_extra["source_format"] == "inspect"
+    assert one is not None and (one.model_extra or {}).get("source_format") == "inspect"
 
 
 def test_run_and_model_overrides(logs: dict[str, Path]) -> None:

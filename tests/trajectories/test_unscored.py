@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from analysis.passk import pass_k
 from analysis.sources import load_frame
@@ -40,7 +41,7 @@ def test_unscored_left_out_of_grid_and_passk(tmp_path: Path) -> None:
     frame = load_frame(_workspace(tmp_path))
     assert frame["success"].isna().sum() == 1
     grid = success_grid(frame)
-    assert int(grid.loc[0, "n"]) == 2
+    assert int(cast(int, grid.loc[0, "n"])) == 2
     assert "Labs/patient" not in grid.columns or grid["Labs/patient"].isna().all()
     pk = pass_k(frame)
     overall = pk[(pk["scope"] == "all") & (pk["intent"] == "all") & (pk["k"] == 1)]

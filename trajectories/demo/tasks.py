@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from taxonomy import builtin_taxonomies
 from trajectories.demo.ehr import CONCEPTS, LAB_ITEMS, Concept, LabItem
 from trajectories.demo.sqlexec import SqlSandbox
 from trajectories.model import Task
@@ -27,12 +28,15 @@ __all__ = [
     "make_tasks",
 ]
 
-SEMANTIC = "Semantic Misunderstanding"
-CODE = "Medical-Code Lookup Error"
-LOGIC = "SQL Logic Error"
-SCOPE = "Variable Scope Error"
-FORMAT = "Answer Format Error"
-LOOP = "Stuck-in-Loop"
+# The failure categories the simulated agents commit, by the EHR-Complex taxonomy's keys; the
+# display names come from the taxonomy file, so renaming a category there renames it here.
+_EHR_COMPLEX = builtin_taxonomies()["ehr_complex"]
+SEMANTIC = _EHR_COMPLEX.category("semantic_misunderstanding").name
+CODE = _EHR_COMPLEX.category("medical_code_lookup_error").name
+LOGIC = _EHR_COMPLEX.category("sql_logic_error").name
+SCOPE = _EHR_COMPLEX.category("variable_scope_error").name
+FORMAT = _EHR_COMPLEX.category("answer_format_error").name
+LOOP = _EHR_COMPLEX.category("stuck_in_loop").name
 FAILURE_CATEGORIES = (SEMANTIC, CODE, LOGIC, SCOPE, FORMAT, LOOP)
 
 

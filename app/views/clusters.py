@@ -1,0 +1,93 @@
+"""Clusters: label look-alike failures together, one decision per cluster.
+
+Core members take the decision; each outlier needs its own tick. Labels go through the store's
+normal path as the signed-in person's human labels, noted as a cluster decision.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from faillab.app.auth import require_user
+from faillab.app.state import get_store, workspace
+from labeling.clusters import (
+    ClusterView,
+    build_clusters,
+    default_embedder,
+    label_cluster,
+    workspace_failures,
+)
+from taxonomy import default_taxonomy
+
+st.title("Look-alike failures")
+user = require_user()
+store = get_store()
+ws = workspace()
+taxonomy = default_taxonomy()
+
+
+@st.cache_data(max_entries=4, show_spinner="Embedding and clustering the failures…")
+def _clusters(parts_signature: tuple[str, ...], distance: float | None) -> ClusterView:
+    # The failures change only when the workspace's part files do.
+    return build_clusters(workspace_failures(ws), default_embedder("auto"), distance=distance)
+
+
+if not ws.exists():
+    st.info("No workspace yet: import trajectories first.")
+    st.stop()
+signature = tuple(sorted(str(p) for p in ws.part_files()))
+view = _clusters(signature, None)
+groups = [c for c in view.clusters if len(c.members) > 1]
+st.caption(f"{len(view.items)} failures in {len(view.clusters)} clusters ({view.embedder}, "
+           f"cosine distance {view.distance}); {len(groups)} clusters hold two or more.")
+if not groups:
+    st.info("No two failures look alike enough to label together.")
+    st.stop()
+
+
+def _title(index: int) -> str:
+    c = groups[index]
+    head = view.items[c.members[0]].question[:90]
+    return f"Cluster {c.cluster_id} · {len(c.members)} items · {head}"
+
+
+choice = st.selectbox("Cluster", range(len(groups)), format_func=_title, key="clusters_pick")
+cluster = groups[choice]
+shown_key = f"clusters_shown_{cluster.cluster_id}"
+st.session_state.setdefault(shown_key, time.monotonic())
+
+rows = [
+    {
+        "id": m,
+        "task": view.items[m].task_id,
+        "outlier": m in cluster.outliers,
+        "suggested": view.items[m].suggested or "",
+        "divergence": view.items[m].divergence,
+        "question": view.items[m].question,
+    }
+    for m in cluster.members
+]
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+with st.form(f"clusters_form_{cluster.cluster_id}"):
+    names = {c.key: c.name for c in taxonomy.categories}
+    category = st.selectbox("Category for the whole cluster", list(names),
+                            format_func=lambda k: names[k],
+                            key=f"clusters_cat_{cluster.cluster_id}")
+    confirmed = [
+        m for m in cluster.outliers
+        if st.checkbox(f"Also label outlier {m}", key=f"clusters_ok_{cluster.cluster_id}_{m}")
+    ]
+    submitted = st.form_submit_button(
+        f"Label {len(cluster.core)} items (+ ticked outliers)", type="primary"
+    )
+if submitted:
+    store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+    spent = time.monotonic() - st.session_state.pop(shown_key, time.monotonic())
+    done = label_cluster(store, cluster, category, annotator=user.name,
+                         taxonomy_version=taxonomy.version, confirmed_outliers=confirmed,
+                         seconds_on_cluster=spent)
+    st.success(f"Labelled {len(done)} failures as {names[category]}.")

@@ -1,0 +1,22 @@
+"""Look-alike failures together: embed, cluster, and label a whole cluster in one decision."""
+
+from __future__ import annotations
+
+from labeling.clusters.build import ClusterView, build_clusters, workspace_failures
+from labeling.clusters.cluster import Cluster, cluster_embeddings
+from labeling.clusters.decide import cluster_note, label_cluster
+from labeling.clusters.embed import Embedder, TfidfEmbedder, default_embedder, minilm_available
+
+__all__ = [
+    "Cluster",
+    "ClusterView",
+    "Embedder",
+    "TfidfEmbedder",
+    "build_clusters",
+    "cluster_embeddings",
+    "cluster_note",
+    "default_embedder",
+    "label_cluster",
+    "minilm_available",
+    "workspace_failures",
+]

@@ -1,0 +1,64 @@
+"""Clusters page in-process (AppTest): one decision labels a cluster's core, outliers on request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from faillab.settings import Settings
+from labeling.clusters import build_clusters, default_embedder, workspace_failures
+from labeling.store import Store, open_store
+from tests.conftest import REAL_TRAJECTORIES, REPO, require_shared
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
+    files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[:2]
+    ws = Workspace(tmp_path / "ws")
+    ws.import_files(files)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(ws.root))
+    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    store = open_store(Settings.from_env().annotations_url())
+    store.users.add("ana", "annotator")
+    yield ws, store
+    store.close()
+    st.cache_resource.clear()
+
+
+def test_cluster_decision_from_the_page(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    view = build_clusters(workspace_failures(ws), default_embedder("tfidf"))
+    groups = [c for c in view.clusters if len(c.members) > 1]
+    assert groups, "the two files hold look-alike failures"
+    first = groups[0]
+
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.session_state["identity_name"] = "ana"
+    at.run()
+    at.switch_page("views/clusters.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.selectbox(key="clusters_pick").set_value(0)
+    at.selectbox(key=f"clusters_cat_{first.cluster_id}").set_value("sql_logic_error")
+    at.button[0].click()  # the form's submit button
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    for tid in first.core:
+        (label,) = store.labels.for_item(tid, viewer="ana")
+        assert label.category == "sql_logic_error" and label.source == "human"
+        assert label.annotator == "ana" and label.note is not None
+        assert label.note.startswith("cluster decision")
+    for tid in first.outliers:
+        assert store.labels.for_item(tid, viewer="ana") == []
+    outside = set(view.items) - set(first.members)
+    assert all(store.labels.for_item(t, viewer="ana") == [] for t in outside)

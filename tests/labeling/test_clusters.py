@@ -1,0 +1,75 @@
+"""Clustering look-alike failures and labelling a cluster in one decision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labeling.clusters import TfidfEmbedder, cluster_embeddings, label_cluster
+from labeling.clusters.cluster import Cluster
+from labeling.store import Store
+
+
+def _unit(*rows: list[float]) -> np.ndarray:
+    m = np.asarray(rows, dtype=float)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_near_vectors_cluster_and_far_ones_stay_apart() -> None:
+    vectors = _unit([1, 0, 0], [0.99, 0.05, 0], [0.98, 0.1, 0], [0, 0, 1])
+    got = cluster_embeddings(["a", "b", "c", "d"], vectors, distance=0.3)
+    assert [sorted(c.members) for c in got] == [["a", "b", "c"], ["d"]]
+    assert got[0].outliers == []
+    assert [c.cluster_id for c in got] == [0, 1]
+
+
+def test_a_loose_member_is_an_outlier() -> None:
+    vectors = _unit([1, 0], [1, 0.02], [1, 0.9])
+    got = cluster_embeddings(["a", "b", "c"], vectors, distance=0.5, outlier_similarity=0.95)
+    assert len(got) == 1
+    assert got[0].outliers == ["c"]
+    assert sorted(got[0].core) == ["a", "b"]
+    assert got[0].members[-1] == "c"  # closest to the centre first
+
+
+def test_cluster_input_mismatch_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 ids but 1 vectors"):
+        cluster_embeddings(["a", "b"], _unit([1, 0]), distance=0.3)
+
+
+def test_tfidf_embedder_groups_like_texts_and_is_deterministic() -> None:
+    texts = [
+        "SELECT route FROM prescriptions WHERE drug = 'aspirin' no such column drug_name",
+        "SELECT route FROM prescriptions WHERE drug = 'aspirin ' no such column drug_name",
+        "SELECT gender FROM patients WHERE subject_id = 1",
+        "SELECT gender FROM patients WHERE subject_id = 2",
+    ]
+    first = TfidfEmbedder().embed(texts)
+    assert np.allclose(first, TfidfEmbedder().embed(texts))
+    got = cluster_embeddings(["p1", "p2", "g1", "g2"], first, distance=0.3)
+    assert sorted(sorted(c.members) for c in got) == [["g1", "g2"], ["p1", "p2"]]
+
+
+def test_cluster_decision_labels_core_and_confirmed_outliers_only(team: Store) -> None:
+    cluster = Cluster(4, ["t1", "t2", "t3", "t4"], outliers=["t3", "t4"])
+    done = label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1",
+                         confirmed_outliers=["t4"], first_error_steps={"t2": 5},
+                         seconds_on_cluster=9.0)
+    assert done == ["t1", "t2", "t4"]
+    labels = {t: team.labels.for_item(t, viewer="lea") for t in ["t1", "t2", "t3", "t4"]}
+    assert labels["t3"] == []
+    for tid in done:
+        (only,) = labels[tid]
+        assert only.source == "human" and only.annotator == "ana"
+        assert only.note == "cluster decision: cluster 4 (4 items)"
+        assert only.seconds_on_item == pytest.approx(3.0)
+    assert labels["t2"][0].first_error_step == 5
+    assert labels["t1"][0].first_error_step is None  # no guessed step
+
+
+def test_cluster_decision_refuses_confirming_a_non_outlier(team: Store) -> None:
+    cluster = Cluster(0, ["t1", "t2"], outliers=["t2"])
+    with pytest.raises(ValueError, match="not outliers of cluster 0"):
+        label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1",
+                      confirmed_outliers=["t1"])
+    assert team.labels.for_item("t1", viewer="lea") == []
