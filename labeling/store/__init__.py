@@ -1,6 +1,9 @@
 """Annotation store: users, labels, queues, adjudication, pre-labels and validity audits.
 
-`open_store(url)` gives a migrated, thread-safe `Store` over a SQLite file or PostgreSQL.
+`open_store(url)` gives a migrated, thread-safe `Store` over a SQLite file or PostgreSQL, made of
+parts: `store.users`, `store.sessions`, `store.labels`, `store.queues`, `store.adjudications`,
+`store.prelabels`, `store.audits`, `store.taxonomies` and `store.history`. Every part goes
+through the store's one `policy.Gate` for permissions, category checks and read scopes.
 """
 
 from labeling.store.adjudication import FINAL_COLUMNS
