@@ -11,23 +11,15 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
+from statsmodels.stats.proportion import proportion_confint
 
 from analysis.success import normalise_task_fields, run_order, select_runs
+from labeling.store.records import CONTRACT_PROVENANCES, PROVENANCE_SOURCE, PROVENANCES
 from taxonomy.model import builtin_taxonomies
 
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
-
-PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single", "llm_only")
-#: Coarse source of a final label, as reported in the paper (human-derived vs LLM-only).
-PROVENANCE_SOURCE = {
-    "adjudicated": "adjudicated",
-    "human_agreed": "human",
-    "human_single": "human",
-    "llm_only": "llm_only",
-    # People disagree and no lead has decided yet: no category to count, shown so it is seen.
-    "disputed": "disputed",
-}
 
 DISTRIBUTION_COLUMNS = ["model", "category", "count", "n", "share", "ci_low", "ci_high"]
 TURNS_CATEGORY_COLUMNS = ["model", "category", "n", "mean_turns", "median_turns"]
@@ -39,17 +31,13 @@ def wilson_interval(
     n: np.ndarray | pd.Series | int,
     z: float = Z95,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised Wilson score interval for ``successes / n``; NaN where ``n == 0``."""
+    """Vectorised Wilson score interval for ``successes / n`` (statsmodels); NaN where
+    ``n == 0``."""
     x = np.asarray(successes, dtype=float)
     m = np.asarray(n, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = x / m
-        z2 = z * z
-        denom = 1.0 + z2 / m
-        centre = (p + z2 / (2.0 * m)) / denom
-        half = z * np.sqrt(p * (1.0 - p) / m + z2 / (4.0 * m * m)) / denom
-        low = np.clip(centre - half, 0.0, 1.0)
-        high = np.clip(centre + half, 0.0, 1.0)
+    low, high = proportion_confint(x, np.where(m > 0, m, 1.0), alpha=2.0 * norm.sf(z),
+                                   method="wilson")
+    low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
     # At p = 0 or 1 the bound equals the proportion exactly; pin it so floating-point noise
     # never shows as "-0.0000" or "1.0000000002".
     low = np.where(x == 0, 0.0, low)
@@ -150,12 +138,13 @@ def turns_per_category(
 def provenance_share(labels: pd.DataFrame) -> pd.DataFrame:
     """Share of final labels by provenance, with the coarse source (adjudicated/human/LLM only).
 
-    All four contract provenances are always listed (count 0 if absent); unknown values are
-    appended so nothing is silently dropped.
+    The four contract provenances are always listed (count 0 if absent), "disputed" when
+    present, strongest first; unknown values are appended so nothing is silently dropped.
     """
     prov = labels["provenance"].astype("object").fillna("unknown").astype(str)
     counts = prov.value_counts()
-    order = [*PROVENANCES, *sorted(set(counts.index) - set(PROVENANCES))]
+    order = [p for p in PROVENANCES if p in CONTRACT_PROVENANCES or p in counts.index]
+    order += sorted(set(counts.index) - set(PROVENANCES))
     out = pd.DataFrame({"provenance": order})
     out["source"] = out["provenance"].map(PROVENANCE_SOURCE).fillna("unknown")
     out["count"] = counts.reindex(order, fill_value=0).to_numpy().astype(int)

@@ -20,6 +20,7 @@ from analysis.failures import PROVENANCE_COLUMNS
 from analysis.success import NO_SCOPE, OTHER_INTENT
 from analysis.tables import TABLES, all_tables
 from labeling.store.policy import OPERATOR, Viewer
+from labeling.store.records import HUMAN_PROVENANCES
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -56,8 +57,8 @@ STATS_COLUMNS: tuple[str, ...] = (
 LABEL_TABLES = frozenset({"taxonomy", "taxonomy_turns", "provenance"})
 PAIR_TABLES = frozenset({"labeller"})
 #: Final-label provenances that carry a human verdict (what the pre-labeller is judged by).
-HUMAN_PROVENANCES = ("adjudicated", "human_agreed", "human_single")
-PAIR_COLUMNS = ["trajectory_id", "llm_category", "human_category", "human_provenance"]
+PAIR_COLUMNS = ["trajectory_id", "llm_category", "human_category", "human_provenance",
+                "prelabel_shown"]
 
 #: One-line descriptions shown by the CLI help and the Statistics page.
 DESCRIPTIONS: dict[str, str] = {
@@ -180,6 +181,16 @@ def _llm_categories(store: Store, taxonomy_version: str | None) -> dict[str, str
     return {str(tid): str(o.category) for tid, o in opinions.items()}
 
 
+def _prelabel_seen(store: Store, taxonomy_version: str | None,
+                   viewer: Viewer) -> dict[str, bool]:
+    """trajectory id -> whether any latest human label on it was made with the pre-label shown."""
+    df = store.labels.frame(taxonomy_version=taxonomy_version, viewer=viewer)
+    humans = df[df["source"] == "human"].drop_duplicates(["annotator", "trajectory_id"],
+                                                         keep="last")
+    seen = humans.groupby(humans["trajectory_id"].astype(str))["prelabel_shown"].any()
+    return {str(k): bool(v) for k, v in seen.items()}
+
+
 def labeller_pairs(store: Store, taxonomy_version: str | None = None, *,
                    viewer: Viewer = OPERATOR) -> pd.DataFrame:
     """LLM pre-label category vs the human verdict, one row per trajectory having both.
@@ -187,7 +198,8 @@ def labeller_pairs(store: Store, taxonomy_version: str | None = None, *,
     The human side is the final label when it is human-derived (adjudicated, agreed or single
     annotator); disputed items have no verdict yet and LLM-only items nothing to compare with.
     Items the pre-labeller never labelled are left out rather than counted as overrides, since
-    pre-labelling often covers only part of a workspace.
+    pre-labelling often covers only part of a workspace. ``prelabel_shown`` says whether any
+    person behind the verdict had the pre-label on screen (possibly anchored by it).
     """
     final = final_labels(store, taxonomy_version, viewer=viewer)
     human = final[final["provenance"].isin(HUMAN_PROVENANCES) & final["category"].notna()]
@@ -201,6 +213,8 @@ def labeller_pairs(store: Store, taxonomy_version: str | None = None, *,
             "llm_category": ids.map(llm).to_numpy(),
             "human_category": human["category"].astype(str).to_numpy(),
             "human_provenance": human["provenance"].astype(str).to_numpy(),
+            "prelabel_shown": ids.map(_prelabel_seen(store, taxonomy_version, viewer))
+            .fillna(False).astype(bool).to_numpy(),
         }
     )
     return pairs[pairs["llm_category"].notna()].reset_index(drop=True)

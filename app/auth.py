@@ -28,7 +28,6 @@ from labeling.store.models import utcnow
 from labeling.store.sessions import ThrottleRule
 from labeling.store.users import SignInBusyError, set_password_check_concurrency
 
-ROLES = ("annotator", "lead", "admin")
 SESSION_COOKIE = "faillab_session"
 IDENTITY_COOKIE = "faillab_identity"
 _TOKEN_KEY = "auth_token"

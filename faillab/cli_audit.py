@@ -1,7 +1,8 @@
 """``faillab audit``: the human validity audit of benchmark tasks.
 
 create -> (people review in the workbench, or import-judgments) -> report. Every sub-command
-works on the annotation store named by the settings; ``--audit`` defaults to the newest audit.
+works on the annotation store named by the settings; ``--audit`` defaults to the newest audit
+not archived.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _pct(x: float | None) -> str:
 
 
 audit_option = click.option("--audit", "audit", default=None,
-                            help="Audit name (default: the most recent audit).")
+                            help="Audit name (default: the most recent audit not archived).")
 
 
 @click.group()
@@ -129,6 +130,7 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
     """The validity summary (Table-11 style), agreement by stratum, reasons."""
     import json
 
+    from analysis.audit_report import to_csv, to_json_dict, to_latex, to_markdown
     from labeling.audit import AuditError, audit_report
 
     if output is not None:
@@ -140,13 +142,13 @@ def report_cmd(workspace: Path | None, audit: str | None, fmt: str,
     except AuditError as err:
         raise UserError(str(err)) from None
     if fmt == "json":
-        text = json.dumps({"audit": name, **report.to_json_dict()}, ensure_ascii=False)
+        text = json.dumps({"audit": name, **to_json_dict(report)}, ensure_ascii=False)
     elif fmt == "csv":
-        text = report.to_csv()
+        text = to_csv(report)
     elif fmt == "md":
-        text = report.to_markdown()
+        text = to_markdown(report)
     else:
-        text = report.to_latex()
+        text = to_latex(report)
     if output is not None:
         write_output(output, text if text.endswith("\n") else text + "\n")
         click.echo(f"wrote {output}", err=True)
@@ -197,8 +199,10 @@ def import_cmd(file: Path, workspace: Path | None, audit: str | None, as_json: b
 def list_cmd(workspace: Path | None, as_json: bool) -> None:
     """Audits in creation order with their pool and sample sizes."""
     store = _store(workspace)
+    archived = store.audits.archived()
     rows: list[dict[str, Any]] = []
     for name, definition in store.audits.all():
+        when = archived.get(name)
         rows.append({
             "audit": name,
             "runs": definition.get("runs"),
@@ -208,6 +212,7 @@ def list_cmd(workspace: Path | None, as_json: bool) -> None:
             "seed": definition.get("seed"),
             "annotators": definition.get("annotators"),
             "items": len(store.audits.items(name)),
+            "archived_at": when.isoformat(timespec="seconds") if when else None,
         })
     if as_json:
         emit(rows)
@@ -215,8 +220,34 @@ def list_cmd(workspace: Path | None, as_json: bool) -> None:
     if not rows:
         click.echo("no audits yet")
     for r in rows:
+        mark = " (archived)" if r["archived_at"] else ""
         if r["pool_size"] is None:  # created from a judgments file: no workspace sample
-            click.echo(f"{r['audit']}: {r['items']} items imported from a judgments file")
+            click.echo(f"{r['audit']}{mark}: {r['items']:,} items imported from a judgments file")
             continue
-        click.echo(f"{r['audit']}: {r['items']} items from a pool of {r['pool_size']} / "
-                   f"{r['total_tasks']} tasks, seed {r['seed']}")
+        click.echo(f"{r['audit']}{mark}: {r['items']:,} items from a pool of "
+                   f"{r['pool_size']:,} / {r['total_tasks']:,} tasks, seed {r['seed']}")
+
+
+@audit.command("archive")
+@click.argument("name")
+@click.option("--restore", is_flag=True,
+              help="Bring an archived audit back into use instead.")
+@workspace_option
+@json_option
+def archive_cmd(name: str, restore: bool, workspace: Path | None, as_json: bool) -> None:
+    """Archive audit NAME: it keeps every judgment but is no longer anyone's default.
+
+    Pages and commands default to the newest audit not archived, so archive an audit created
+    by mistake rather than leaving it the default everywhere.
+    """
+    from labeling.store import StoreError
+
+    store = _store(workspace)
+    try:
+        store.audits.archive(name, actor=None, archived=not restore)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    if as_json:
+        emit({"audit": name, "archived": not restore})
+    else:
+        click.echo(f"{'restored' if restore else 'archived'} audit {name}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, TypeVar
 
+import krippendorff as _krippendorff
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
@@ -355,32 +356,23 @@ def fleiss_kappa(counts_matrix: ArrayLike) -> float:
 
 
 def krippendorff_alpha_nominal_from_counts(value_counts: ArrayLike) -> float:
-    """Krippendorff's alpha (nominal) from a units x values matrix of counts.
+    """Krippendorff's alpha (nominal) from a units x values matrix of counts (`krippendorff`).
 
-    ``value_counts[u, c]`` is how many raters gave unit ``u`` value ``c``. Works in
-    O(units x values): with m_u ratings on unit u, the coincidence diagonal is
-    ``sum_u sum_c n_uc (n_uc - 1) / (m_u - 1)`` and the value totals are column sums, which is all
-    the nominal metric needs. Units with fewer than two ratings are not pairable and are dropped.
-    Returns NaN when fewer than two values occur among pairable units (alpha undefined).
+    ``value_counts[u, c]`` is how many raters gave unit ``u`` value ``c``; the library works
+    from these counts directly, so the cost is O(units x values). Units with fewer than two
+    ratings are not pairable and are dropped. Returns NaN when fewer than two values occur
+    among pairable units (alpha undefined), where the library would raise or divide by zero.
     """
     counts = np.asarray(value_counts, dtype=np.float64)
     if counts.ndim != 2:
         raise ValueError(f"expected a units x values matrix, got shape {counts.shape}")
     if np.any(counts < 0):
         raise ValueError("counts must be non-negative")
-    m_u = counts.sum(axis=1)
-    pairable = m_u >= 2
-    counts, m_u = counts[pairable], m_u[pairable]
-    n = float(m_u.sum())
-    if n == 0:
+    counts = counts[counts.sum(axis=1) >= 2]
+    counts = counts[:, counts.sum(axis=0) > 0]  # values nobody used in a pairable unit
+    if counts.shape[0] == 0 or counts.shape[1] < 2:
         return float("nan")
-    observed_agree = float(np.sum(counts * (counts - 1.0) / (m_u - 1.0)[:, None]))
-    n_c = counts.sum(axis=0)
-    expected_denominator = n * n - float(np.dot(n_c, n_c))
-    if expected_denominator <= 0:
-        return float("nan")
-    # alpha = 1 - D_o / D_e with D_o = (n - sum o_cc) / n and D_e = (n^2 - sum n_c^2) / (n (n-1)).
-    return 1.0 - (n - 1.0) * (n - observed_agree) / expected_denominator
+    return float(_krippendorff.alpha(value_counts=counts, level_of_measurement="nominal"))
 
 
 def _is_missing(x: Any) -> bool:

@@ -19,6 +19,7 @@ from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.steps import render_steps
 from labeling.queue import prelabel_for
 from labeling.store import ConflictError, Label, StoreError
+from labeling.store.history import history_table
 from taxonomy import default_taxonomy
 from trajectories.model import Trajectory
 
@@ -182,8 +183,6 @@ if st.button("Reload", key=f"adj_{tid}_reload", help="Show the latest decision a
 # -- history -----------------------------------------------------------------------------------
 st.subheader("History")
 entries = [h for h in store.history.entries(entity_id=tid) if h.entity in ("label", "adjudication")]
-st.dataframe(pd.DataFrame([{
-    "at": h.at, "what": h.entity, "action": h.action, "by": h.actor,
-    "category": (h.after or {}).get("category"), "note / reason": h.reason
-    or (h.after or {}).get("note"),
-} for h in entries]), hide_index=True, key=f"adj_{tid}_history")
+rows = history_table(entries, lambda key: category_label(taxonomy, key))
+st.dataframe(pd.DataFrame(rows), hide_index=True,
+             key=f"adj_{tid}_history")

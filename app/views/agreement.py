@@ -9,15 +9,15 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
+from analysis.labeller import PRELABEL_SLICES, llm_vs_human
+from analysis.sources import labeller_pairs
 from faillab.app.auth import require_user
 from faillab.app.state import get_store
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_label
 from faillab.textsafe import csv_frame
-from labeling.queue import (
-    PRELABEL_SLICES,
+from labeling.rater_agreement import (
     latest_human_labels,
-    llm_vs_human,
     multi_rater_summary,
     pair_confusion,
     pairwise_table,
@@ -93,13 +93,15 @@ s3.metric("Labels left out", steps.excluded_labels,
 st.caption("Counted only over steps people chose themselves.")
 
 st.subheader("LLM pre-label vs people")
-comparisons = llm_vs_human(store, keys, version, viewer=me)
+# The same pairs and the same computation as the Statistics page's labeller table.
+comparisons = llm_vs_human(labeller_pairs(store, version, viewer=me), keys)
 if not comparisons:
     st.info("No item has both a human label and an LLM pre-label yet.")
 else:
-    st.caption("One comparison per person and item. Override rate = share of the LLM's choices "
-               "of a category that the person changed. Labels made with the pre-label hidden "
-               "give the honest override rate; those made with it shown may be anchored.")
+    st.caption("One comparison per item: the people's verdict (its final label, when people "
+               "stand behind it) against the LLM's. Override rate = share of the LLM's choices "
+               "of a category that people changed. Items judged with the pre-label hidden give "
+               "the honest override rate; those where someone saw it may be anchored.")
     tabs = st.tabs([s for s in PRELABEL_SLICES if s in comparisons])
     for tab, name in zip(tabs, [s for s in PRELABEL_SLICES if s in comparisons], strict=True):
         with tab:

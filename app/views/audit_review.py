@@ -2,7 +2,9 @@
 
 Blind to models: nothing about agents (answers, trajectories, runs, success) is loaded here.
 Blind to colleagues: only the signed-in person's own judgments are read, whatever their role.
-Shortcuts: V = valid, I = invalid (C and R are taken by Streamlit itself).
+Shortcuts: V = valid, I = invalid with the chosen reason, 1-5 = invalid for that reason
+(C and R are taken by Streamlit itself). The judgment sits above the task so it is on screen
+without scrolling; choosing an audit hands the keyboard back to the page at once.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ import streamlit as st
 
 from faillab.app.auth import require_user
 from faillab.app.state import get_store
-from faillab.app.widgets.audit_item import load_context, pick_audit, reason_label, render_item
+from faillab.app.widgets.audit_item import (
+    load_context,
+    pick_audit,
+    reason_label,
+    release_focus,
+    render_item,
+)
 from faillab.app.widgets.safe import escape_markdown
 from labeling.audit import REASON_CODES, review_queue
 from labeling.store import StoreError
@@ -21,6 +29,9 @@ user = require_user()
 store = get_store()
 
 audit = pick_audit(store, key="audit_review_audit")
+# The select box keeps the keyboard focus after a choice, and shortcuts typed into it would
+# become search text: hand focus back to the page whenever the audit changes.
+release_focus(f"audit-review:{audit}")
 
 queue = review_queue(store, audit, user.name)
 if not queue:
@@ -63,28 +74,11 @@ nav[1].button("◀ Previous", key="audit_review_prev", disabled=pos == 0, on_cli
 nav[2].button("Next ▶", key="audit_review_next", disabled=pos >= len(queue) - 1, on_click=go,
               args=(pos + 1,))
 
-ctx = load_context(item.task_id)
-if ctx is None:
-    st.warning(f"Task {escape_markdown(item.task_id)} is not in this workspace (it was "
-               "imported with judgments), so there is nothing to show for it.")
-else:
-    render_item(ctx, key)
-
-st.divider()
 st.subheader("Your judgment")
 existing = mine.get(item.task_id)
 if existing is not None:
     st.caption(f"Saved: {'valid' if existing.valid else 'invalid'} "
                f"({escape_markdown(reason_label(existing.reason))}). Saving again replaces it.")
-options = list(REASON_CODES)
-st.selectbox(
-    "Reason code (required when invalid)", options, format_func=reason_label,
-    index=options.index(existing.reason) if existing and existing.reason in options else None,
-    placeholder="No concern", key=f"audit_reason_{key}",
-)
-st.text_area("Note", value=existing.note or "" if existing else "",
-                    key=f"audit_note_{key}", height=90,
-                    placeholder="What made you hesitate, in a sentence (optional).")
 
 
 def save(valid: bool) -> None:
@@ -108,13 +102,34 @@ def save(valid: bool) -> None:
     go(next_open(pos))
 
 
+def save_reason(code: str) -> None:
+    st.session_state[f"audit_reason_{key}"] = code
+    save(False)
+
+
 buttons = st.columns([1, 1, 3])
 buttons[0].button("Valid", key=f"audit_valid_{key}", shortcut="V", type="primary",
                   icon=":material/check:", on_click=save, args=(True,),
                   help="No substantive issue (V)")
 buttons[1].button("Invalid", key=f"audit_invalid_{key}", shortcut="I",
                   icon=":material/close:", on_click=save, args=(False,),
-                  help="A concern that needs inspection (I)")
+                  help="A concern that needs inspection, with the reason chosen below (I)")
+buttons[2].caption("Or invalid for a reason in one key:")
+reasons = st.columns(len(REASON_CODES))
+for i, code in enumerate(REASON_CODES, start=1):
+    reasons[i - 1].button(f"{i} · {reason_label(code)}", key=f"audit_reason_key_{key}_{code}",
+                          shortcut=str(i), on_click=save_reason, args=(code,),
+                          help=f"Invalid: {reason_label(code)} ({i})", width="stretch")
+options = list(REASON_CODES)
+fields = st.columns([1, 2])
+fields[0].selectbox(
+    "Reason code (required when invalid)", options, format_func=reason_label,
+    index=options.index(existing.reason) if existing and existing.reason in options else None,
+    placeholder="No concern", key=f"audit_reason_{key}",
+)
+fields[1].text_area("Note", value=existing.note or "" if existing else "",
+                    key=f"audit_note_{key}", height=90,
+                    placeholder="What made you hesitate, in a sentence (optional).")
 message = st.session_state.get(f"audit_msg_{key}")
 if message:
     st.error(escape_markdown(str(message)))
@@ -123,3 +138,11 @@ if saved:
     st.toast(escape_markdown(str(saved)))
 if done == len(queue):
     st.success("You have judged every task assigned to you.")
+
+st.divider()
+ctx = load_context(item.task_id)
+if ctx is None:
+    st.warning(f"Task {escape_markdown(item.task_id)} is not in this workspace (it was "
+               "imported with judgments), so there is nothing to show for it.")
+else:
+    render_item(ctx, key)

@@ -24,9 +24,7 @@ from labeling.prelabel.launch import launch_worker, mark_dead_run, run_log_path
 from labeling.prelabel.options import LABELLERS, PrelabelOptions, option_spec
 from labeling.prelabel.privacy import privacy_notice
 from labeling.prelabel.routing import prelabel_confidences, route_prelabels
-from labeling.store import PrelabelRun
-
-LEAD_ROLES = ("lead", "admin")
+from labeling.store import LEAD_ROLES, PrelabelRun
 
 
 @st.cache_resource

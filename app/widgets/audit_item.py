@@ -7,6 +7,7 @@ columns only, so no agent answer, run name or outcome can reach this widget.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -127,14 +128,10 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
                 st.dataframe(pd.DataFrame(columns, columns=["column", "type"]), hide_index=True,
                              key=f"audit_schema_{key}_{i}",
                              height=min(38 + 35 * len(columns), 260))
-    st.markdown("**Evidence rows**")
-    if ctx.result is not None and ctx.result.rows:
-        st.caption(f"First rows of the reference result ({min(5, len(ctx.result.rows))} of "
-                   f"{len(ctx.result.rows)}):")
-        first = QueryResult(columns=ctx.result.columns, rows=ctx.result.rows[:5],
-                            truncated=False, elapsed_ms=ctx.result.elapsed_ms)
-        _table(first, key=f"audit_first_{key}", max_height=230)
-    elif ctx.has_database:
+    # The reference result is shown once, above; evidence is only the extra queries.
+    if ctx.evidence:
+        st.markdown("**Evidence rows**")
+    elif ctx.has_database and ctx.result is not None and not ctx.result.rows:
         st.caption("The reference SQL returned no rows.")
     for i, ev in enumerate(ctx.evidence):
         with st.expander(escape_markdown(ev.title), expanded=evidence_expanded):
@@ -146,12 +143,39 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
 
 
 def pick_audit(store: Store, key: str) -> str:
-    """The audit selector shared by the audit pages (newest first); stops the page if none."""
-    audits = [name for name, _ in store.audits.all()]
-    if not audits:
+    """The audit selector shared by the audit pages; stops the page if there is none.
+
+    Audits in use come first, newest first, and the newest is the default; archived ones
+    follow, marked, so an audit created by mistake stops being anyone's default once a lead
+    archives it.
+    """
+    archived = store.audits.archived()
+    names = [name for name, _ in reversed(store.audits.all())]
+    if not names:
         st.info("No audit yet. A lead creates one with `faillab audit create --runs R1,R2`.")
         st.stop()
+    audits = [n for n in names if n not in archived] + [n for n in names if n in archived]
     newest = latest_audit(store)
-    audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0, key=key)
+    audit = st.selectbox("Audit", audits, index=audits.index(newest) if newest else 0, key=key,
+                         format_func=lambda n: f"{n} (archived)" if n in archived else n)
     assert audit is not None
     return str(audit)
+
+
+# Blurs whatever has focus in the app (the iframe shares its origin). Constant markup: the only
+# thing that varies is a hex digest, so no data ever reaches the page as HTML.
+_RELEASE_FOCUS = """<script>
+// {token}
+const active = window.parent.document.activeElement;
+if (active && active !== window.parent.document.body) {{ active.blur(); }}
+</script>"""
+
+
+def release_focus(token: str) -> None:
+    """Give the keyboard back to the page when `token` changes (e.g. the chosen audit).
+
+    A select box keeps focus after a choice, so page shortcuts (V, I...) would be typed into
+    it. The script runs when the iframe's content changes, i.e. once per new token.
+    """
+    digest = hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
+    st.iframe(_RELEASE_FOCUS.format(token=digest), height=1, width="content")

@@ -1,9 +1,12 @@
 """Annotation store: users, labels, queues, adjudication, pre-labels and validity audits.
 
-`open_store(url)` gives a migrated, thread-safe `Store` over a SQLite file or PostgreSQL.
+`open_store(url)` gives a migrated, thread-safe `Store` over a SQLite file or PostgreSQL, made of
+parts: `store.users`, `store.sessions`, `store.labels`, `store.queues`, `store.adjudications`,
+`store.prelabels`, `store.audits`, `store.taxonomies` and `store.history`. Every part goes
+through the store's one `policy.Gate` for permissions, category checks and read scopes.
 """
 
-from labeling.store.adjudication import FINAL_COLUMNS, PROVENANCES
+from labeling.store.adjudication import FINAL_COLUMNS
 from labeling.store.engine import head_revision, make_engine, upgrade
 from labeling.store.errors import (
     ConflictError,
@@ -24,6 +27,12 @@ from labeling.store.labels import LABEL_COLUMNS
 from labeling.store.opinions import LlmOpinion
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import (
+    CONTRACT_PROVENANCES,
+    HUMAN_PROVENANCES,
+    LEAD_ROLES,
+    PROVENANCE_SOURCE,
+    PROVENANCES,
+    ROLES,
     Adjudication,
     AuditAdjudication,
     AuditItem,
@@ -38,11 +47,16 @@ from labeling.store.records import (
 from labeling.store.repo import Store, open_store
 
 __all__ = [
+    "CONTRACT_PROVENANCES",
     "EXPORT_COLUMNS",
     "FINAL_COLUMNS",
+    "HUMAN_PROVENANCES",
     "LABEL_COLUMNS",
+    "LEAD_ROLES",
     "OPERATOR",
     "PROVENANCES",
+    "PROVENANCE_SOURCE",
+    "ROLES",
     "Adjudication",
     "AuditAdjudication",
     "AuditItem",

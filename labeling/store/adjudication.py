@@ -28,9 +28,6 @@ FINAL_COLUMNS = [
     "first_error_step",
     "provenance",
 ]
-# Provenance values, strongest first. "disputed" extends the documented four: humans
-# disagree and nobody has adjudicated yet, so the category is NULL rather than a guess.
-PROVENANCES = ("adjudicated", "human_agreed", "human_single", "disputed", "llm_only")
 
 
 def _consensus(values: list[Any]) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -23,7 +24,6 @@ from labeling.store.models import (
     utcnow,
 )
 from labeling.store.records import (
-    LEAD_ROLES,
     STAGES,
     AuditAdjudication,
     AuditItem,
@@ -80,7 +80,8 @@ class Audits(Part):
         `definition` is stored as given (runs, n, seed, strata counts...) so the sample can be
         reproduced. `items` are mappings with task_id and optionally intent, scope,
         template_id, in review order. Each item goes to every annotator, or to `per_item` of
-        them chosen round-robin.
+        them chosen round-robin. Every annotator must be a user; unknown names are refused and
+        nothing is created.
         """
         if not name.strip():
             raise StoreError("an audit needs a name")
@@ -91,7 +92,17 @@ class Audits(Part):
         k = len(people) if per_item is None else min(per_item, len(people))
         try:
             with self._write() as s:
-                user_ids = [self._user_row(s, person).id for person in people]
+                known = {
+                    row.name: row.id
+                    for row in s.scalars(select(UserRow).where(UserRow.name.in_(people)))
+                }
+                unknown = [person for person in people if person not in known]
+                if unknown:
+                    raise NotFoundError(
+                        f"unknown user{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+                        "add them first (faillab users add NAME); no audit was created"
+                    )
+                user_ids = [known[person] for person in people]
                 audit = AuditRow(name=name, definition=dict(definition))
                 s.add(audit)
                 s.flush()
@@ -113,11 +124,43 @@ class Audits(Part):
         except IntegrityError:
             raise ConflictError(f"an audit named {name!r} already exists") from None
 
-    def all(self) -> list[tuple[str, dict[str, Any]]]:
+    def all(self, *, include_archived: bool = True) -> list[tuple[str, dict[str, Any]]]:
+        """(name, definition) of every audit in creation order; archived ones only if asked."""
         with self._read() as s:
-            return [
-                (a.name, a.definition) for a in s.scalars(select(AuditRow).order_by(AuditRow.id))
-            ]
+            query = select(AuditRow).order_by(AuditRow.id)
+            if not include_archived:
+                query = query.where(AuditRow.archived_at.is_(None))
+            return [(a.name, a.definition) for a in s.scalars(query)]
+
+    def archived(self) -> dict[str, datetime]:
+        """Archived audits and when they were archived."""
+        with self._read() as s:
+            rows = s.execute(
+                select(AuditRow.name, AuditRow.archived_at).where(AuditRow.archived_at.is_not(None))
+            )
+            return {name: when for name, when in rows if when is not None}
+
+    def archive(self, name: str, *, actor: str | None, archived: bool = True) -> None:
+        """Archive an audit (or bring it back with `archived=False`). Nothing is deleted: its
+        items, judgments and verdicts stay; it only stops being anyone's default. A lead's
+        action; `actor` None is the command line."""
+        with self._write() as s:
+            self._gate.authorise(s, actor, "archive_audit")
+            row = self._audit_row(s, name)
+            if (row.archived_at is not None) == archived:
+                return
+            before = {"archived_at": snapshot(row)["archived_at"]}
+            row.archived_at = utcnow() if archived else None
+            s.flush()
+            self._log(
+                s,
+                entity="audit",
+                entity_id=name,
+                action="archive" if archived else "unarchive",
+                actor=actor,
+                before=before,
+                after={"archived_at": snapshot(row)["archived_at"]},
+            )
 
     def items(self, name: str) -> list[AuditItem]:
         with self._read() as s:
@@ -264,8 +307,8 @@ class Audits(Part):
     def judgments_visible_to(self, user: str, audit: str) -> list[AuditJudgment]:
         """Blind review: annotators see only their own judgments; leads and admins see all."""
         with self._read() as s:
-            role = self._user_row(s, user).role
-        return self._judgments(audit, None if role in LEAD_ROLES else user)
+            sees_all = self._gate.sees_all_judgments(s, user)
+        return self._judgments(audit, None if sees_all else user)
 
     def decide(
         self,

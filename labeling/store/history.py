@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from sqlalchemy import select
 
 from labeling.store.base import Part
@@ -36,3 +38,23 @@ class History(Part):
                 )
                 for h in s.scalars(query)
             ]
+
+
+def history_table(
+    entries: Iterable[HistoryEntry], category_name: Callable[[str], str]
+) -> list[dict[str, str]]:
+    """History rows for people: who by name, categories by their display name, empty text
+    (never "None") where a change has no category or note."""
+    rows = []
+    for h in entries:
+        after = h.after or {}
+        category = after.get("category")
+        rows.append({
+            "at": f"{h.at:%Y-%m-%d %H:%M:%S} UTC",
+            "what": h.entity.replace("_", " "),
+            "action": h.action,
+            "by": h.who,
+            "category": category_name(str(category)) if category else "",
+            "note / reason": h.reason or after.get("note") or "",
+        })
+    return rows

@@ -228,6 +228,8 @@ class AuditRow(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     definition: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Set when a lead archives the audit (revision 0005); NULL while it is in use.
+    archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class AuditItemRow(Base):

@@ -207,6 +207,11 @@ class Gate:
     def scope(session: Session, viewer: Viewer | str | None, blind: bool | None = None) -> Scope:
         return scope_for(session, as_viewer(viewer, blind))
 
+    @staticmethod
+    def sees_all_judgments(session: Session, user: str) -> bool:
+        """Blind audit review: annotators see only their own judgments; leads and admins all."""
+        return _user(session, user).role in LEAD_ROLES
+
     # -- permissions --------------------------------------------------------------------------
 
     @staticmethod

@@ -26,6 +26,24 @@ HEARTBEAT_STALE_S = 120.0
 # Roles allowed to settle disagreements and to see every annotator's work in blind mode.
 LEAD_ROLES: frozenset[str] = frozenset({"lead", "admin"})
 
+# Where a final label came from, strongest first. "disputed" extends the documented four:
+# humans disagree and nobody has adjudicated yet, so the category is NULL rather than a guess.
+PROVENANCES: tuple[str, ...] = (
+    "adjudicated", "human_agreed", "human_single", "disputed", "llm_only"
+)
+# The four the data contract documents (docs/CONTRACTS.md); reports always list them.
+CONTRACT_PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single", "llm_only")
+# Provenances a person stands behind (what "human-confirmed only" counts).
+HUMAN_PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single")
+# The coarse source of a final label, as reported in the paper (human-derived vs LLM-only).
+PROVENANCE_SOURCE: dict[str, str] = {
+    "adjudicated": "adjudicated",
+    "human_agreed": "human",
+    "human_single": "human",
+    "disputed": "disputed",  # no category to count; shown so it is seen
+    "llm_only": "llm_only",
+}
+
 
 @dataclass(frozen=True)
 class User:
@@ -96,6 +114,16 @@ class HistoryEntry:
     after: dict[str, Any] | None
     reason: str | None
 
+    @property
+    def who(self) -> str:
+        """Who made the change, for people: never blank, never "None". A change without an
+        actor came from an LLM label or from the command line (imports, the operator)."""
+        if self.actor:
+            return self.actor
+        if (self.after or {}).get("source") == "llm":
+            return "LLM"
+        return "command line"
+
 
 @dataclass(frozen=True)
 class PrelabelRun:
@@ -119,12 +147,15 @@ class PrelabelRun:
 
 @dataclass(frozen=True)
 class AuditItem:
+    """One audited task and the cell it was sampled from; `position` and `annotators` are
+    known once it is stored (the report needs only the first four)."""
+
     task_id: str
-    intent: str | None
-    scope: str | None
-    template_id: str | None
-    position: int
-    annotators: tuple[str, ...]
+    intent: str | None = None
+    scope: str | None = None
+    template_id: str | None = None
+    position: int = 0
+    annotators: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

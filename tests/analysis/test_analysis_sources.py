@@ -164,6 +164,20 @@ def test_labeller_pairs_and_agreement(
     assert {"kappa", "precision", "recall"} <= set(table.columns)
 
 
+def test_agreement_page_and_statistics_compute_llm_vs_human_once(
+    labelled: tuple[Workspace, Store, dict[str, str]],
+) -> None:
+    from analysis.labeller import llm_vs_human
+
+    ws, store, _ = labelled
+    statistics = compute_table("labeller", load_inputs(ws, store)).set_index("category")
+    agreement = llm_vs_human(labeller_pairs(store))["all"].set_index("category")
+    overall = "(overall)"
+    for column in ("support", "precision", "kappa", "override_rate"):
+        assert statistics.loc[overall, column] == pytest.approx(agreement.loc[overall, column],
+                                                                nan_ok=True), column
+
+
 def test_labeller_pairs_empty_store(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
     pairs = labeller_pairs(store)

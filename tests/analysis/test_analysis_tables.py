@@ -96,18 +96,3 @@ def test_labeller_agreement_hand_case() -> None:
     human = ["SQL", "Code", "Code", "Code", "SQL"]
     llm = ["SQL", "SQL", "Code", "Code", "(none)"]
     assert out.loc["(overall)", "kappa"] == pytest.approx(cohen_kappa_score(human, llm))
-
-
-def test_fallback_matches_labeling_implementation(
-    workspace: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
-) -> None:
-    from analysis.labeller import _fallback
-
-    pairs = workspace[2]
-    human = pairs["human_category"].astype(str).tolist()
-    pred = pairs["llm_category"].astype(str).tolist()
-    cats = sorted(set(human) | set(pred))
-    ours = _fallback(pred, human, cats).set_index("category")
-    theirs = labeller_agreement(pairs).set_index("category")
-    assert list(ours.index) == list(theirs.index)
-    pd.testing.assert_frame_equal(ours, theirs, check_dtype=False, atol=1e-9)

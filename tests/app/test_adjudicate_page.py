@@ -94,6 +94,12 @@ def test_lead_adjudicates_with_reason(disputed: tuple[Store, str]) -> None:
     assert any("version 1" in s.value for s in at.success)
     actions = [(h.entity, h.action) for h in store.history.entries(entity_id=tid)]
     assert ("adjudication", "create") in actions
+    history = next(d.value for d in at.dataframe if "by" in d.value.columns)
+    cells = history.astype(str).to_numpy().ravel().tolist()
+    assert "None" not in cells and "nan" not in cells
+    assert "lea" in set(history["by"])
+    tax = default_taxonomy()
+    assert tax.category("sql_logic_error").name in set(history["category"])  # a display name
     # A second decision by the same lead in the same session uses the version it saved
     # (decided items leave the list unless asked for).
     at.toggle(key="adj_include_done").set_value(True)
@@ -135,7 +141,7 @@ def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
             # ana and ben pick the same step on even items; cai never chooses one.
             step = None if who == "cai" else (2 if who == "ana" or i % 2 == 0 else 5)
             store.labels.add(item, cats[(i + (j == 2 and i % 2)) % 3], annotator=who,
-                             taxonomy_version=version, prelabel_shown=j == 0,
+                             taxonomy_version=version, prelabel_shown=j == 0 and i < 3,
                              first_error_step=step)
         store.prelabels.save(PrelabelRecord(PrelabelKey(item, version, "p", "m"), LabelResult(
             cats[i % 3], 0.9, None, "because", "heuristic", "1")))
@@ -159,7 +165,8 @@ def test_agreement_page_for_leads(disputed: tuple[Store, str]) -> None:
     assert metrics["Pairs compared"] == "6"
     assert metrics["Step agreement (exact)"] == "50.0%"
     assert metrics["Labels left out"] == "6"
-    assert len(at.tabs) == 3  # all / pre-label shown / pre-label hidden
+    # all / pre-label shown (items 0-2: ana saw it) / pre-label hidden (items 3-5: nobody did)
+    assert len(at.tabs) == 3
 
 
 def test_decision_moves_on_to_the_next_open_item_and_shows_steps(

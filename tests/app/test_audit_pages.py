@@ -35,6 +35,8 @@ def env(demo_workspace: Path, tmp_path: Path,
     store = open_store(Settings.from_env().annotations_url())
     store.users.add("lea", "lead")
     store.users.add("max", "lead")
+    store.users.add("ana")
+    store.users.add("ben")
     plan = plan_audit(candidate_pool(ws, RUNS), n=6, seed=0)
     create_audit(store, plan, name="demo-audit", annotators=["ana", "ben"])
     yield ws, store, [c.task_id for c in plan.items]
@@ -172,6 +174,35 @@ def test_report_page(env: tuple[Workspace, Store, list[str]]) -> None:
     assert "Borderline temporal wording" in set(frames[("reason", "tasks")]["reason"])
     assert "chance" in texts(at)  # the plain-language kappa explanation
     assert len(at.get("download_button")) == 4
+
+
+def test_report_headline_names_open_disagreements_and_leads_archive(
+        env: tuple[Workspace, Store, list[str]]) -> None:
+    ws, store, tids = env
+    for k, tid in enumerate(tids):
+        store.audits.record_judgment("demo-audit", tid, "ana", True)
+        store.audits.record_judgment("demo-audit", tid, "ben", k > 1, reason="temporal_wording")
+    at = open_page("lea", "views/audit_report.py")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Valid after adjudication"] == "2 open"  # never "100.0%" with two undecided
+    assert metrics["Open disagreements"] == "2"
+    assert any("2 disagreements still open" in w.value for w in at.warning)
+    for frame in at.dataframe:  # one number format: no None or NaN cells anywhere
+        cells = frame.value.astype(str).to_numpy().ravel().tolist()
+        assert not {"None", "nan", "<NA>"} & set(cells), frame.value
+
+    # A second, mistaken audit becomes the default; archiving it hands the default back.
+    plan = plan_audit(candidate_pool(ws, RUNS), n=2, seed=1)
+    create_audit(store, plan, name="mistake", annotators=["ana", "ben"])
+    at = open_page("lea", "views/audit_report.py")
+    assert at.selectbox(key="audit_report_audit").value == "mistake"
+    at.button(key="audit_archive").click()
+    at.run()
+    assert not at.exception
+    assert set(store.audits.archived()) == {"mistake"}
+    fresh = open_page("lea", "views/audit_review.py")
+    assert fresh.selectbox(key="audit_review_audit").value == "demo-audit"
+    assert fresh.selectbox(key="audit_review_audit").options == ["demo-audit", "mistake (archived)"]
 
 
 def test_pages_without_an_audit(env: tuple[Workspace, Store, list[str]],

@@ -1,5 +1,6 @@
 """Two annotators review the same audit item in two browser sessions; neither sees the other's
-judgment, and one judgment is made with the keyboard shortcut."""
+judgment, and one judgment is made with the keyboard shortcut. The keys work right after an
+audit is chosen in the drop-down, and reasons have keys of their own."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def audit_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
     shutil.copytree(demo_workspace, root)
     url = Settings.from_env({"FAILLAB_WORKSPACE": str(root)}).annotations_url()
     store = open_store(url)
+    store.users.add("ana")
+    store.users.add("ben")
+    store.users.add("cy")
+    # An older audit, so the drop-down has a choice to make (the newest is the default).
+    other = plan_audit(candidate_pool(Workspace(root), ["sim-small/t0.0"]), n=3, seed=1)
+    create_audit(store, other, name="other-audit", annotators=["ben", "cy"])
     plan = plan_audit(candidate_pool(Workspace(root), ["sim-small/t0.0"]), n=4, seed=0)
     create_audit(store, plan, name="browser-audit", annotators=["ana", "ben"])
     store.close()
@@ -40,8 +47,8 @@ def audit_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
         server.stop()
 
 
-def sign_in(browser: Browser, server: StreamlitServer, name: str) -> Page:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def open_as(browser: Browser, server: StreamlitServer, name: str) -> Page:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
     page.goto(f"{server.url}/audit-review")
     wait_idle(page)
@@ -49,6 +56,11 @@ def sign_in(browser: Browser, server: StreamlitServer, name: str) -> Page:
     box.fill(name)
     box.press("Enter")
     wait_idle(page)
+    return page
+
+
+def sign_in(browser: Browser, server: StreamlitServer, name: str) -> Page:
+    page = open_as(browser, server, name)
     expect(page.get_by_text("Task 1 of 4")).to_be_visible()
     return page
 
@@ -97,3 +109,36 @@ def test_two_annotators_review_blind(browser: Browser,
     finally:
         store.close()
     assert got == {("ana", tids[0]): (True, NOTE_ANA), ("ben", tids[0]): (True, NOTE_BEN)}
+
+
+def test_audit_keys_work_right_after_choosing_an_audit(
+        browser: Browser, audit_server: tuple[StreamlitServer, str, list[str]]) -> None:
+    server, url, _ = audit_server
+    cy = open_as(browser, server, "cy")  # cy reviews only the older audit, not the default
+    try:
+        expect(cy.get_by_text("No task of this audit is assigned to you.")).to_be_visible()
+        cy.get_by_role("combobox", name=re.compile("Audit")).click()
+        cy.get_by_role("option", name="other-audit").click()
+        wait_idle(cy)
+        expect(cy.get_by_text("Task 1 of 3")).to_be_visible()
+        # No click anywhere first: the key must reach the page, not the select box.
+        cy.keyboard.press("v")
+        wait_idle(cy)
+        expect(cy.get_by_text("Task 2 of 3")).to_be_visible()
+        valid = cy.get_by_role("button", name=re.compile(r"^Valid"))
+        box = valid.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900  # on screen at 1440x900
+        cy.keyboard.press("2")  # invalid, second reason code, in one key
+        wait_idle(cy)
+        expect(cy.get_by_text("Task 3 of 3")).to_be_visible()
+        screenshot(cy, "audit-review-keys-after-choosing")
+    finally:
+        cy.context.close()
+
+    store = open_store(url)
+    try:
+        got = [(j.valid, j.reason) for j in store.audits.judgments("other-audit")
+               if j.annotator == "cy"]
+    finally:
+        store.close()
+    assert got == [(True, None), (False, "cohort_unit")]

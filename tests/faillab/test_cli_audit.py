@@ -86,8 +86,15 @@ def _table11_csv(task_ids: list[str], path: Path) -> Path:
     return path
 
 
+def _add_users(ws: str, *names: str) -> None:
+    for name in names:
+        code, _, err = invoke("users", "add", name, "--no-password", "--workspace", ws)
+        assert code == 0, err
+
+
 def test_create_import_report_reproduces_table_11(complex_ws: Path, tmp_path: Path) -> None:
     ws = _copy(complex_ws, tmp_path)
+    _add_users(ws, "annotator-1", "annotator-2")
     code, out, err = invoke("audit", "create", "--workspace", ws, "--runs", "strong",
                             "--n", "500", "--seed", "0", "--annotators", "annotator-1,annotator-2",
                             "--name", "ehr-complex", "--json")
@@ -167,6 +174,7 @@ def test_create_import_report_reproduces_table_11(complex_ws: Path, tmp_path: Pa
 def test_bad_rows_store_nothing(complex_ws: Path, tmp_path: Path, body: str,
                                 expected: str) -> None:
     ws = _copy(complex_ws, tmp_path)
+    _add_users(ws, "ana", "ben")
     code, _, err = invoke("audit", "create", "--workspace", ws, "--n", "20", "--name", "a1",
                           "--annotators", "ana,ben")
     assert code == 0, err
@@ -281,3 +289,41 @@ def test_partly_templated_audit_counts_templates(complex_ws: Path, tmp_path: Pat
     assert len(templates) >= 1
     assert (f"| Structurally unique templates | – | {len(templates)} "
             "(+1 items without a template) |") in md
+
+
+def test_create_refuses_unknown_annotators_and_creates_nothing(complex_ws: Path,
+                                                                tmp_path: Path) -> None:
+    ws = _copy(complex_ws, tmp_path)
+    _add_users(ws, "ann1")
+    code, out, err = invoke("audit", "create", "--workspace", ws, "--n", "5", "--name", "typo",
+                            "--annotators", "ann1,nobody,ghost")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "unknown users nobody, ghost" in err
+    code, out, _ = invoke("audit", "list", "--workspace", ws, "--json")
+    assert code == 0 and json.loads(out) == []
+    store = open_store(Settings.from_env(workspace=Path(ws)).annotations_url())
+    try:
+        assert [u.name for u in store.users.all()] == ["ann1"]  # nobody was created either
+    finally:
+        store.close()
+
+
+def test_archive_hands_the_default_back_to_the_previous_audit(complex_ws: Path,
+                                                               tmp_path: Path) -> None:
+    ws = _copy(complex_ws, tmp_path)
+    for name in ("first", "mistake"):
+        code, _, err = invoke("audit", "create", "--workspace", ws, "--n", "5", "--name", name)
+        assert code == 0, err
+    code, out, _ = invoke("audit", "report", "--workspace", ws, "--format", "json")
+    assert json.loads(out)["audit"] == "mistake"
+    code, out, err = invoke("audit", "archive", "mistake", "--workspace", ws)
+    assert (code, out) == (0, "archived audit mistake\n"), err
+    code, out, _ = invoke("audit", "report", "--workspace", ws, "--format", "json")
+    assert json.loads(out)["audit"] == "first"
+    code, out, _ = invoke("audit", "list", "--workspace", ws, "--json")
+    assert [(a["audit"], a["archived_at"] is not None) for a in json.loads(out)] == [
+        ("first", False), ("mistake", True)]
+    code, _, err = invoke("audit", "archive", "nope", "--workspace", ws)
+    assert code == 1 and "unknown audit 'nope'" in err
+    code, out, err = invoke("audit", "archive", "mistake", "--restore", "--workspace", ws)
+    assert code == 0 and out == "restored audit mistake\n", err

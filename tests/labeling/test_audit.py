@@ -124,6 +124,8 @@ def test_sample_is_seeded_stratified_and_sums_to_n() -> None:
 def store(tmp_path: Path) -> Store:
     s = open_store(f"sqlite:///{tmp_path / 'annotations.sqlite'}")
     s.users.add("lea", "lead")
+    for name in ("ana", "ben", "cy"):
+        s.users.add(name)
     return s
 
 

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from labeling.audit_report import (
+from analysis.audit_report import to_csv, to_json_dict, to_latex, to_markdown
+from labeling.audit import (
     AuditItem,
     AuditReport,
     Judgment,
@@ -108,7 +109,7 @@ def test_by_stratum_rows_sum_to_total(report: AuditReport) -> None:
 
 
 def test_json_round_trip(report: AuditReport) -> None:
-    d = json.loads(json.dumps(report.to_json_dict()))
+    d = json.loads(json.dumps(to_json_dict(report)))
     for key in ("n_items", "raw_agreement", "cohens_kappa", "cohens_kappa_ci", "pabak",
                 "gwet_ac1", "prevalence_index", "bias_index", "valid_rate_adjudicated",
                 "valid_rate_by_annotator"):
@@ -129,7 +130,7 @@ def test_json_round_trip(report: AuditReport) -> None:
 
 
 def test_csv_round_trip(report: AuditReport) -> None:
-    rows = list(csv.DictReader(io.StringIO(report.to_csv())))
+    rows = list(csv.DictReader(io.StringIO(to_csv(report))))
     assert list(rows[0]) == ["metric", "value", "count"]
     by = {r["metric"]: r for r in rows}
     assert len(by) == len(rows)  # metric names are unique
@@ -189,7 +190,7 @@ def _check_summary(cells: dict[str, list[str]]) -> None:
 
 
 def test_markdown_round_trip(report: AuditReport) -> None:
-    tables = _md_tables(report.to_markdown())
+    tables = _md_tables(to_markdown(report))
     summary, strata = tables[0], tables[1]
     assert summary[0] == ["Metric", "Value", "Count"]
     _check_summary({row[0]: row[1:] for row in summary[1:]})
@@ -202,7 +203,7 @@ def test_markdown_round_trip(report: AuditReport) -> None:
     assert sum(int(r[4]) for r in cells) == int(total[4]) == 465
     assert sum(_ratio(r[8])[0] for r in cells) == _ratio(total[8])[0] == 475
     assert report.kappa_paradox_note is not None
-    assert report.kappa_paradox_note in report.to_markdown()
+    assert report.kappa_paradox_note in to_markdown(report)
 
 
 def _latex_tables(tex: str) -> list[list[list[str]]]:
@@ -220,7 +221,7 @@ def _latex_tables(tex: str) -> list[list[list[str]]]:
 
 
 def test_latex_round_trip(report: AuditReport) -> None:
-    tex = report.to_latex()
+    tex = to_latex(report)
     assert tex.count(r"\toprule") == tex.count(r"\bottomrule") == 3
     assert r"\midrule" in tex
     assert "95.0\\%" in tex and "annotator\\_1" in tex and r"Cohen's $\kappa$" in tex
@@ -237,7 +238,7 @@ def test_latex_escapes_special_characters() -> None:
     items = [AuditItem("t1", "Labs & Vitals", "50%_cut", "x"), AuditItem("t2", "Labs", None)]
     judgments = [Judgment("t1", "ann_#1", True), Judgment("t1", "b{2}", True),
                  Judgment("t2", "ann_#1", False), Judgment("t2", "b{2}", True)]
-    tex = build_audit_report(items, judgments).to_latex()
+    tex = to_latex(build_audit_report(items, judgments))
     assert r"Labs \& Vitals" in tex and r"50\%\_cut" in tex
     assert r"ann\_\#1" in tex and r"b\{2\}" in tex
     assert "&  Vitals" not in tex
@@ -257,9 +258,9 @@ def test_unresolved_and_unreviewed_items() -> None:
     assert r.valid_rate_adjudicated == pytest.approx(0.5)
     assert r.final_labels == {"t0": True, "t1": None, "t2": False, "t3": None}
     assert r.annotators == ("a", "b")
-    d = r.to_json_dict()
+    d = to_json_dict(r)
     assert d["n_unresolved"] == 1 and d["candidate_rate"] is None
-    md = r.to_markdown()
+    md = to_markdown(r)
     assert "Unresolved disagreements" in md and "Unreviewed tasks" in md
 
 
@@ -283,15 +284,15 @@ def test_later_judgment_wins_and_chosen_pair() -> None:
 def test_single_annotator_has_no_agreement() -> None:
     r = build_audit_report([AuditItem("t1")], [Judgment("t1", "solo", True)])
     assert r.agreement is None and r.pair is None
-    d = r.to_json_dict()
+    d = to_json_dict(r)
     assert d["cohens_kappa"] is None and d["valid_rate_by_annotator"] == {"solo": 1.0}
-    assert r.to_markdown() and r.to_latex() and r.to_csv()
+    assert to_markdown(r) and to_latex(r) and to_csv(r)
 
 
 def test_all_valid_gives_null_kappa_in_json() -> None:
     items = [AuditItem(f"t{i}") for i in range(3)]
     judgments = [Judgment(f"t{i}", who, True) for i in range(3) for who in ("a", "b")]
-    d = json.loads(json.dumps(report_dict := build_audit_report(items, judgments).to_json_dict()))
+    d = json.loads(json.dumps(report_dict := to_json_dict(build_audit_report(items, judgments))))
     assert d["cohens_kappa"] is None and d["cohens_kappa_ci"] == [None, None]
     assert report_dict["raw_agreement"] == 1.0
 

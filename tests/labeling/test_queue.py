@@ -1,5 +1,5 @@
-"""labeling.queue: assignment of failures, per-user queues, final-label filter, agreement
-inputs built from stored labels."""
+"""labeling.queue and labeling.rater_agreement: assignment of failures, per-user queues,
+final-label filter, agreement inputs built from stored labels, the LLM against people."""
 
 from __future__ import annotations
 
@@ -11,21 +11,24 @@ from typing import cast
 
 import pytest
 
+from analysis.labeller import llm_vs_human
+from analysis.sources import labeller_pairs
 from labeling.agreement import cohens_kappa_from_labels, krippendorff_alpha_nominal
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import (
     create_assignments,
     failed_frame,
     ids_with_final_category,
-    latest_human_labels,
-    llm_vs_human,
-    multi_rater_summary,
-    pair_confusion,
-    pairwise_table,
     prelabel_for,
     queue_for,
     strata_for,
     stratum_of,
+)
+from labeling.rater_agreement import (
+    latest_human_labels,
+    multi_rater_summary,
+    pair_confusion,
+    pairwise_table,
 )
 from labeling.store import Store, open_store
 from tests.conftest import save_test_taxonomy
@@ -160,7 +163,7 @@ def test_llm_vs_human_split_by_prelabel_exposure(st_: Store) -> None:
     st_.labels.add("t2", "a", annotator="ana", taxonomy_version="v", prelabel_shown=True)
     st_.labels.add("t3", "b", annotator="ben", taxonomy_version="v", prelabel_shown=False)
     st_.labels.add("t9", "b", annotator="ben", taxonomy_version="v")  # no LLM opinion: ignored
-    out = llm_vs_human(st_, KEYS, "v")
+    out = llm_vs_human(labeller_pairs(st_, "v"), KEYS)
     assert set(out) == {"all", "pre-label shown", "pre-label hidden"}
     assert out["all"].attrs["n"] == 3
     assert out["all"].attrs["override_rate"] == pytest.approx(1 / 3)

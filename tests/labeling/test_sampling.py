@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from labeling.sampling import SampleResult, largest_remainder_allocation, stratified_sample
+from labeling.audit.sampling import SampleResult, largest_remainder_allocation, stratified_sample
 
 
 def test_allocation_sums_exactly_over_many_random_cases() -> None:

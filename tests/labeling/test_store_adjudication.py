@@ -158,3 +158,16 @@ def test_history_is_appended_for_every_change_and_never_rewritten(team: Store) -
         with pytest.raises(DBAPIError, match="append-only"), team.engine.begin() as conn:
             conn.execute(text(statement))
     assert team.history.entries() == [*entries, team.history.entries()[-1]]
+
+
+def test_history_table_names_every_actor_and_shows_no_none(team: Store) -> None:
+    from labeling.store.history import history_table
+
+    team.labels.add("t1", "bad_join", annotator="ana", taxonomy_version="v", note="mine")
+    team.labels.add("t1", "other", annotator=None, source="llm", taxonomy_version="v")
+    team.adjudications.decide("t1", "bad_join", "ana was right", "lea", expected_version=None,
+                              taxonomy_version="v")
+    rows = history_table(team.history.entries(entity_id="t1"), lambda key: key.upper())
+    assert [(r["by"], r["category"], r["note / reason"]) for r in rows] == [
+        ("ana", "BAD_JOIN", "mine"), ("LLM", "OTHER", ""), ("lea", "BAD_JOIN", "ana was right")]
+    assert all(value not in ("None", "") for r in rows for value in (r["by"], r["at"]))

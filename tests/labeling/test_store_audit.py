@@ -67,3 +67,29 @@ def test_audit_verdict_is_locked_and_lead_only(audited: Store) -> None:
         )
     [verdict] = audited.audits.adjudications("a1")
     assert (verdict.valid, verdict.decided_by, verdict.version) == (True, "max", 2)
+
+
+def test_unknown_annotators_are_refused_before_anything_is_written(audited: Store) -> None:
+    with pytest.raises(NotFoundError, match="unknown users nobody, ghost") as err:
+        audited.audits.create("typo", {}, [{"task_id": "q1"}], ["ana", "nobody", "ghost"])
+    assert "no audit was created" in str(err.value)
+    assert [name for name, _ in audited.audits.all()] == ["a1"]
+    assert {u.name for u in audited.users.all()} == {"ana", "ben", "cy", "lea", "root"}
+
+
+def test_archiving_is_a_lead_action_that_keeps_everything(audited: Store) -> None:
+    audited.audits.record_judgment("a1", "q0", "ana", True)
+    with pytest.raises(PermissionDeniedError):
+        audited.audits.archive("a1", actor="ana")
+    assert audited.audits.archived() == {}
+    audited.audits.archive("a1", actor="lea")
+    assert set(audited.audits.archived()) == {"a1"}
+    assert audited.audits.all(include_archived=False) == []
+    assert [n for n, _ in audited.audits.all()] == ["a1"]
+    assert len(audited.audits.judgments("a1")) == 1  # nothing deleted
+    audited.audits.archive("a1", actor=None, archived=False)  # the command line restores
+    assert audited.audits.archived() == {}
+    entries = audited.history.entries("audit", "a1")
+    assert [(h.action, h.actor) for h in entries] == [("archive", "lea"), ("unarchive", None)]
+    with pytest.raises(NotFoundError):
+        audited.audits.archive("nope", actor="lea")

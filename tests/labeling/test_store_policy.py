@@ -10,14 +10,11 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from analysis.labeller import llm_vs_human
 from analysis.sources import labeller_pairs
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
-from labeling.queue import (
-    ids_with_final_category,
-    latest_human_labels,
-    llm_vs_human,
-    step_agreement,
-)
+from labeling.queue import ids_with_final_category
+from labeling.rater_agreement import latest_human_labels, step_agreement
 from labeling.store import (
     OPERATOR,
     LabelImportError,
@@ -62,7 +59,8 @@ def _everything_ana_can_read(team: Store, ana: Viewer) -> str:
         repr(team.adjudications.disagreements(viewer=ana, include_adjudicated=True)),
         repr(latest_human_labels(team, viewer=ana)),
         repr({k: v.to_csv()
-              for k, v in llm_vs_human(team, TEST_CATEGORY_KEYS, viewer=ana).items()}),
+              for k, v in llm_vs_human(labeller_pairs(team, viewer=ana),
+                                       TEST_CATEGORY_KEYS).items()}),
         labeller_pairs(team, viewer=ana).to_csv(),
         export_labels(team, "csv", viewer=ana),
         export_labels(team, "jsonl", viewer=ana),

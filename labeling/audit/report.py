@@ -5,9 +5,9 @@ Input is the audited sample (``AuditItem``) and the binary validity judgments pe
 holds everything a "Table 11"-style summary needs -- candidate share, sample size, distinct
 templates, adjudicated validity, each annotator's valid share, raw agreement, Cohen's kappa with
 PABAK and the other prevalence-robust measures -- plus the same agreement per intent x scope
-cell, agreement with the final label after adjudication, and reason-code counts. The report
-exports to JSON, long-format CSV, Markdown and LaTeX (rendering lives in
-:mod:`labeling.audit_export`). No database, no UI.
+cell, agreement with the final label after adjudication, and reason-code counts. Rendering to
+JSON, long-format CSV, Markdown and LaTeX lives in :mod:`analysis.audit_report`, beside the
+other exports. No database, no UI.
 
 Final label of an item: the (last) adjudication judgment if one exists, otherwise the review
 label when all reviewers agree; items whose reviewers still disagree are *unresolved* and items
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from labeling import audit_export
 from labeling.agreement import BinaryAgreement, binary_agreement, cohens_kappa_from_labels
+from labeling.store.records import AuditItem
 
 __all__ = [
     "AnnotatorVsFinal",
@@ -53,16 +53,6 @@ def parse_valid(value: str) -> bool:
     raise ValueError(
         f"cannot read {value!r} as a validity label; use 1/0, true/false or valid/invalid"
     )
-
-
-@dataclass(frozen=True)
-class AuditItem:
-    """One audited task and the cell it was sampled from."""
-
-    task_id: str
-    intent: str | None = None
-    scope: str | None = None
-    template_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,24 +168,6 @@ class AuditReport:
     @property
     def kappa_paradox_note(self) -> str | None:
         return self.agreement.kappa_paradox_note if self.agreement else None
-
-    # ---- exports (formatting lives in labeling.audit_export) -------------------------------
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """Plain, JSON-serialisable dict (NaN -> None)."""
-        return audit_export.to_json_dict(self)
-
-    def to_csv(self) -> str:
-        """Long format: one ``metric,value,count`` row per number."""
-        return audit_export.to_csv(self)
-
-    def to_markdown(self) -> str:
-        """Table-11-like summary, agreement by intent x scope, before/after, reason codes."""
-        return audit_export.to_markdown(self)
-
-    def to_latex(self) -> str:
-        """booktabs tabulars (summary, by stratum, before/after); text cells LaTeX-escaped."""
-        return audit_export.to_latex(self)
 
 
 # ---- computation ----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Render a validity-audit report: JSON-ready dict, long-format CSV, Markdown and LaTeX.
 
-The numbers come from :func:`labeling.audit_report.build_audit_report`; this module only
-formats them. Markdown and LaTeX share one set of display rows (:func:`summary_rows`) so the
-two can never disagree. Undefined statistics print as an en dash (``–``; ``--`` in LaTeX) and
+The numbers come from :func:`labeling.audit.report.build_audit_report`; this module only
+formats them, with the analysis exports' one Markdown writer and LaTeX escaper. Markdown,
+LaTeX and the page share one set of display rows (:func:`summary_rows`) so they can never
+disagree. Undefined statistics print as an en dash (``–``; ``--`` in LaTeX) and
 are ``null``/empty in JSON and CSV.
 """
 
@@ -14,18 +15,31 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
+from analysis.export import latex_escape
+from analysis.export import to_markdown as frame_to_markdown
 from faillab.textsafe import csv_cell
 
 if TYPE_CHECKING:
-    from labeling.audit_report import AuditReport, RateCount
+    from labeling.audit.report import AuditReport, RateCount
 
-__all__ = ["summary_rows", "to_csv", "to_json_dict", "to_latex", "to_markdown"]
+__all__ = [
+    "after_table",
+    "stratum_table",
+    "summary_rows",
+    "summary_table",
+    "to_csv",
+    "to_json_dict",
+    "to_latex",
+    "to_markdown",
+]
 
 _DASH = "–"
 _KAPPA = "Cohen's κ"
-_STRATUM_HEADER = ("Intent", "Scope", "Items", "Rated by both", "Agree", "Raw agreement",
+STRATUM_HEADER = ("Intent", "Scope", "Items", "Rated by both", "Agree", "Raw agreement",
                    _KAPPA, "PABAK", "Valid (final)")
-_AFTER_HEADER = ("Comparison", "Raw agreement", _KAPPA, "Count")
+AFTER_HEADER = ("Comparison", "Raw agreement", _KAPPA, "Count")
 
 
 # ---- formatting helpers -------------------------------------------------------------------
@@ -36,10 +50,6 @@ def _clean(x: float | None) -> float | None:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return None
     return float(x)
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", r"\|")
 
 
 def _pct(x: float | None) -> str:
@@ -239,7 +249,10 @@ def summary_rows(report: AuditReport) -> list[tuple[str, str, str]]:
     else:
         rows.append(("Audited sample", _DASH, f"{report.n_items:,}"))
     rows.append(("Structurally unique templates", _DASH, _templates_count(report)))
-    rows.append(("Adjudicated valid tasks", _pct(report.valid_rate_adjudicated),
+    # With disagreements open the rate covers settled tasks only: say so in the label.
+    settled = (f" (settled so far; {report.n_unresolved:,} open)" if report.n_unresolved
+               else "")
+    rows.append((f"Adjudicated valid tasks{settled}", _pct(report.valid_rate_adjudicated),
                  _ratio(report.n_valid_adjudicated, report.n_resolved)))
     if report.n_unresolved:
         rows.append(("Unresolved disagreements", _DASH, f"{report.n_unresolved:,}"))
@@ -261,7 +274,7 @@ def summary_rows(report: AuditReport) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _stratum_rows(report: AuditReport) -> list[list[str]]:
+def stratum_rows(report: AuditReport) -> list[list[str]]:
     out = []
     for s in report.by_stratum:
         out.append([
@@ -281,7 +294,7 @@ def _stratum_rows(report: AuditReport) -> list[list[str]]:
     return out
 
 
-def _after_rows(report: AuditReport) -> list[list[str]]:
+def after_rows(report: AuditReport) -> list[list[str]]:
     out = []
     if report.agreement is not None and report.pair is not None:
         out.append([
@@ -300,26 +313,26 @@ def _after_rows(report: AuditReport) -> list[list[str]]:
 # ---- Markdown -------------------------------------------------------------------------------
 
 
+def _md_table(rows: list[list[str]], header: tuple[str, ...] | list[str]) -> list[str]:
+    # The analysis exports' pipe-table writer; every cell is already formatted text.
+    return frame_to_markdown(pd.DataFrame(rows, columns=list(header))).rstrip("\n").split("\n")
+
+
 def to_markdown(report: AuditReport) -> str:
     """Table-11-like summary, agreement by intent x scope, before/after, reason codes."""
-    md = _md_escape
-    lines = ["| Metric | Value | Count |", "| --- | --- | --- |"]
-    lines += [f"| {md(m)} | {md(v)} | {md(c)} |" for m, v, c in summary_rows(report)]
+    lines = _md_table([list(r) for r in summary_rows(report)], ["Metric", "Value", "Count"])
     if report.kappa_paradox_note:
         lines += ["", f"> {report.kappa_paradox_note}"]
-    lines += ["", "**Agreement by intent and scope**", "",
-              "| " + " | ".join(_STRATUM_HEADER) + " |",
-              "| " + " | ".join("---" for _ in _STRATUM_HEADER) + " |"]
-    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in _stratum_rows(report)]
-    after = _after_rows(report)
+    lines += ["", "**Agreement by intent and scope**", ""]
+    lines += _md_table(stratum_rows(report), STRATUM_HEADER)
+    after = after_rows(report)
     if after:
-        lines += ["", "**Agreement before and after adjudication**", "",
-                  "| " + " | ".join(_AFTER_HEADER) + " |",
-                  "| " + " | ".join("---" for _ in _AFTER_HEADER) + " |"]
-        lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in after]
+        lines += ["", "**Agreement before and after adjudication**", ""]
+        lines += _md_table(after, AFTER_HEADER)
     if report.reason_counts:
-        lines += ["", "**Reason codes**", "", "| Reason | Tasks |", "| --- | --- |"]
-        lines += [f"| {md(r)} | {c} |" for r, c in report.reason_counts.items()]
+        lines += ["", "**Reason codes**", ""]
+        lines += _md_table([[r, f"{c:,}"] for r, c in report.reason_counts.items()],
+                           ["Reason", "Tasks"])
     return "\n".join(lines) + "\n"
 
 
@@ -333,8 +346,8 @@ def _tex_row(cells: Iterable[str]) -> str:
 def _tex_cell(cell: str) -> str:
     # The kappa label is the one intentional piece of markup; everything else is text.
     if cell.startswith(_KAPPA):
-        return r"Cohen's $\kappa$" + _tex_escape(cell[len(_KAPPA):])
-    return _tex_escape(cell).replace(_DASH, "--")
+        return r"Cohen's $\kappa$" + latex_escape(cell[len(_KAPPA):])
+    return latex_escape(cell).replace(_DASH, "--")
 
 
 def to_latex(report: AuditReport) -> str:
@@ -344,27 +357,34 @@ def to_latex(report: AuditReport) -> str:
              r"\midrule"]
     parts += [row(tex(c) for c in r) for r in summary_rows(report)]
     parts += [r"\bottomrule", r"\end{tabular}", ""]
-    parts += [r"\begin{tabular}{ll" + "r" * (len(_STRATUM_HEADER) - 2) + "}", r"\toprule",
-              row(tex(h) for h in _STRATUM_HEADER), r"\midrule"]
-    strata = _stratum_rows(report)
+    parts += [r"\begin{tabular}{ll" + "r" * (len(STRATUM_HEADER) - 2) + "}", r"\toprule",
+              row(tex(h) for h in STRATUM_HEADER), r"\midrule"]
+    strata = stratum_rows(report)
     parts += [row(tex(c) for c in r) for r in strata[:-1]]
     parts += [r"\midrule", row(tex(c) for c in strata[-1]), r"\bottomrule", r"\end{tabular}"]
-    after = _after_rows(report)
+    after = after_rows(report)
     if after:
         parts += ["", r"\begin{tabular}{lrrr}", r"\toprule",
-                  row(tex(h) for h in _AFTER_HEADER), r"\midrule"]
+                  row(tex(h) for h in AFTER_HEADER), r"\midrule"]
         parts += [row(tex(c) for c in r) for r in after]
         parts += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(parts) + "\n"
 
 
-# Kept here rather than imported from analysis/: labels feed statistics, never the reverse.
-_TEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-}
+# ---- the same rows for the page ---------------------------------------------------------------
 
 
-def _tex_escape(text: str) -> str:
-    # One pass over characters so the backslashes we insert are never escaped again.
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in text)
+def summary_table(report: AuditReport) -> list[dict[str, str]]:
+    """The Table-11-style rows (metric, value, count) exactly as the Markdown/LaTeX exports
+    show them, so the page and the downloaded files can never disagree."""
+    return [{"metric": m, "value": v, "count": c} for m, v, c in summary_rows(report)]
+
+
+def stratum_table(report: AuditReport) -> list[dict[str, str]]:
+    """Agreement by intent x scope, formatted exactly as in the exports (last row: total)."""
+    return [dict(zip(STRATUM_HEADER, row, strict=True)) for row in stratum_rows(report)]
+
+
+def after_table(report: AuditReport) -> list[dict[str, str]]:
+    """Agreement before and after adjudication, formatted exactly as in the exports."""
+    return [dict(zip(AFTER_HEADER, row, strict=True)) for row in after_rows(report)]

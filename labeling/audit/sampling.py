@@ -16,7 +16,10 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from labeling.audit.errors import AuditError
+from labeling.audit.pool import Candidate, CandidatePool
 
 __all__ = [
     "SampleResult",
@@ -228,3 +231,61 @@ def stratified_sample(
         n_unique_templates=len(real_templates),
         n_without_template=sum(1 for it in chosen if template(it) is None),
     )
+
+
+# ---- the audit's plan --------------------------------------------------------------------
+
+DEFAULT_SAMPLE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    pool: CandidatePool
+    sample: SampleResult[Candidate, tuple[str, str]]
+    n_requested: int
+    seed: int
+
+    @property
+    def items(self) -> tuple[Candidate, ...]:
+        return self.sample.items
+
+    def strata(self) -> list[dict[str, Any]]:
+        return [
+            {"intent": s.stratum[0] or None, "scope": s.stratum[1] or None,
+             "population": s.population, "allocated": s.allocated,
+             "templates_in_population": s.templates_in_population,
+             "templates_in_sample": s.templates_in_sample}
+            for s in self.sample.strata
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """What the CLI prints and what the definition records about the sample."""
+        return {
+            "runs": list(self.pool.runs),
+            "n": self.n_requested,
+            "seed": self.seed,
+            "pool_size": self.pool.n_candidates,
+            "total_tasks": self.pool.n_total_tasks,
+            "candidate_share": self.pool.share,
+            "sample_size": self.sample.n_selected,
+            "n_unique_templates": self.sample.n_unique_templates,
+            "strata": self.strata(),
+        }
+
+
+def plan_audit(pool: CandidatePool, n: int = DEFAULT_SAMPLE_SIZE, seed: int = 0) -> AuditPlan:
+    """Stratified sample of ``n`` candidates (capped at the pool) over intent x scope.
+
+    Proportional largest-remainder allocation with at least one item per non-empty stratum and
+    round-robin over templates inside a stratum; same pool, n and seed give the same sample.
+    """
+    if n < 1:
+        raise AuditError(f"the sample size must be at least 1, not {n}")
+    if not pool.candidates:
+        raise AuditError("no candidate tasks: every task was solved by at least one selected "
+                         "run (choose fewer or weaker runs)")
+    sample = stratified_sample(
+        pool.candidates, n, seed=seed,
+        stratum=lambda c: c.stratum, template=lambda c: c.template_id, key=lambda c: c.task_id,
+    )
+    return AuditPlan(pool=pool, sample=sample, n_requested=n, seed=seed)
