@@ -25,8 +25,10 @@ import hashlib
 import json
 import multiprocessing
 import os
+import sys
 import threading
 import time
+import types
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -859,11 +861,30 @@ def _parse_files(spec: _FileSpec, paths: list[Path], stored: tuple[set[str], set
     pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
                                initargs=(stored,))
     try:
-        futures = [pool.submit(_parse_file, spec, path) for path in paths]
+        with _without_main_script():
+            futures = [pool.submit(_parse_file, spec, path) for path in paths]
         for future in futures:
             yield future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _without_main_script() -> Iterator[None]:
+    """Start workers without re-running the caller's main script in them.
+
+    A new worker (and the fork server) imports the parent's ``__main__`` file before it runs
+    anything. Under the CLI that is harmless, but a Streamlit page, or a test that ran one, is a
+    script without a ``__name__`` guard, and importing it in a worker crashes that worker. The
+    workers only need this module, so they get an empty main while they start (all of them
+    start on the first submits)."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _parse_file(spec: _FileSpec, path: Path,

@@ -166,3 +166,21 @@ def test_parts_are_visible_only_once_published(tmp_path: Path) -> None:
         workspace_module.pq.ParquetFile(visible[0]).metadata.num_rows,)
     ws.import_files(files[1:2], workers=1)
     assert not orphan.exists()
+
+
+def test_parallel_import_survives_a_main_script_without_a_guard(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Streamlit runs each page as the process's __main__; workers must not re-run that script.
+    import sys
+    import types
+
+    page = tmp_path / "page.py"
+    page.write_text("raise SystemExit('a worker ran the main script')\n", "utf-8")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[:2]
+    ws = Workspace(tmp_path / "ws")
+    report = ws.import_files(files, workers=2)
+    assert report.imported > 0
+    assert sys.modules["__main__"] is main  # restored after the workers started
