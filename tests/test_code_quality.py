@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 BIN = Path(sys.executable).parent
 
@@ -39,4 +39,17 @@ def test_domain_never_imports_streamlit() -> None:
 def test_no_unsafe_html_in_the_app() -> None:
     offenders = [str(p.relative_to(REPO)) for p in (REPO / "app").rglob("*.py")
                  if "unsafe_allow_html=True" in p.read_text()]
+    assert offenders == []
+
+
+def test_no_module_imports_a_conftest() -> None:
+    # pytest loads conftest files itself; importing one as a module runs it twice under two
+    # names. Shared test helpers live in tests/support.py.
+    pattern = re.compile(r"^\s*(from\s+\S*conftest\s+import|import\s+\S*conftest)", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(REPO))
+        for folder in ("tests", "bench")
+        for path in (REPO / folder).rglob("*.py")
+        if pattern.search(path.read_text("utf-8"))
+    ]
     assert offenders == []

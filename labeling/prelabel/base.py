@@ -7,11 +7,7 @@ plain data and protocols. The labeller interface itself is ``labeling.prelabel.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    # Transitional name, resolved at run time by ``__getattr__`` below.
-    from labeling.prelabel.protocol import RuleLabeller as Labeller  # noqa: F401
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -73,12 +69,3 @@ class PrelabelStore(Protocol):
 
     def save(self, record: PrelabelRecord) -> None: ...
 
-
-def __getattr__(name: str) -> object:
-    # Transitional: the synchronous shape used to be called ``Labeller`` here; it is now
-    # ``protocol.RuleLabeller`` (the runner takes only the async ``protocol.Labeller``).
-    if name == "Labeller":
-        from labeling.prelabel.protocol import RuleLabeller
-
-        return RuleLabeller
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

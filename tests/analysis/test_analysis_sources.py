@@ -28,7 +28,7 @@ from analysis.sources import (
 from analysis.tables import TABLES
 from labeling.store import Store, open_store
 from taxonomy.model import default_taxonomy
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.workspace import Workspace
 
 TAXONOMY = default_taxonomy().version

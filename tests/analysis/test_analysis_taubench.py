@@ -10,7 +10,7 @@ import pytest
 
 from analysis.passk import pass_k
 from analysis.success import success_grid
-from tests.conftest import REAL_TRAJECTORIES, require_shared
+from tests.support import REAL_TRAJECTORIES, require_shared
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.passk import pass_k_paper
 from analysis.sources import load_frame
-from tests.conftest import REAL_TRAJECTORIES, require_shared
+from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.workspace import Workspace
 
 

@@ -17,7 +17,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.conftest import REPO, save_test_taxonomy
+from tests.support import REPO, save_test_taxonomy
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")

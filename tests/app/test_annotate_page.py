@@ -15,7 +15,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import create_assignments, failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.conftest import REPO
+from tests.support import REPO
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from faillab.settings import Settings
 from labeling.audit import candidate_pool, create_audit, plan_audit
 from labeling.store import Store, open_store
-from tests.conftest import REPO
+from tests.support import REPO
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")

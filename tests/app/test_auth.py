@@ -18,7 +18,7 @@ from faillab.cli import main
 from labeling.store import open_store
 from labeling.store.sessions import ThrottleRule
 from labeling.store.users import SignInBusyError
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 @pytest.fixture

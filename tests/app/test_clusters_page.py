@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from faillab.settings import Settings
 from labeling.clusters import build_clusters, default_embedder, workspace_failures
 from labeling.store import Store, open_store
-from tests.conftest import REAL_TRAJECTORIES, REPO, require_shared
+from tests.support import REAL_TRAJECTORIES, REPO, require_shared
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from labeling.evidence import Probe, find_divergence
-from tests.conftest import REPO
+from tests.support import REPO
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")

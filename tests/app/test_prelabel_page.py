@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from faillab.settings import Settings
 from labeling.store import open_store
-from tests.conftest import REPO
+from tests.support import REPO
 
 PAGE = str(REPO / "app" / "views" / "prelabel.py")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import EHRSQL_SQLITE, REPO, require_shared
+from tests.support import EHRSQL_SQLITE, REPO, require_shared
 from trajectories.workspace import Workspace
 
 

@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import REPO, make_trajectory
+from tests.support import REPO, make_trajectory
 from trajectories.model import Run, Step, StepKind
 from trajectories.workspace import Workspace
 

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from analysis.tables import TABLES
 from labeling.store import open_store
 from taxonomy import default_taxonomy
-from tests.conftest import REPO
+from tests.support import REPO
 from trajectories.workspace import Workspace
 
 PAGE = str(REPO / "app" / "views" / "statistics.py")
@@ -122,7 +122,7 @@ def test_empty_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 def _add_unscored(root: Path) -> None:
     """One trajectory of a test split: no ground truth and no recorded outcome."""
-    from tests.conftest import make_trajectory
+    from tests.support import make_trajectory
     from trajectories.model import Run, Task
 
     task = Task(id="no-truth-1", question="How many admissions?", intent="Demographics",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import REPO
+from tests.support import REPO
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")
@@ -143,8 +143,8 @@ def test_unscored_trajectory_is_never_success_or_failure(
 
     import streamlit as st
 
-    from tests.conftest import Outcome, make_trajectory
-    from trajectories.model import Run, Task
+    from tests.support import make_trajectory
+    from trajectories.model import Outcome, Run, Task
 
     root = tmp_path / "ws"
     shutil.copytree(demo_workspace, root)

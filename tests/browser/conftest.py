@@ -3,65 +3,13 @@ through Debian's chromium (no browser downloads exist on these machines)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, sync_playwright
 
-from tests.conftest import REPO
-
-CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts" / "screenshots"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run",
-               "--disable-dev-shm-usage"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class StreamlitServer:
-    def __init__(self, workspace: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        log = workspace.parent / f"streamlit-{self.port}.log"
-        self._log = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(REPO / "app" / "main.py"),
-             "--server.port", str(self.port), "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-            cwd=REPO, env={**os.environ, "FAILLAB_WORKSPACE": str(workspace), **(env or {})},
-            stdout=self._log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("streamlit did not answer within 60 s")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self._log.close()
+from tests.browser.support import CHROMIUM, LAUNCH_ARGS
 
 
 @pytest.fixture(scope="module")
@@ -74,35 +22,3 @@ def browser() -> Iterator[Browser]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         yield b
         b.close()
-
-
-def wait_idle(page: Page, timeout_ms: int = 30_000) -> None:
-    """Wait until the app is connected and its script run has finished."""
-    page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
-    page.wait_for_timeout(150)  # let a rerun triggered by the last action begin
-    page.wait_for_function(
-        """() => {
-            const app = document.querySelector("[data-testid='stApp']");
-            return app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
-                && app.getAttribute('data-test-script-state') === 'notRunning';
-        }""",
-        timeout=timeout_ms,
-    )
-    page.wait_for_timeout(200)
-
-
-def screenshot(page: Page, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-def click_grid_row(page: Page, row: int = 0, grid_index: int = 0) -> None:
-    """Select a row of a st.dataframe (a canvas grid) by clicking its row-marker cell."""
-    grid = page.locator("[data-testid='stDataFrame']").nth(grid_index)
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    assert box is not None
-    header, row_height = 35, 35
-    page.mouse.click(box["x"] + 18, box["y"] + header + row_height * row + row_height / 2)

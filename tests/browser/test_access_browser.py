@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from labeling.store import open_store
-from tests.browser.conftest import StreamlitServer, wait_idle
-from tests.conftest import make_trajectory
+from tests.browser.support import StreamlitServer, wait_idle
+from tests.support import make_trajectory
 from trajectories.model import Task
 from trajectories.workspace import Workspace
 

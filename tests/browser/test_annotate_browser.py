@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 from faillab.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
-from tests.browser.conftest import StreamlitServer, screenshot, wait_idle
+from tests.browser.support import StreamlitServer, screenshot, wait_idle
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser

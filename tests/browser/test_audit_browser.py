@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 from faillab.settings import Settings
 from labeling.audit import candidate_pool, create_audit, plan_audit
 from labeling.store import open_store
-from tests.browser.conftest import StreamlitServer, screenshot, wait_idle
+from tests.browser.support import StreamlitServer, screenshot, wait_idle
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser

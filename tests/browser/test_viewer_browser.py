@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
 
-from tests.browser.conftest import StreamlitServer, click_grid_row, screenshot, wait_idle
-from tests.conftest import EHRSQL_SQLITE, make_trajectory, require_shared
+from tests.browser.support import StreamlitServer, click_grid_row, screenshot, wait_idle
+from tests.support import EHRSQL_SQLITE, make_trajectory, require_shared
 from trajectories.model import Step, StepKind, Task
 from trajectories.workspace import Workspace
 

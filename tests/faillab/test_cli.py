@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from faillab.cli import main
-from tests.conftest import REPO, make_trajectory
+from tests.support import REPO, make_trajectory
 
 
 def native_file(path: Path, n: int = 3) -> Path:

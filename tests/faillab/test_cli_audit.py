@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from faillab.cli import main
 from faillab.settings import Settings
 from labeling.store import open_store
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.model import Outcome, Run, Task
 from trajectories.workspace import Workspace
 

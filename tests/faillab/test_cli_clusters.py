@@ -12,7 +12,7 @@ from faillab.cli import main
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import open_store
 from taxonomy import default_taxonomy
-from tests.conftest import REAL_TRAJECTORIES, require_shared
+from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.workspace import Workspace
 
 

@@ -18,7 +18,7 @@ from faillab.settings import Settings
 from faillab.textsafe import csv_cell, csv_frame, terminal_text
 from labeling.store import open_store
 from taxonomy import default_taxonomy
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.workspace import Workspace
 
 HOSTILE_RUN = "=HYPERLINK(\"http://x.invalid\",\"run\")\x1b[2J\x1b]0;pwned\x07"

@@ -6,7 +6,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from faillab.cli import main
-from tests.conftest import EHRSQL_SQLITE, MIMIC_DEMO, require_shared
+from tests.support import EHRSQL_SQLITE, MIMIC_DEMO, require_shared
 
 
 def run(*args: str) -> tuple[int, str, str]:

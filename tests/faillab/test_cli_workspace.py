@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from faillab.cli import main
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 
 
 def _native(path: Path, task: str) -> Path:

@@ -21,7 +21,8 @@ from sqlalchemy.exc import OperationalError
 
 from labeling.store import Store, open_store
 from labeling.store.models import Base
-from tests.conftest import in_ci, save_test_taxonomy
+from tests.labeling.support import fresh_postgres_url
+from tests.support import in_ci, save_test_taxonomy
 
 POSTGRES_URL = os.environ.get(
     "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -57,19 +58,6 @@ def postgres_database() -> Iterator[str]:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         conn.close()
         admin.dispose()
-
-
-def fresh_postgres_url(database_url: str) -> str:
-    """A new empty schema in the session database, as a URL whose search_path points at it."""
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    finally:
-        engine.dispose()
-    url = make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    return url.render_as_string(hide_password=False)
 
 
 @pytest.fixture(params=BACKENDS)

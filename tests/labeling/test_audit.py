@@ -25,7 +25,7 @@ from labeling.audit import (
     task_record,
 )
 from labeling.store import Store, open_store
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.model import Outcome, Run, Task
 from trajectories.workspace import Workspace
 

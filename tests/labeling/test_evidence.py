@@ -131,7 +131,7 @@ def test_cli_prints_evidence_for_each_real_failure() -> None:
     from click.testing import CliRunner
 
     from faillab.cli import main
-    from tests.conftest import EHRSQL_SQLITE, REAL_TRAJECTORIES, require_shared
+    from tests.support import EHRSQL_SQLITE, REAL_TRAJECTORIES, require_shared
 
     path = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[0]
     res = CliRunner().invoke(main, ["evidence", str(path), "--json", "--no-exec"])
@@ -277,7 +277,7 @@ def test_calibration_matches_what_the_demo_measures(
 
 
 def test_real_failures_mostly_get_a_non_fallback_suggestion() -> None:
-    from tests.conftest import EHRSQL_SQLITE, REAL_TRAJECTORIES, require_shared
+    from tests.support import EHRSQL_SQLITE, REAL_TRAJECTORIES, require_shared
     from trajectories.importers import read_file
 
     db = require_shared(EHRSQL_SQLITE)

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from labeling.prelabel.base import Labeller, LabelResult
+from labeling.prelabel.base import LabelResult
 from labeling.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
+from labeling.prelabel.protocol import RuleLabeller
 from taxonomy import Category, Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories.importers import read_file
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
@@ -399,7 +400,7 @@ def test_deterministic() -> None:
 
 
 def test_implements_protocol() -> None:
-    labeller: Labeller = HeuristicLabeller()
+    labeller: RuleLabeller = HeuristicLabeller()
     assert (labeller.name, labeller.version, labeller.model, labeller.prompt_version) == (
         "heuristic",
         "1",

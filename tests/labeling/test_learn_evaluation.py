@@ -12,7 +12,7 @@ import pytest
 from labeling.learn import agreement, check_floors, evaluate_labellers, failed_trajectories
 from labeling.learn.evalset import EvalSetError, GoldLabel, load_gold
 from labeling.learn.rerank import rerank_queue
-from tests.conftest import REAL_TRAJECTORIES, REPO, require_shared
+from tests.support import REAL_TRAJECTORIES, REPO, require_shared
 
 EVAL_DIR = REPO / "tests" / "data" / "ai612_eval"
 

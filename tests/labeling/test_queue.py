@@ -31,7 +31,7 @@ from labeling.rater_agreement import (
     pairwise_table,
 )
 from labeling.store import Store, open_store
-from tests.conftest import save_test_taxonomy
+from tests.support import save_test_taxonomy
 from trajectories.workspace import Workspace
 
 KEYS = ["a", "b", "c"]

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from labeling.store import Adjudication, ConflictError, Store, open_store
-from tests.conftest import save_test_taxonomy
+from tests.support import save_test_taxonomy
 
 THREADS = 20
 PROCESSES = 4

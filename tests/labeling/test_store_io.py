@@ -19,7 +19,7 @@ from labeling.store import (
     import_labels,
     open_store,
 )
-from tests.conftest import save_test_taxonomy
+from tests.support import save_test_taxonomy
 
 V = "v1"
 KNOWN = {"t1", "t2", "t3"}

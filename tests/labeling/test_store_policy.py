@@ -31,7 +31,7 @@ from labeling.store.models import PrelabelRunRow, utcnow
 from labeling.store.policy import LEAD_ACTIONS
 from labeling.store.records import HEARTBEAT_STALE_S
 from taxonomy.model import default_taxonomy
-from tests.conftest import TEST_CATEGORY_KEYS
+from tests.support import TEST_CATEGORY_KEYS
 
 V = "v"
 SECRET = "bad_join"  # ben's label: a blind annotator must never find it
@@ -231,12 +231,12 @@ def _import_as_newcomer(url: str, n: int) -> None:
 
 @pytest.mark.postgres
 def test_eight_processes_importing_the_same_new_annotator(postgres_database: str) -> None:
-    from tests.labeling.conftest import fresh_postgres_url
+    from tests.labeling.support import fresh_postgres_url
 
     url = fresh_postgres_url(postgres_database)
     store = open_store(url)
     try:
-        from tests.conftest import save_test_taxonomy
+        from tests.support import save_test_taxonomy
 
         save_test_taxonomy(store)
         ctx = multiprocessing.get_context("spawn")

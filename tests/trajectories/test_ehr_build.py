@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import MIMIC_DEMO, require_shared
+from tests.support import MIMIC_DEMO, require_shared
 from trajectories.ehr_build import MimicBuildError, build_duckdb_from_mimic, find_mimic_csvs
 from trajectories.sql import run_readonly
 

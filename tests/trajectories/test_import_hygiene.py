@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from faillab.cli import main
-from tests.conftest import REPO, make_trajectory
+from tests.support import REPO, make_trajectory
 from trajectories.workspace import Workspace
 
 
@@ -35,7 +35,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 
 KILLED_WRITER = """
 import os, signal, sys
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.workspace import Workspace, index_row
 ws = Workspace(sys.argv[1])
 with ws._write_lock():

@@ -6,7 +6,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.importers import ImportProblem, read_file
 from trajectories.importers.openai_chat import identity_from_filename
 from trajectories.model import StepKind
@@ -171,7 +171,7 @@ def test_openai_chat_skips_pointer_back_turns(tmp_path: Path) -> None:
 
 
 def test_real_ai612_answers_come_from_agent_steps() -> None:
-    from tests.conftest import REAL_TRAJECTORIES
+    from tests.support import REAL_TRAJECTORIES
 
     files = sorted(REAL_TRAJECTORIES.glob("*.json"))
     assert files, f"shared data missing at {REAL_TRAJECTORIES}"

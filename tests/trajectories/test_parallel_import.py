@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import trajectories.workspace as workspace_module
-from tests.conftest import REAL_TRAJECTORIES, require_shared
+from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.importers import ImportProblem, read_file
 from trajectories.workspace import Workspace
 

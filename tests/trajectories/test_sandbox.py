@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EHRSQL_SQLITE, require_shared
+from tests.support import EHRSQL_SQLITE, require_shared
 from trajectories.sql import (
     QueryFailed,
     QueryRefused,

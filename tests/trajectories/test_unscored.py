@@ -8,7 +8,7 @@ from typing import cast
 from analysis.passk import pass_k
 from analysis.sources import load_frame
 from analysis.success import success_grid
-from tests.conftest import make_trajectory
+from tests.support import make_trajectory
 from trajectories.model import Run, Task
 from trajectories.workspace import Workspace
 

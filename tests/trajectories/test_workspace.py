@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, make_trajectory
+from tests.support import REPO, make_trajectory
 from trajectories.importers import ImportProblem
 from trajectories.model import Outcome
 from trajectories.workspace import Workspace
