@@ -210,10 +210,7 @@ def run_on_sqlite(con: sqlite3.Connection, sql: str, *, timeout_s: float,
         if watchdog.fired or time.monotonic() > deadline or "interrupted" in str(exc):
             raise timeout_error(timeout_s) from None
         raise QueryFailed(str(exc)) from None
-    elapsed_ms = (time.perf_counter() - start) * 1000.0
-    truncated = len(fetched) > row_cap
-    rows = [tuple(r) for r in fetched[:row_cap]]
-    return QueryResult(columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed_ms)
+    return QueryResult.from_fetch(columns, fetched, row_cap, start)
 
 
 def describe_sqlite(path: Path) -> dict[str, list[tuple[str, str]]]:

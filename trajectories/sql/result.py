@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +62,15 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     truncated: bool
     elapsed_ms: float
+
+    @classmethod
+    def from_fetch(cls, columns: list[str], fetched: Sequence[Sequence[Any]], row_cap: int,
+                   started: float) -> QueryResult:
+        """The result of a fetch of ``row_cap + 1`` rows begun at ``started``
+        (``time.perf_counter()``): the extra row only tells that more were there."""
+        return cls(columns=columns, rows=[tuple(r) for r in fetched[:row_cap]],
+                   truncated=len(fetched) > row_cap,
+                   elapsed_ms=(time.perf_counter() - started) * 1000.0)
 
     def json_rows(self) -> list[list[Any]]:
         """Rows with every value converted to something ``json.dumps`` accepts (strict JSON)."""
