@@ -310,7 +310,6 @@ class _Worker:
                 [sys.executable, "-c", _BOOT, str(fd)],
                 pass_fds=(fd,),
                 stdin=subprocess.DEVNULL,
-                env=_worker_env(),
                 # Own session: a Ctrl-C in the terminal goes to the parent, which then stops
                 # the worker itself.
                 start_new_session=True,
@@ -353,14 +352,6 @@ class _Worker:
 
 class _DiedBeforeQuery(Exception):
     """The worker was gone before it acknowledged the request."""
-
-
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # Make this package importable in the worker however the parent found it.
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def _too_large_message(limit: int) -> str:
