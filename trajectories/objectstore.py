@@ -106,13 +106,27 @@ class RemoteParts:
         return f"{self.location.base}/{name}"
 
     def read_text(self, name: str) -> str | None:
+        """The object's text; None when it does not exist (but the bucket does)."""
         try:
             with self.filesystem.open_input_stream(self.path(name)) as stream:
                 return bytes(stream.read()).decode("utf-8")
         except FileNotFoundError:
+            self.check_bucket()
             return None
         except OSError as err:
             raise ObjectStoreError(f"{self.location.url}: cannot read {name}: {err}") from None
+
+    def check_bucket(self) -> None:
+        """A missing bucket is a mistake (a typo, the wrong endpoint), not an empty workspace."""
+        try:
+            info = self.filesystem.get_file_info(self.location.bucket)
+        except OSError as err:
+            raise ObjectStoreError(f"{self.location.url}: {err}") from None
+        if info.type == pafs.FileType.NotFound:
+            raise ObjectStoreError(
+                f"{self.location.url}: bucket {self.location.bucket!r} does not exist at this "
+                "endpoint (faillab never creates buckets; check FAILLAB_TRAJECTORIES_URL and "
+                "AWS_ENDPOINT_URL)")
 
     def write_text(self, name: str, text: str) -> None:
         """One PUT: readers see the old object or the new one, never a mix."""

@@ -46,6 +46,7 @@ from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
 from trajectories.model import Trajectory
 from trajectories.objectstore import (
+    ObjectStoreError,
     RemoteParts,
     S3Location,
     configured_trajectories_url,
@@ -283,7 +284,7 @@ class Workspace:
 
     def exists(self) -> bool:
         if self.remote is not None:
-            return self.remote.exists(MANIFEST)
+            return self._read_manifest() is not None
         return self.parts_dir.is_dir()
 
     def read_settings(self) -> dict[str, Any]:
@@ -367,12 +368,15 @@ class Workspace:
         visible = set(manifest["parts"]) if manifest else set()
         now = time.time()
         expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
-        gone = [name for name, mtime in self.remote.list()
+        with _store_errors():
+            listed = self.remote.list()
+        gone = [name for name, mtime in listed
                 if name not in visible and (name in expired
                                             or (name not in retired
                                                 and now - mtime > RETIRED_GRACE_S))]
-        for name in gone:
-            self.remote.delete(name)
+        with _store_errors():
+            for name in gone:
+                self.remote.delete(name)
         if manifest is not None and expired:
             self._write_manifest(manifest["parts"],
                                  {n: at for n, at in retired.items() if n not in expired})
@@ -387,7 +391,8 @@ class Workspace:
         part file is visible)."""
         try:
             if self.remote is not None:
-                text = self.remote.read_text(MANIFEST)
+                with _store_errors():
+                    text = self.remote.read_text(MANIFEST)
                 if text is None:
                     return None
             else:
@@ -411,7 +416,8 @@ class Workspace:
         text = json.dumps({"parts": sorted(parts), "retired": retired, "sources": sources},
                           indent=0)
         if self.remote is not None:
-            self.remote.write_text(MANIFEST, text)
+            with _store_errors():
+                self.remote.write_text(MANIFEST, text)
         else:
             _atomic_write_text(self.manifest_path, text)
 
@@ -1115,6 +1121,16 @@ def _remove(part: Path, filesystem: pafs.FileSystem | None) -> None:
         return
     with contextlib.suppress(FileNotFoundError):
         filesystem.delete_file(str(part))
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """Object-store failures (no such bucket, refused credentials, no answer) as the one-line
+    errors the CLI and the app show for workspace problems."""
+    try:
+        yield
+    except ObjectStoreError as err:
+        raise WorkspaceError(str(err)) from None
 
 
 def _sql_str(value: str) -> str:

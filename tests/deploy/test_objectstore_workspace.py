@@ -4,7 +4,10 @@ conftest.py) holds and answers exactly what a local workspace of the same files 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +144,17 @@ def test_cli_reads_and_writes_the_configured_object_store(
 def test_a_trajectories_url_that_is_not_s3_is_refused(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError, match="s3://bucket/prefix"):
         Workspace(tmp_path, trajectories_url="gs://bucket/x")
+
+
+def test_a_missing_bucket_is_a_one_line_error(tmp_path: Path, s3_server: S3Server) -> None:
+    """A typo in the bucket name must not look like an empty workspace."""
+    faillab = str(Path(sys.executable).parent / "faillab")
+    env = {**os.environ, **s3_server.env(),
+           "FAILLAB_TRAJECTORIES_URL": "s3://no-such-bucket-here/trajectories"}
+    result = subprocess.run([faillab, "summary", "--workspace", str(tmp_path / "ws")],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: s3://no-such-bucket-here/trajectories: bucket 'no-such-bucket-here' does not "
+        "exist at this endpoint (faillab never creates buckets; check FAILLAB_TRAJECTORIES_URL "
+        "and AWS_ENDPOINT_URL)"]
