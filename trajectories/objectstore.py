@@ -136,8 +136,15 @@ class RemoteParts:
         except OSError as err:
             raise ObjectStoreError(f"{self.location.url}: cannot write {name}: {err}") from None
 
-    def list(self, suffix: str = ".parquet") -> list[tuple[str, float]]:
+    def sizes(self, suffix: str = ".parquet") -> dict[str, int]:
+        """Each object's size in bytes (one LIST request): readers then skip a HEAD per part."""
+        return {name: size for name, _, size in self._infos(suffix)}
+
+    def objects(self, suffix: str = ".parquet") -> list[tuple[str, float]]:
         """(name, modification time in seconds) of each object directly under the prefix."""
+        return [(name, mtime) for name, mtime, _ in self._infos(suffix)]
+
+    def _infos(self, suffix: str) -> list[tuple[str, float, int]]:
         selector = pafs.FileSelector(self.location.base, allow_not_found=True, recursive=False)
         try:
             infos = self.filesystem.get_file_info(selector)
@@ -147,7 +154,7 @@ class RemoteParts:
         for info in infos:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
                 mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
-                out.append((info.base_name, mtime))
+                out.append((info.base_name, mtime, int(info.size or 0)))
         return sorted(out)
 
     def delete(self, name: str) -> None:

@@ -369,7 +369,7 @@ class Workspace:
         now = time.time()
         expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
         with _store_errors():
-            listed = self.remote.list()
+            listed = self.remote.objects()
         gone = [name for name, mtime in listed
                 if name not in visible and (name in expired
                                             or (name not in retired
@@ -744,9 +744,7 @@ class Workspace:
             # DuckDB reads the objects through an Arrow dataset (module docstring of
             # trajectories.objectstore says why not httpfs); projections and filters are
             # pushed into the scan, so a lookup by id reads one row group per part.
-            dataset = ds.dataset(sorted(files), format="parquet", schema=INDEX_SCHEMA,
-                                 filesystem=self._fs)
-            con.register("parts_arrow", dataset)
+            con.register("parts_arrow", self._remote_dataset(sorted(files)))
             con.execute("CREATE OR REPLACE VIEW parts AS SELECT * FROM parts_arrow")
         elif files:
             file_list = "[" + ", ".join(_sql_str(f) for f in sorted(files)) + "]"
@@ -816,6 +814,24 @@ class Workspace:
         )
         self._local.signature = signature
         return con
+
+    def _remote_dataset(self, files: list[str]) -> ds.Dataset:
+        """The listed parts as one Arrow dataset whose footers are read once, here: every
+        later query then skips a HEAD and a footer GET per part (parts never change), and row
+        groups are pruned by their id statistics without touching the store."""
+        assert self.remote is not None
+        fmt = ds.ParquetFileFormat()
+        fragments = []
+        with _store_errors():
+            sizes = self.remote.sizes()
+        with _store_errors_from_os():
+            for path in files:
+                fragment = fmt.make_fragment(path, filesystem=self._fs,
+                                             file_size=sizes.get(Path(path).name))
+                fragment.ensure_complete_metadata()
+                fragments.append(fragment)
+        return ds.FileSystemDataset(fragments, schema=INDEX_SCHEMA, format=fmt,
+                                    filesystem=self._fs)
 
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run a read query over the ``trajectories`` view and return a pandas DataFrame."""
@@ -1131,6 +1147,15 @@ def _store_errors() -> Iterator[None]:
         yield
     except ObjectStoreError as err:
         raise WorkspaceError(str(err)) from None
+
+
+@contextlib.contextmanager
+def _store_errors_from_os() -> Iterator[None]:
+    """A part listed in the manifest that cannot be read (deleted by hand, access revoked)."""
+    try:
+        yield
+    except OSError as err:
+        raise WorkspaceError(f"cannot read a trajectory part: {err}") from None
 
 
 def _sql_str(value: str) -> str:
