@@ -158,3 +158,18 @@ def test_a_missing_bucket_is_a_one_line_error(tmp_path: Path, s3_server: S3Serve
         "error: s3://no-such-bucket-here/trajectories: bucket 'no-such-bucket-here' does not "
         "exist at this endpoint (faillab never creates buckets; check FAILLAB_TRAJECTORIES_URL "
         "and AWS_ENDPOINT_URL)"]
+
+
+def test_object_store_settings_come_from_the_standard_aws_variables() -> None:
+    from faillab.settings import Settings
+
+    env = {"FAILLAB_TRAJECTORIES_URL": "s3://team/ws", "AWS_ENDPOINT_URL": "http://minio:9000",
+           "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+           "AWS_SECRET_ACCESS_KEY": "very-secret-value", "AWS_SESSION_TOKEN": "token-value"}
+    s = Settings.from_env(env)
+    assert (s.trajectories_url, s.s3_endpoint, s.s3_region) == (
+        "s3://team/ws", "http://minio:9000", "eu-west-1")
+    assert (s.s3_access_key_id, s.s3_secret_access_key, s.s3_session_token) == (
+        "AKIDEXAMPLE", "very-secret-value", "token-value")
+    # Settings objects land in logs and tracebacks: no credential in their text.
+    assert not any(v in repr(s) for v in ("AKIDEXAMPLE", "very-secret-value", "token-value"))
