@@ -4,7 +4,7 @@ line of help; docs/settings.md is generated from this table and a test keeps the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,21 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("workspace", "FAILLAB_WORKSPACE", "workspace",
             "Workspace directory (trajectories, EHR database, default annotation store)."),
+    Setting("trajectories_url", "FAILLAB_TRAJECTORIES_URL", "",
+            "Where the trajectory parts live: empty means the workspace's trajectories/ folder; "
+            "s3://bucket/prefix keeps them in an S3-compatible object store (docs/deploy.md)."),
+    Setting("s3_endpoint", "AWS_ENDPOINT_URL", "",
+            "Object store address for s3:// URLs (MinIO, Ceph, a local test server); empty "
+            "means AWS S3."),
+    Setting("s3_region", "AWS_REGION", "",
+            "Object store region for s3:// URLs; empty lets the AWS SDK decide."),
+    Setting("s3_access_key_id", "AWS_ACCESS_KEY_ID", "",
+            "Object store access key; empty falls back to the AWS SDK's usual sources "
+            "(~/.aws, instance roles)."),
+    Setting("s3_secret_access_key", "AWS_SECRET_ACCESS_KEY", "",
+            "Object store secret key (never printed)."),
+    Setting("s3_session_token", "AWS_SESSION_TOKEN", "",
+            "Temporary-credential session token, when the access key is temporary."),
     Setting("database_url", "FAILLAB_DATABASE_URL", "",
             "Annotation store URL; empty means a SQLite file inside the workspace. "
             "Teams use postgresql+psycopg://user@host/db."),
@@ -70,6 +85,13 @@ def _coerce(raw: str, default: Any) -> Any:
 @dataclass(frozen=True)
 class Settings:
     workspace: Path
+    trajectories_url: str
+    s3_endpoint: str
+    s3_region: str
+    # Secrets stay out of repr(): settings objects end up in logs and tracebacks.
+    s3_access_key_id: str = field(repr=False)
+    s3_secret_access_key: str = field(repr=False)
+    s3_session_token: str = field(repr=False)
     database_url: str
     auth: str
     host: str

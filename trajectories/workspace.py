@@ -40,12 +40,21 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
 from trajectories.model import Trajectory
+from trajectories.objectstore import (
+    ObjectStoreError,
+    RemoteParts,
+    S3Location,
+    configured_trajectories_url,
+    filesystem_from_settings,
+    is_remote,
+)
 from trajectories.scoring import SCORER_VERSION, score_task
 
 PART_GLOB = "part-*.parquet"
@@ -190,10 +199,45 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
 
 
 class Workspace:
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, trajectories_url: str | None = None,
+                 filesystem: pafs.FileSystem | None = None) -> None:
+        """``trajectories_url`` (default: the ``trajectories_url`` setting) puts the parts
+        and their manifest at ``s3://bucket/prefix`` instead of ``root/trajectories``;
+        ``filesystem`` replaces the S3 client the settings describe."""
         self.root = Path(root)
         self.parts_dir = self.root / "trajectories"
         self._local = threading.local()
+        url = configured_trajectories_url() if trajectories_url is None else trajectories_url
+        #: The object store holding the parts (None: they are local files under parts_dir).
+        self.remote: RemoteParts | None = None
+        #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
+        self._fs: pafs.FileSystem | None = None
+        if url:
+            if not is_remote(url):
+                raise WorkspaceError(f"trajectories URL {url!r}: expected s3://bucket/prefix "
+                                     "(leave it empty for the workspace's own folder)")
+            location = S3Location.parse(url)
+            self._fs = filesystem if filesystem is not None else filesystem_from_settings()
+            self.remote = RemoteParts(location, self._fs)
+            # Part paths stay Path objects ("bucket/prefix/part-….parquet") read through _fs.
+            self.parts_dir = Path(location.base)
+
+    @property
+    def trajectories_location(self) -> str:
+        """Where the parts are, for messages: a folder or an s3:// URL."""
+        return self.remote.location.url if self.remote else str(self.parts_dir)
+
+    def _place(self, staged: Path, final: Path) -> None:
+        """Make a staged part final: a rename on disk; in an object store it was written
+        under its final name already (still invisible until the manifest lists it)."""
+        if self.remote is None:
+            os.replace(staged, final)
+
+    def _discard(self, part: Path) -> None:
+        if self.remote is None:
+            part.unlink(missing_ok=True)
+        else:
+            self.remote.delete(part.name)
 
     # --- layout and settings ---------------------------------------------------------------
     @property
@@ -234,10 +278,15 @@ class Workspace:
         return f"sqlite:///{(self.root / 'annotations.sqlite').resolve()}"
 
     def create(self) -> Workspace:
+        if self.remote is not None:
+            self.root.mkdir(parents=True, exist_ok=True)  # settings and the write lock
+            return self
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         return self
 
     def exists(self) -> bool:
+        if self.remote is not None:
+            return self._read_manifest() is not None
         return self.parts_dir.is_dir()
 
     def read_settings(self) -> dict[str, Any]:
@@ -288,7 +337,10 @@ class Workspace:
         found by the new lock holder cannot belong to a live writer. Returns how many went.
         """
         stale = [*self.root.glob(".scores.parquet.tmp"), *self.root.glob(".rejects-*.tmp")]
-        if self.parts_dir.exists():
+        removed = 0
+        if self.remote is not None:
+            removed = self._clean_remote_parts()
+        elif self.parts_dir.exists():
             stale += self.parts_dir.glob(".part-*.tmp")
             manifest = self._read_manifest()
             if manifest is not None:
@@ -306,7 +358,31 @@ class Workspace:
                                          {n: at for n, at in retired.items() if n not in expired})
         for path in stale:
             path.unlink(missing_ok=True)
-        return len(stale)
+        return len(stale) + removed
+
+    def _clean_remote_parts(self) -> int:
+        """The object-store side of ``_clean_stale_staging``: retired parts past their grace
+        period, and unlisted parts older than it. The write lock is per machine, so an unlisted
+        part may belong to an import still running elsewhere: only age makes it stale."""
+        assert self.remote is not None
+        manifest = self._read_manifest()
+        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
+        visible = set(manifest["parts"]) if manifest else set()
+        now = time.time()
+        expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
+        with _store_errors():
+            listed = self.remote.objects()
+        gone = [name for name, mtime in listed
+                if name not in visible and (name in expired
+                                            or (name not in retired
+                                                and now - mtime > RETIRED_GRACE_S))]
+        with _store_errors():
+            for name in gone:
+                self.remote.delete(name)
+        if manifest is not None and expired:
+            self._write_manifest(manifest["parts"],
+                                 {n: at for n, at in retired.items() if n not in expired})
+        return len(gone)
 
     @property
     def manifest_path(self) -> Path:
@@ -316,7 +392,14 @@ class Workspace:
         """The list of visible parts (None for a workspace written before manifests: every
         part file is visible)."""
         try:
-            data = json.loads(self.manifest_path.read_text("utf-8"))
+            if self.remote is not None:
+                with _store_errors():
+                    text = self.remote.read_text(MANIFEST)
+                if text is None:
+                    return None
+            else:
+                text = self.manifest_path.read_text("utf-8")
+            data = json.loads(text)
         except FileNotFoundError:
             return None
         except ValueError as err:
@@ -332,8 +415,13 @@ class Workspace:
         None) maps each fully imported file's key to its record count."""
         if sources is None:
             sources = dict((self._read_manifest() or {}).get("sources", {}))
-        _atomic_write_text(self.manifest_path, json.dumps(
-            {"parts": sorted(parts), "retired": retired, "sources": sources}, indent=0))
+        text = json.dumps({"parts": sorted(parts), "retired": retired, "sources": sources},
+                          indent=0)
+        if self.remote is not None:
+            with _store_errors():
+                self.remote.write_text(MANIFEST, text)
+        else:
+            _atomic_write_text(self.manifest_path, text)
 
     def imported_sources(self) -> dict[str, int]:
         """Files imported whole before (by content, name and import options): a re-import
@@ -341,11 +429,12 @@ class Workspace:
         return dict((self._read_manifest() or {}).get("sources", {}))
 
     def part_files(self) -> list[Path]:
-        if not self.parts_dir.exists():
+        if self.remote is None and not self.parts_dir.exists():
             return []
         manifest = self._read_manifest()
         if manifest is None:
-            return sorted(self.parts_dir.glob(PART_GLOB))
+            # Object-store workspaces always had a manifest: no manifest, nothing published.
+            return [] if self.remote is not None else sorted(self.parts_dir.glob(PART_GLOB))
         return [self.parts_dir / name for name in manifest["parts"]]
 
     def _publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
@@ -353,8 +442,12 @@ class Workspace:
         """Make staged parts (already renamed to their final names) visible and retire
         ``removed``; retired files stay on disk a grace period for readers still on them."""
         manifest = self._read_manifest()
-        current = ([p.name for p in sorted(self.parts_dir.glob(PART_GLOB))]
-                   if manifest is None else list(manifest["parts"]))
+        if manifest is not None:
+            current = list(manifest["parts"])
+        elif self.remote is not None:
+            current = []
+        else:
+            current = [p.name for p in sorted(self.parts_dir.glob(PART_GLOB))]
         retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
         gone = {p.name for p in removed}
         now = time.time()
@@ -369,7 +462,8 @@ class Workspace:
         files = self.part_files()
         if not files:
             return set()
-        table = pq.ParquetDataset([str(f) for f in files]).read(columns=["id"])
+        table = pq.ParquetDataset([str(f) for f in files],
+                                  filesystem=self._fs).read(columns=["id"])
         return set(table.column("id").to_pylist())
 
     def add(
@@ -391,6 +485,9 @@ class Workspace:
 
     def _stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
         """Write rows to a hidden temporary part; ``_StagedImport.commit`` renames it in."""
+        if self.remote is not None:
+            final = _stage_rows(self.parts_dir, rows, self._fs)[1]
+            return final, final
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         table = _rows_table(rows)
         name = _part_name()
@@ -424,12 +521,14 @@ class Workspace:
         report = ImportReport(files=len(paths))
         rejects: list[dict[str, str]] = []
         added = duplicates = records = 0
-        spec = _FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid)
+        spec = _FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
+                         self._fs)
         with self._write_lock():
             seen = self.existing_ids()
             known = self.imported_sources()
             sources: dict[str, int] = {}
             staged: list[tuple[Path, Path]] = []
+            emptied: set[Path] = set()  # staged parts that held only duplicates (deleted)
             results = _parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
                                    progress)
             try:
@@ -455,7 +554,8 @@ class Workspace:
                             # as in a single-process import).
                             again = [i for i in ids if i in seen]
                             if again:
-                                _drop_rows(tmp, set(again))
+                                if not _drop_rows(tmp, set(again), self._fs):
+                                    emptied.add(tmp)
                                 duplicates += len(again)
                             seen.update(ids)
                             added += len(ids) - len(again)
@@ -464,12 +564,20 @@ class Workspace:
                             progress(done, len(paths), records)
                 published = []
                 for tmp, final in staged:
-                    if tmp.exists():
+                    if self.remote is not None:
+                        if tmp not in emptied:
+                            published.append(final)
+                    elif tmp.exists():
                         os.replace(tmp, final)
                         published.append(final)
                 if published or sources:
                     self._publish(published, sources=sources)
             except BaseException:
+                if self.remote is not None:
+                    # Unlisted objects are only aged out, so delete what this import staged.
+                    for tmp, _ in staged:
+                        if tmp not in emptied:
+                            self.remote.delete(tmp.name)
                 # Every worker has stopped: any staged part left is this import's.
                 self._clean_stale_staging()
                 raise
@@ -492,7 +600,12 @@ class Workspace:
     def compaction_candidates(self) -> list[Path]:
         """Visible parts below ``COMPACT_ROWS`` rows: what compaction merges."""
         return [p for p in self.part_files()
-                if pq.ParquetFile(p).metadata.num_rows < COMPACT_ROWS]
+                if self._parquet_file(p).metadata.num_rows < COMPACT_ROWS]
+
+    def _parquet_file(self, part: Path) -> pq.ParquetFile:
+        if self._fs is None:
+            return pq.ParquetFile(part)
+        return pq.ParquetFile(str(part), filesystem=self._fs)
 
     def maybe_compact(self) -> dict[str, int] | None:
         """Compact when small parts have piled up (more than ``COMPACT_AT_PARTS``)."""
@@ -512,18 +625,19 @@ class Workspace:
             if len(small) < 2:
                 return {"merged_parts": 0, "new_parts": 0, "rows": 0}
             all_ids = pa.chunked_array(
-                [pq.read_table(p, columns=["id"]).column("id") for p in small]).combine_chunks()
+                [pq.read_table(str(p), columns=["id"], filesystem=self._fs).column("id")
+                 for p in small]).combine_chunks()
             ordered = pc.array_sort_indices(all_ids)
             sorted_ids = all_ids.take(ordered)
             rows = len(sorted_ids)
-            raw_bytes = sum(pq.ParquetFile(p).metadata.row_group(i).total_byte_size
-                            for p in small
-                            for i in range(pq.ParquetFile(p).metadata.num_row_groups))
+            metas = [self._parquet_file(p).metadata for p in small]
+            raw_bytes = sum(m.row_group(i).total_byte_size
+                            for m in metas for i in range(m.num_row_groups))
             n_out = max(1, -(-rows // COMPACT_ROWS), -(-raw_bytes // (part_mb * 1024 * 1024)))
             bounds = [sorted_ids[(k * rows) // n_out].as_py() for k in range(1, n_out)]
             del all_ids, ordered, sorted_ids
             dataset = ds.dataset([str(p) for p in small], format="parquet",
-                                 schema=INDEX_SCHEMA)
+                                 schema=INDEX_SCHEMA, filesystem=self._fs)
             finals: list[Path] = []
             staged: list[tuple[Path, Path]] = []
             try:
@@ -537,18 +651,19 @@ class Workspace:
                         expr = upper if expr is None else expr & upper
                     table = dataset.to_table(filter=expr).sort_by("id")
                     name = _part_name().replace(".parquet", f"-c{i:04d}.parquet")
-                    tmp = self.parts_dir / f".{name}.tmp"
-                    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE,
-                                   compression="zstd")
-                    staged.append((tmp, self.parts_dir / name))
+                    final = self.parts_dir / name
+                    tmp = final if self.remote else self.parts_dir / f".{name}.tmp"
+                    pq.write_table(table, str(tmp), row_group_size=ROW_GROUP_SIZE,
+                                   compression="zstd", filesystem=self._fs)
+                    staged.append((tmp, final))
                     del table
                 for tmp, final in staged:
-                    os.replace(tmp, final)
+                    self._place(tmp, final)
                     finals.append(final)
                 self._publish(finals, removed=small)
             except BaseException:
                 for tmp, _ in staged:
-                    tmp.unlink(missing_ok=True)
+                    self._discard(tmp)
                 raise
             self._invalidate()
             return {"merged_parts": len(small), "new_parts": len(finals), "rows": rows}
@@ -578,7 +693,7 @@ class Workspace:
 
     def iter_payload_batches(self, batch_size: int = 2048) -> Iterator[list[tuple[str, str, bool]]]:
         for part in self.part_files():
-            pf = pq.ParquetFile(part)
+            pf = self._parquet_file(part)
             for rb in pf.iter_batches(batch_size=batch_size,
                                       columns=["id", "payload", "exact_match"]):
                 cols = rb.to_pydict()
@@ -602,7 +717,12 @@ class Workspace:
                 return (0, 0)
             return (int(st.st_size), int(st.st_mtime_ns))
 
-        parts = tuple((f.name, *stamp(f)) for f in self.part_files())
+        if self.remote is not None:
+            # Listed parts are immutable objects with unique names: the names say it all.
+            parts: tuple[Any, ...] = (self.remote.location.url,
+                                      *(f.name for f in self.part_files()))
+        else:
+            parts = tuple((f.name, *stamp(f)) for f in self.part_files())
         return (str(self.root.resolve()), parts, stamp(self.scores_path),
                 stamp(self.task_fields_path))
 
@@ -615,11 +735,20 @@ class Workspace:
         con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
         if con is not None and getattr(self._local, "signature", None) == signature:
             return con
-        if con is None:
+        if con is None or self.remote is not None:
+            # An object-store workspace gets a new connection per change of the parts: an
+            # Arrow dataset cannot be registered while a caller's result is still open on the
+            # old one, and whoever holds the old connection keeps reading the old parts.
             con = duckdb.connect(":memory:")
             self._local.con = con
         files = [str(f) for f in self.part_files()] if self.exists() else []
-        if files:
+        if files and self.remote is not None:
+            # DuckDB reads the objects through an Arrow dataset (module docstring of
+            # trajectories.objectstore says why not httpfs); projections and filters are
+            # pushed into the scan, so a lookup by id reads one row group per part.
+            con.register("parts_arrow", self._remote_dataset(sorted(files)))
+            con.execute("CREATE OR REPLACE VIEW parts AS SELECT * FROM parts_arrow")
+        elif files:
             file_list = "[" + ", ".join(_sql_str(f) for f in sorted(files)) + "]"
             con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT * FROM read_parquet({file_list})")
         else:
@@ -687,6 +816,24 @@ class Workspace:
         )
         self._local.signature = signature
         return con
+
+    def _remote_dataset(self, files: list[str]) -> ds.Dataset:
+        """The listed parts as one Arrow dataset whose footers are read once, here: every
+        later query then skips a HEAD and a footer GET per part (parts never change), and row
+        groups are pruned by their id statistics without touching the store."""
+        assert self.remote is not None
+        fmt = ds.ParquetFileFormat()
+        fragments = []
+        with _store_errors():
+            sizes = self.remote.sizes()
+        with _store_errors_from_os():
+            for path in files:
+                fragment = fmt.make_fragment(path, filesystem=self._fs,
+                                             file_size=sizes.get(Path(path).name))
+                fragment.ensure_complete_metadata()
+                fragments.append(fragment)
+        return ds.FileSystemDataset(fragments, schema=INDEX_SCHEMA, format=fmt,
+                                    filesystem=self._fs)
 
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run a read query over the ``trajectories`` view and return a pandas DataFrame."""
@@ -788,14 +935,14 @@ class _StagedImport:
     def commit(self) -> None:
         self._flush()
         for tmp, final in self.staged:
-            os.replace(tmp, final)
+            self.ws._place(tmp, final)
         if self.staged:
             self.ws._publish([final for _, final in self.staged])
         self.staged = []
 
     def abort(self) -> None:
         for tmp, _ in self.staged:
-            tmp.unlink(missing_ok=True)
+            self.ws._discard(tmp)
         self.staged = []
         self.rows = []
 
@@ -811,6 +958,8 @@ class _FileSpec:
     mapping: Mapping | None
     tasks: dict[str, dict[str, Any]] | None
     skip_invalid: bool
+    #: The object store's pyarrow filesystem (None: parts_dir is a local folder).
+    filesystem: pafs.FileSystem | None = None
 
 
 @dataclass
@@ -922,17 +1071,17 @@ def _parse_file(spec: _FileSpec, path: Path,
             rows.append(row)
             size += len(row["payload"])
             if size >= _PART_BYTES:
-                result.parts.append(_stage_rows(Path(spec.parts_dir), rows))
+                result.parts.append(_stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
                 rows, size = [], 0
         if rows:
-            result.parts.append(_stage_rows(Path(spec.parts_dir), rows))
+            result.parts.append(_stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
     except BaseException:
         for tmp, _, _ in result.parts:
-            tmp.unlink(missing_ok=True)
+            _remove(tmp, spec.filesystem)
         raise
     if result.rejected and not spec.skip_invalid:
         for tmp, _, _ in result.parts:
-            tmp.unlink(missing_ok=True)
+            _remove(tmp, spec.filesystem)
         result.parts = []
     return result
 
@@ -965,25 +1114,69 @@ def _part_name() -> str:
     return f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
 
 
-def _stage_rows(parts_dir: Path, rows: list[dict[str, Any]]) -> tuple[Path, Path, list[str]]:
-    """Write rows to a hidden part; the import renames it into place when everything is read."""
-    parts_dir.mkdir(parents=True, exist_ok=True)
+def _stage_rows(parts_dir: Path, rows: list[dict[str, Any]],
+                filesystem: pafs.FileSystem | None = None) -> tuple[Path, Path, list[str]]:
+    """Write rows to a hidden part; the import renames it into place when everything is read.
+    In an object store the part is written under its final name (no rename there): the
+    manifest, not the name, keeps it hidden."""
     table = _rows_table(rows)
     name = _part_name()
+    if filesystem is not None:
+        final = parts_dir / name
+        pq.write_table(table, str(final), row_group_size=ROW_GROUP_SIZE, compression="zstd",
+                       filesystem=filesystem)
+        return final, final, [r["id"] for r in rows]
+    parts_dir.mkdir(parents=True, exist_ok=True)
     tmp = parts_dir / f".{name}.tmp"
     pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
     return tmp, parts_dir / name, [r["id"] for r in rows]
 
 
-def _drop_rows(part: Path, ids: set[str]) -> None:
-    """Rewrite a staged part without the given ids (deleted when nothing is left)."""
-    table = pq.read_table(part)
+def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = None) -> bool:
+    """Rewrite a staged part without the given ids; False when nothing was left (deleted)."""
+    if filesystem is None:
+        table = pq.read_table(part)
+    else:
+        table = pq.read_table(str(part), filesystem=filesystem)
     keep = pc.invert(pc.is_in(table.column("id"), pa.array(sorted(ids))))
     table = table.filter(keep)
     if table.num_rows == 0:
-        part.unlink()
+        _remove(part, filesystem)
+        return False
+    if filesystem is None:
+        pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+    else:
+        pq.write_table(table, str(part), row_group_size=ROW_GROUP_SIZE, compression="zstd",
+                       filesystem=filesystem)
+    return True
+
+
+def _remove(part: Path, filesystem: pafs.FileSystem | None) -> None:
+    """Delete a staged part, on disk or in the object store."""
+    if filesystem is None:
+        part.unlink(missing_ok=True)
         return
-    pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_file(str(part))
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """Object-store failures (no such bucket, refused credentials, no answer) as the one-line
+    errors the CLI and the app show for workspace problems."""
+    try:
+        yield
+    except ObjectStoreError as err:
+        raise WorkspaceError(str(err)) from None
+
+
+@contextlib.contextmanager
+def _store_errors_from_os() -> Iterator[None]:
+    """A part listed in the manifest that cannot be read (deleted by hand, access revoked)."""
+    try:
+        yield
+    except OSError as err:
+        raise WorkspaceError(f"cannot read a trajectory part: {err}") from None
 
 
 def _sql_str(value: str) -> str:
