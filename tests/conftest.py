@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support import REAL_TRAJECTORIES, in_ci, make_trajectory, require_shared
 from trajectories.model import Trajectory
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -59,3 +62,19 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """A real Chromium (Debian's, through Playwright) for the browser and deployment tests.
+
+    Module scope: Playwright's sync API keeps an event loop running in this thread while it
+    is open, which would break later tests that call asyncio.run()."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.support import CHROMIUM, LAUNCH_ARGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"chromium not found at {CHROMIUM}: run 'make test' (it installs chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()

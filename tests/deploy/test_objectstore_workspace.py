@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 import trajectories.workspace as workspace_module
 from faillab.cli import main
-from tests.conftest import REAL_TRAJECTORIES, require_shared
-from tests.deploy.conftest import S3Server
+from tests.deploy.support import S3Server
+from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.importers import ImportProblem
 from trajectories.objectstore import S3Location
 from trajectories.views import BrowseFilter, browse_page

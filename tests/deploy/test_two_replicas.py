@@ -23,9 +23,9 @@ from sqlalchemy.exc import OperationalError
 
 from labeling.queue import failed_frame
 from labeling.store import open_store
-from tests.browser.conftest import browser, wait_idle  # noqa: F401 - the browser fixture
-from tests.conftest import in_ci
-from tests.deploy.conftest import S3Server
+from tests.browser.support import wait_idle
+from tests.deploy.support import S3Server
+from tests.support import in_ci
 from trajectories.demo import generate_demo
 from trajectories.workspace import Workspace
 
@@ -105,7 +105,7 @@ class Replica:
         self._log.close()
 
 
-def sign_in(browser: Browser, replica: Replica, name: str) -> Page:  # noqa: F811
+def sign_in(browser: Browser, replica: Replica, name: str) -> Page:
     page = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
     page.goto(f"{replica.url}/annotate")
     wait_idle(page, 60_000)
@@ -128,7 +128,7 @@ def label_one(page: Page, category: str) -> bool:
 
 def test_two_replicas_two_annotators_no_label_lost_or_duplicated(
         tmp_path: Path, s3_server: S3Server, database: str,
-        browser: Browser) -> None:  # noqa: F811
+        browser: Browser) -> None:
     url = s3_server.new_bucket()
     env = {**s3_server.env(), "FAILLAB_TRAJECTORIES_URL": url, "FAILLAB_DATABASE_URL": database,
            "FAILLAB_AUTH": "none", "FAILLAB_BLIND": "1"}
