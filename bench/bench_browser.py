@@ -76,8 +76,8 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(workspace: Path, env: dict[str, str]) -> Iterator[str]:
-    port = _free_port()
+def serve(workspace: Path, env: dict[str, str], port: int = 0) -> Iterator[str]:
+    port = port or _free_port()
     faillab = Path(sys.executable).with_name("faillab")
     log = open(Path(tempfile.gettempdir()) / f"bench-browser-{port}.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -294,6 +294,8 @@ def main() -> None:
                         help="With --build: build the workspace here and keep it.")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--only", default="", help="Comma-separated measurement names.")
+    parser.add_argument("--port", type=int, default=0,
+                        help="Serve on this port (default: any free one), e.g. on a shared machine.")
     args = parser.parse_args()
     ONLY.update(n for n in args.only.split(",") if n)
     # Labels go to a scratch copy of the store so the benchmark never touches real annotations.
@@ -301,7 +303,7 @@ def main() -> None:
     env = {"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": f"sqlite:///{scratch}/labels.sqlite"}
     try:
         workspace = args.workspace or build_workspace(scratch, args.build, args.ehr, args.keep)
-        with serve(workspace, env) as url:
+        with serve(workspace, env, args.port) as url:
             results = bench(url, workspace, args.repeat)
         results["workspace_trajectories"] = workspace_size(workspace)
     finally:
