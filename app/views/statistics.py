@@ -188,8 +188,12 @@ charts_bundle_download(_all_charts, key="stats_dl_bundle")
 
 # --- one tab per table -------------------------------------------------------------------------
 names = [n for n in TITLES if n in tables] + [n for n in tables if n not in TITLES]
-tabs = st.tabs([TITLES.get(n, n) for n in names])
+# The tabs track which one is open, so only its chart and table are built and sent: drawing
+# every chart on each visit cost most of the page's first paint.
+tabs = st.tabs([TITLES.get(n, n) for n in names], key="stats_tab", on_change="rerun")
 for name, tab in zip(names, tabs, strict=True):
+    if not tab.open:
+        continue
     table = tables[name]
     with tab:
         st.caption(DESCRIPTIONS.get(name, ""))

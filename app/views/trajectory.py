@@ -71,7 +71,7 @@ with left:
 
     # The steps scroll in their own pane so the answer column stays in view beside them.
     with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
-        render_steps(traj.steps, expand_all=expand_all, rerun=rerun)
+        render_steps(traj.steps, expand_all=expand_all, rerun=rerun, key_prefix=trajectory_id)
 with right:
     render_evidence(traj, key=trajectory_id)
     render_answer_panel(traj)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pandas as pd
 import streamlit as st
@@ -16,7 +17,22 @@ KIND_LABEL = {StepKind.SQL: "SQL", StepKind.PYTHON: "Python", StepKind.TOOL_CALL
 ROLE_AVATAR = {"user": "user", "assistant": "assistant"}
 
 
-def _observation(step: Step, expand_all: bool) -> None:
+@contextmanager
+def _lazy_expander(label: str, *, expanded: bool, key: str) -> Iterator[bool]:
+    """An expander whose content is built only while it is open (yields whether it is).
+
+    A collapsed step's long observation, thinking or system prompt was built and sent to the
+    browser on every run (and every label key on Annotate) although nobody looked at it.
+    The expander tracks its state (a rerun when opened), and its key carries `expanded`, so
+    "Expand all" gives fresh expanders that start open instead of fighting the stored state.
+    """
+    box = st.expander(label, expanded=expanded, key=f"{key}_{int(expanded)}",
+                      on_change="rerun")
+    with box:
+        yield bool(box.open)
+
+
+def _observation(step: Step, expand_all: bool, key: str) -> None:
     text = step.observation
     if text is None:
         st.caption("no observation recorded")
@@ -26,34 +42,38 @@ def _observation(step: Step, expand_all: bool) -> None:
         st.error("**Recorded error:** " + escape_markdown(preview(text, 400)),
                  icon=":material/error:")
         if len(text) > 400:  # the full message only on demand
-            with st.expander(f"Full error ({len(text):,} characters)", expanded=expand_all):
-                st.code(text, language=None, wrap_lines=True)
+            with _lazy_expander(f"Full error ({len(text):,} characters)", expanded=expand_all,
+                                key=f"{key}_error") as shown:
+                if shown:
+                    st.code(text, language=None, wrap_lines=True)
         return
+    if should_collapse(text):
+        with _lazy_expander(f"Observation ({len(text):,} characters)", expanded=expand_all,
+                            key=f"{key}_obs") as shown:
+            if shown:
+                _observation_body(text, scroll=True)
+        return
+    _observation_body(text, scroll=False)
+
+
+def _observation_body(text: str, *, scroll: bool) -> None:
     table = parse_tabular(text)
-    collapsed = should_collapse(text) and not expand_all
-    container = (st.expander(f"Observation ({len(text):,} characters)", expanded=not collapsed)
-                 if should_collapse(text) else st.container())
-    with container:
-        if table is not None:
-            st.dataframe(pd.DataFrame(table.rows, columns=table.columns), hide_index=True,
-                         height=min(38 + 35 * len(table.rows), 320))
-        else:
-            # Short observations show whole; long ones (already in an expander) scroll.
-            st.code(text, language=None, wrap_lines=True,
-                    height="content" if not should_collapse(text) else 400)
+    if table is not None:
+        st.dataframe(pd.DataFrame(table.rows, columns=table.columns), hide_index=True,
+                     height=min(38 + 35 * len(table.rows), 320))
+    else:
+        # Short observations show whole; long ones (already in an expander) scroll.
+        st.code(text, language=None, wrap_lines=True, height=400 if scroll else "content")
 
 
-def render_message(index: int, step: Step, expand_all: bool) -> None:
+def render_message(index: int, step: Step, expand_all: bool, key_prefix: str = "") -> None:
     role = step.role or "assistant"
-    if step.kind == StepKind.THINKING:
-        with st.expander(f"{index}. Thinking ({len(step.content or ''):,} characters)",
-                         expanded=expand_all):
-            st.code(step.content or "", language=None, wrap_lines=True)
-        return
-    if role == "system":
-        with st.expander(f"{index}. System prompt ({len(step.content or ''):,} characters)",
-                         expanded=expand_all):
-            st.code(step.content or "", language=None, wrap_lines=True)
+    if step.kind == StepKind.THINKING or role == "system":
+        what = "Thinking" if step.kind == StepKind.THINKING else "System prompt"
+        with _lazy_expander(f"{index}. {what} ({len(step.content or ''):,} characters)",
+                            expanded=expand_all, key=f"step_{key_prefix}_{index}") as shown:
+            if shown:
+                st.code(step.content or "", language=None, wrap_lines=True)
         return
     with st.chat_message(ROLE_AVATAR.get(role, "assistant")):
         st.caption(f"{index}. {role} message")
@@ -82,7 +102,7 @@ def render_action(index: int, step: Step, expand_all: bool,
                 st.warning("The agent emitted arguments that are not valid JSON; shown raw.")
         if step.kind == StepKind.SQL and rerun is not None:
             rerun(index, step.code or "")
-        _observation(step, expand_all)
+        _observation(step, expand_all, key=f"step_{key_prefix}_{index}")
         if pick is not None:
             st.button("Mark as first faulty step", key=f"pick_{key_prefix}_{index}",
                       on_click=pick, args=(index,), type="tertiary",
@@ -93,9 +113,10 @@ def render_steps(steps: list[Step], *, expand_all: bool,
                  rerun: Callable[[int, str], None] | None = None,
                  pick: Callable[[int], None] | None = None, key_prefix: str = "") -> None:
     """``pick``, when given, adds a "Mark as first faulty step" button to every action step
-    (the label form uses it so the faulty step is chosen on the trajectory itself)."""
+    (the label form uses it so the faulty step is chosen on the trajectory itself).
+    ``key_prefix`` names the trajectory, so the open/closed state of its steps is its own."""
     for index, step in enumerate(steps):
         if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
-            render_message(index, step, expand_all)
+            render_message(index, step, expand_all, key_prefix)
         else:
             render_action(index, step, expand_all, rerun, pick, key_prefix)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 import pytest
@@ -56,35 +56,49 @@ def run_page() -> AppTest:
     return at
 
 
+def open_tab(at: AppTest, name: str) -> Any:
+    """Open the tab of table `name` (only the open tab is built) and return it."""
+    index = list(TABLES).index(name)
+    if at.session_state["stats_tab"] != at.tabs[index].label:
+        at.session_state["stats_tab"] = at.tabs[index].label
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at.tabs[index]
+
+
 def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
     at = run_page()
     assert at.title[0].value == "Statistics"
     assert len(at.tabs) == len(TABLES)
+    # Only the open tab (the first) builds its chart: the others wait until opened.
+    assert len(at.get("plotly_chart")) == 1
+    assert len(at.tabs[0].get("plotly_chart")) == 1
     # Tabs follow the registry; each shows a chart and its table (the last dataframe).
-    assert len(at.get("plotly_chart")) == len(TABLES)
     tables = {}
-    for name, tab in zip(TABLES, at.tabs, strict=True):
+    for name in TABLES:
+        tab = open_tab(at, name)
+        assert len(at.get("plotly_chart")) == 1, name
         assert len(tab.get("plotly_chart")) == 1, name
         assert tab.dataframe, name
         tables[name] = tab.dataframe[-1].value
         keys = {b.proto.id.rsplit("-", 1)[-1] for b in tab.get("download_button")}
         assert {f"stats_dl_{name}_csv", f"stats_dl_{name}_tex",
                 f"stats_dl_{name}_chart_html", f"stats_dl_{name}_chart_png"} <= keys, name
-    # kaleido is a dependency: every chart has a PNG button and no excuse caption.
-    assert not any("kaleido" in c.value for c in at.caption)
+        # kaleido is a dependency: every chart has a PNG button and no excuse caption.
+        assert not any("kaleido" in c.value for c in at.caption)
     bundle = {b.proto.id.rsplit("-", 1)[-1] for b in at.get("download_button")}
     assert "stats_dl_bundle" in bundle
     # Labels from the store reach the label tables.
     assert int(tables["taxonomy"]["count"].sum()) == 6
     assert int(cast(int, tables["labeller"].set_index("category").loc["(overall)", "support"])) == 6
     # The Pass^k tab lists each run's sampling temperature above the chart.
-    temps = at.tabs[list(TABLES).index("passk")].dataframe[0].value
+    temps = open_tab(at, "passk").dataframe[0].value
     assert list(temps.columns) == ["run", "model", "temperature"]
     assert temps["temperature"].notna().all()
 
 
 def table_of(at: AppTest, name: str) -> pd.DataFrame:
-    return at.tabs[list(TABLES).index(name)].dataframe[-1].value
+    return open_tab(at, name).dataframe[-1].value
 
 
 def test_filters_narrow_the_tables(stats_workspace: Path) -> None:
@@ -105,8 +119,10 @@ def test_filters_narrow_the_tables(stats_workspace: Path) -> None:
 
 def test_passk_slice_and_robustness_grouping(stats_workspace: Path) -> None:
     at = run_page()
+    open_tab(at, "passk")
     at.selectbox(key="stats_passk_scope").set_value("patient").run()
     assert not at.exception
+    open_tab(at, "robustness")
     at.radio(key="stats_robustness_by").set_value("noise_type").run()
     assert not at.exception
 
@@ -192,7 +208,7 @@ def test_passk_paper_layout_is_a_view_of_the_runs(stats_workspace: Path) -> None
 
 def test_sr_definition_choice_is_named(stats_workspace: Path) -> None:
     at = run_page()
-    tab = at.tabs[list(TABLES).index("turn_budget")]
+    tab = open_tab(at, "turn_budget")
     assert at.radio(key="stats_sr_definition").value == "common_solved"
     assert any("SR(T) definition: common_solved, the paper's" in c.value for c in tab.caption)
     assert set(table_of(at, "turn_budget")["definition"]) == {"common_solved"}
@@ -213,12 +229,12 @@ def test_label_tables_say_which_labels_they_count(stats_workspace: Path) -> None
     assert any("final labels counted (labels: human-confirmed only (the default))" in c.value
                for c in at.caption)
     for name in ("taxonomy", "taxonomy_turns"):
-        tab = at.tabs[list(TABLES).index(name)]
+        tab = open_tab(at, name)
         assert any("Labels: human-confirmed only (the default)" in c.value
                    for c in tab.caption), name
-    tab = at.tabs[list(TABLES).index("provenance")]
+    tab = open_tab(at, "provenance")
     assert any("LLM-only pre-labels" in c.value for c in tab.caption)
-    tab = at.tabs[list(TABLES).index("labeller")]
+    tab = open_tab(at, "labeller")
     assert any("human-derived final label" in c.value for c in tab.caption)
 
 
@@ -232,6 +248,7 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     store.close()
     at = run_page()
     taxonomy_tab = list(TABLES).index("taxonomy")
+    open_tab(at, "taxonomy")
 
     def counted() -> int:
         frames = [d.value for d in at.tabs[taxonomy_tab].dataframe]
@@ -244,5 +261,5 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     assert any("Labels: include LLM-only (default: human-confirmed only)" in c.value
                for c in at.tabs[taxonomy_tab].caption)
     # The provenance table shows every source whatever is counted.
-    provenance = at.tabs[list(TABLES).index("provenance")].dataframe[0].value
+    provenance = open_tab(at, "provenance").dataframe[0].value
     assert "llm_only" in set(provenance["provenance"].astype(str))

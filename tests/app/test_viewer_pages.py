@@ -185,3 +185,46 @@ def test_unscored_trajectory_is_never_success_or_failure(
     assert not at.info
     st.cache_resource.clear()
     st.cache_data.clear()
+
+
+def test_collapsed_steps_are_built_only_when_opened(
+    demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import streamlit as st
+
+    from tests.conftest import make_trajectory
+    from trajectories.model import Step, StepKind
+
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    long_output = "\n".join(f"row {i}: " + "x" * 40 for i in range(60))  # over the collapse size
+    thought = "Maybe the admissions table. " * 10
+    traj = make_trajectory(steps=[
+        Step(kind=StepKind.THINKING, content=thought),
+        Step(kind=StepKind.SQL, code="SELECT * FROM admissions", observation=long_output),
+    ]).with_id()
+    Workspace(root).add([(traj, None)])
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = str(traj.id)
+    at.run()
+    assert not at.exception
+    labels = [e.label for e in at.expander]
+    assert f"Observation ({len(long_output):,} characters)" in labels, labels
+    assert f"0. Thinking ({len(thought):,} characters)" in labels, labels
+    codes = [c.value for c in at.code]
+    assert long_output not in codes and thought not in codes  # collapsed: not built
+    at.session_state[f"step_{traj.id}_1_obs_0"] = True
+    at.session_state[f"step_{traj.id}_0_0"] = True
+    at.run()
+    assert not at.exception
+    codes = [c.value for c in at.code]
+    assert long_output in codes and thought in codes  # opened: built
+    st.cache_resource.clear()
+    st.cache_data.clear()
