@@ -194,7 +194,7 @@ def test_collapsed_steps_are_built_only_when_opened(
 
     import streamlit as st
 
-    from tests.conftest import make_trajectory
+    from tests.support import make_trajectory
     from trajectories.model import Step, StepKind
 
     root = tmp_path / "ws"
