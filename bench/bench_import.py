@@ -107,9 +107,9 @@ hash_s = t("model.py", "with_id")
 parse_s = t("~", "<built-in method orjson.loads>") + t("detect.py", "_has_long_integer")
 parse_s += t("detect.py", "_file_has_surrogate_hint")
 validate_s = t("detect.py", "iter_file") - parse_s - hash_s
-score_s = t("workspace.py", "score")
-row_s = t("workspace.py", "index_row") - score_s
-arrow_s = t("workspace.py", "_rows_table")
+score_s = t("rows.py", "score")
+row_s = t("rows.py", "index_row") - score_s
+arrow_s = t("rows.py", "rows_table")
 write_s = t("~", "<built-in method pyarrow._parquet.ParquetWriter.write_table>") or t(
     "core.py", "write_table") - arrow_s
 buckets = {"parse JSON": parse_s, "normalise + validate": validate_s, "content hash": hash_s,

@@ -21,17 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
-import multiprocessing
 import os
-import sys
 import threading
 import time
-import types
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +38,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from trajectories.import_workers import FileSpec, parse_files
 from trajectories.importers import ImportProblem
-from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
 from trajectories.model import Trajectory
 from trajectories.objectstore import (
@@ -55,7 +50,19 @@ from trajectories.objectstore import (
     filesystem_from_settings,
     is_remote,
 )
-from trajectories.scoring import SCORER_VERSION, score_task
+from trajectories.rows import (
+    INDEX_COLUMNS,
+    INDEX_SCHEMA,
+    ROW_GROUP_SIZE,
+    index_row,
+    part_name,
+    reject_line,
+    remove_part,
+    rows_table,
+    score,
+    stage_rows,
+)
+from trajectories.scoring import SCORER_VERSION
 
 PART_GLOB = "part-*.parquet"
 MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each writer
@@ -69,41 +76,7 @@ COMPACT_PART_MB = 128
 COMPACT_AT_PARTS = 64
 #: Part of every imported file's key: bump it when parsing changes what a file yields, so
 #: files imported before are parsed again instead of being taken as known.
-SCHEMA_KEY = "1"
-ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
 
-INDEX_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("run", pa.string()),
-        ("model", pa.string()),
-        ("temperature", pa.float64()),
-        ("rollout", pa.int32()),
-        ("task_id", pa.string()),
-        ("question", pa.string()),
-        ("intent", pa.string()),
-        ("scope", pa.string()),
-        ("template_id", pa.string()),
-        ("split", pa.string()),
-        ("pair_id", pa.string()),
-        ("noise_type", pa.string()),
-        ("variant", pa.string()),
-        ("reference_sql", pa.string()),
-        ("answer_format", pa.string()),
-        ("ground_truth", pa.string()),
-        ("final_answer", pa.string()),
-        ("n_steps", pa.int32()),
-        ("n_turns", pa.int32()),
-        ("n_errors", pa.int32()),
-        ("recorded_success", pa.bool_()),
-        ("recorded_reward", pa.float64()),
-        ("exact_match", pa.bool_()),
-        ("scorer_version", pa.string()),
-        ("source_file", pa.string()),
-        ("payload", pa.string()),
-    ]
-)
-INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
 #: Task fields resolved per task id across runs (and overridable from a task file).
 TASK_FIELDS = ("intent", "scope", "template_id")
 
@@ -140,62 +113,6 @@ class ImportReport:
 
     def as_json(self) -> dict[str, int]:
         return {"imported": self.imported, "duplicates": self.duplicates, "rejected": self.rejected}
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _reject_line(reject: dict[str, str]) -> str:
-    """One rejects-file line; text that is not valid Unicode (lone surrogates) is escaped."""
-    line = _json(reject)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(reject, ensure_ascii=True)
-    return line + "\n"
-
-
-def score(traj: Trajectory) -> bool | None:
-    """Exact match under the task's own rules; None when the task has no ground truth."""
-    return score_task(traj.final_answer, traj.task)
-
-
-def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
-    """The flat row stored for a trajectory (CONTRACTS.md lists the columns); ``payload`` is
-    the trajectory's JSON as UTF-8 bytes (stored as a string column)."""
-    task, run = traj.task, traj.run
-    outcome = traj.outcome
-    return {
-        "id": traj.id,
-        "run": run.name,
-        "model": run.model,
-        "temperature": run.temperature,
-        "rollout": run.rollout,
-        "task_id": task.id,
-        "question": task.question,
-        "intent": task.intent,
-        "scope": task.scope,
-        "template_id": task.template_id,
-        "split": task.split,
-        "pair_id": task.pair_id,
-        "noise_type": task.noise_type,
-        "variant": task.variant,
-        "reference_sql": task.reference_sql,
-        "answer_format": task.answer_format,
-        "ground_truth": _json(task.ground_truth),
-        "final_answer": _json(traj.final_answer),
-        "n_steps": len(traj.steps),
-        "n_turns": traj.n_turns,
-        "n_errors": sum(1 for s in traj.steps if s.error),
-        "recorded_success": outcome.success if outcome else None,
-        "recorded_reward": outcome.reward if outcome else None,
-        "exact_match": score(traj),
-        "scorer_version": SCORER_VERSION,
-        "source_file": source_file,
-        # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
-        "payload": traj.__pydantic_serializer__.to_json(traj),
-    }
 
 
 class Workspace:
@@ -486,11 +403,11 @@ class Workspace:
     def _stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
         """Write rows to a hidden temporary part; ``_StagedImport.commit`` renames it in."""
         if self.remote is not None:
-            final = _stage_rows(self.parts_dir, rows, self._fs)[1]
+            final = stage_rows(self.parts_dir, rows, self._fs)[1]
             return final, final
         self.parts_dir.mkdir(parents=True, exist_ok=True)
-        table = _rows_table(rows)
-        name = _part_name()
+        table = rows_table(rows)
+        name = part_name()
         tmp = self.parts_dir / f".{name}.tmp"
         pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
         return tmp, self.parts_dir / name
@@ -521,7 +438,7 @@ class Workspace:
         report = ImportReport(files=len(paths))
         rejects: list[dict[str, str]] = []
         added = duplicates = records = 0
-        spec = _FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
+        spec = FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
                          self._fs)
         with self._write_lock():
             seen = self.existing_ids()
@@ -529,7 +446,7 @@ class Workspace:
             sources: dict[str, int] = {}
             staged: list[tuple[Path, Path]] = []
             emptied: set[Path] = set()  # staged parts that held only duplicates (deleted)
-            results = _parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
+            results = parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
                                    progress)
             try:
                 # closing(): on a failure every worker has stopped before staging is cleaned.
@@ -588,7 +505,7 @@ class Workspace:
                 # each keep their own rejects file.
                 stamp = time.strftime("%Y%m%dT%H%M%S")
                 rejects_path = self.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
-                _atomic_write_text(rejects_path, "".join(_reject_line(r) for r in rejects))
+                _atomic_write_text(rejects_path, "".join(reject_line(r) for r in rejects))
                 report.rejects_file = rejects_path
         report.imported, report.duplicates = added, duplicates
         report.rejected = len(rejects)
@@ -650,7 +567,7 @@ class Workspace:
                         upper = pc.field("id") < hi
                         expr = upper if expr is None else expr & upper
                     table = dataset.to_table(filter=expr).sort_by("id")
-                    name = _part_name().replace(".parquet", f"-c{i:04d}.parquet")
+                    name = part_name().replace(".parquet", f"-c{i:04d}.parquet")
                     final = self.parts_dir / name
                     tmp = final if self.remote else self.parts_dir / f".{name}.tmp"
                     pq.write_table(table, str(tmp), row_group_size=ROW_GROUP_SIZE,
@@ -947,191 +864,6 @@ class _StagedImport:
         self.rows = []
 
 
-@dataclass(frozen=True)
-class _FileSpec:
-    """What every worker needs to read files the same way (picklable)."""
-
-    parts_dir: str
-    fmt: str
-    run: str | None
-    model: str | None
-    mapping: Mapping | None
-    tasks: dict[str, dict[str, Any]] | None
-    skip_invalid: bool
-    #: The object store's pyarrow filesystem (None: parts_dir is a local folder).
-    filesystem: pafs.FileSystem | None = None
-
-
-@dataclass
-class _FileResult:
-    """One file's import: staged parts with their ids, duplicates of stored records, rejects."""
-
-    records: int = 0
-    duplicates: int = 0
-    source_key: str | None = None
-    parts: list[tuple[Path, Path, list[str]]] = field(default_factory=list)
-    rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
-
-
-#: Ids stored before this import, as each worker was given them.
-_STORED_IDS: set[str] = set()
-#: Keys of files imported whole before (``Workspace.imported_sources``).
-_KNOWN_SOURCES: set[str] = set()
-#: A staged part is written once its rows' payloads reach this size: bounded worker memory.
-_PART_BYTES = 64 * 1024 * 1024
-
-
-def _worker_init(stored: tuple[set[str], set[str]]) -> None:
-    global _STORED_IDS, _KNOWN_SOURCES
-    _STORED_IDS, _KNOWN_SOURCES = stored
-
-
-def _parse_files(spec: _FileSpec, paths: list[Path], stored: tuple[set[str], set[str]],
-                 workers: int | None,
-                 progress: Callable[[int, int, int], None] | None) -> Generator[_FileResult]:
-    """Each file's result, in file order; files are parsed in parallel by forked workers."""
-    count = min(workers or os.cpu_count() or 1, len(paths))
-    if count <= 1:
-        _worker_init(stored)
-        try:
-            for done, path in enumerate(paths):
-                def tick(records: int, done: int = done) -> None:
-                    if progress:
-                        progress(done, len(paths), records)
-                yield _parse_file(spec, path, tick)
-        finally:
-            _worker_init((set(), set()))
-        return
-    # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
-    # a threaded process can hang or crash. The server preloads this module, so workers start
-    # in milliseconds; the stored ids reach each worker once, pickled.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
-                               initargs=(stored,))
-    try:
-        with _without_main_script():
-            futures = [pool.submit(_parse_file, spec, path) for path in paths]
-        for future in futures:
-            yield future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-@contextlib.contextmanager
-def _without_main_script() -> Iterator[None]:
-    """Start workers without re-running the caller's main script in them.
-
-    A new worker (and the fork server) imports the parent's ``__main__`` file before it runs
-    anything. Under the CLI that is harmless, but a Streamlit page, or a test that ran one, is a
-    script without a ``__name__`` guard, and importing it in a worker crashes that worker. The
-    workers only need this module, so they get an empty main while they start (all of them
-    start on the first submits)."""
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
-
-
-def _parse_file(spec: _FileSpec, path: Path,
-                tick: Callable[[int], None] | None = None) -> _FileResult:
-    """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
-    imported whole before is not parsed again."""
-    result = _FileResult(source_key=_source_key(spec, path))
-    if result.source_key in _KNOWN_SOURCES:
-        return result
-    seen: set[str] = set()
-    rows: list[dict[str, Any]] = []
-    size = 0
-    try:
-        for item in iter_file(path, spec.fmt, run=spec.run, model=spec.model,
-                              mapping=spec.mapping, tasks=spec.tasks):
-            result.records += 1
-            if tick and result.records % 1000 == 0:
-                tick(result.records)
-            if item.problem is not None:
-                result.rejected.append((item.problem, item.location, item.raw))
-                if not spec.skip_invalid:
-                    break  # the whole import fails on this problem: stop reading
-                continue
-            traj = item.trajectory
-            if traj is None:
-                continue
-            if traj.id is None:
-                traj = traj.with_id()
-            tid = str(traj.id)
-            if tid in seen or tid in _STORED_IDS:
-                result.duplicates += 1
-                continue
-            seen.add(tid)
-            row = index_row(traj, str(path))
-            rows.append(row)
-            size += len(row["payload"])
-            if size >= _PART_BYTES:
-                result.parts.append(_stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
-                rows, size = [], 0
-        if rows:
-            result.parts.append(_stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
-    except BaseException:
-        for tmp, _, _ in result.parts:
-            _remove(tmp, spec.filesystem)
-        raise
-    if result.rejected and not spec.skip_invalid:
-        for tmp, _, _ in result.parts:
-            _remove(tmp, spec.filesystem)
-        result.parts = []
-    return result
-
-
-def _source_key(spec: _FileSpec, path: Path) -> str | None:
-    """What decides a file's trajectories: its bytes, its name (run identity comes from it)
-    and the import options. None when unreadable (the parser then says why)."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-    except OSError:
-        return None
-    options = json.dumps([path.name, spec.fmt, spec.run, spec.model, repr(spec.mapping),
-                          spec.tasks, SCHEMA_KEY], sort_keys=True, default=str)
-    digest.update(options.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()[:32]
-
-
-def _rows_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (sorted by id) as an Arrow table, built column by column (much faster than
-    ``from_pylist`` on wide rows)."""
-    rows.sort(key=lambda r: r["id"])
-    return pa.table({f.name: pa.array([r[f.name] for r in rows], type=f.type)
-                     for f in INDEX_SCHEMA}, schema=INDEX_SCHEMA)
-
-
-def _part_name() -> str:
-    return f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
-
-
-def _stage_rows(parts_dir: Path, rows: list[dict[str, Any]],
-                filesystem: pafs.FileSystem | None = None) -> tuple[Path, Path, list[str]]:
-    """Write rows to a hidden part; the import renames it into place when everything is read.
-    In an object store the part is written under its final name (no rename there): the
-    manifest, not the name, keeps it hidden."""
-    table = _rows_table(rows)
-    name = _part_name()
-    if filesystem is not None:
-        final = parts_dir / name
-        pq.write_table(table, str(final), row_group_size=ROW_GROUP_SIZE, compression="zstd",
-                       filesystem=filesystem)
-        return final, final, [r["id"] for r in rows]
-    parts_dir.mkdir(parents=True, exist_ok=True)
-    tmp = parts_dir / f".{name}.tmp"
-    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
-    return tmp, parts_dir / name, [r["id"] for r in rows]
-
-
 def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = None) -> bool:
     """Rewrite a staged part without the given ids; False when nothing was left (deleted)."""
     if filesystem is None:
@@ -1141,7 +873,7 @@ def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = N
     keep = pc.invert(pc.is_in(table.column("id"), pa.array(sorted(ids))))
     table = table.filter(keep)
     if table.num_rows == 0:
-        _remove(part, filesystem)
+        remove_part(part, filesystem)
         return False
     if filesystem is None:
         pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
@@ -1149,15 +881,6 @@ def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = N
         pq.write_table(table, str(part), row_group_size=ROW_GROUP_SIZE, compression="zstd",
                        filesystem=filesystem)
     return True
-
-
-def _remove(part: Path, filesystem: pafs.FileSystem | None) -> None:
-    """Delete a staged part, on disk or in the object store."""
-    if filesystem is None:
-        part.unlink(missing_ok=True)
-        return
-    with contextlib.suppress(FileNotFoundError):
-        filesystem.delete_file(str(part))
 
 
 @contextlib.contextmanager

@@ -36,7 +36,8 @@ def invoke(*args: str) -> tuple[int, str, str]:
 KILLED_WRITER = """
 import os, signal, sys
 from tests.support import make_trajectory
-from trajectories.workspace import Workspace, index_row
+from trajectories.rows import index_row
+from trajectories.workspace import Workspace
 ws = Workspace(sys.argv[1])
 with ws._write_lock():
     ws._stage_part([index_row(make_trajectory().with_id(), None)])

@@ -1,0 +1,180 @@
+"""The import's file workers: each parses whole files (in a process pool, or in-process for one
+worker), drops records already stored, and stages its new rows as hidden parts; the workspace
+publishes what they staged in one commit."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import os
+import sys
+import types
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from trajectories.importers import ImportProblem
+from trajectories.importers.detect import iter_file
+from trajectories.importers.mapping import Mapping
+from trajectories.rows import SCHEMA_KEY, index_row, remove_part, stage_rows
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """What every worker needs to read files the same way (picklable)."""
+
+    parts_dir: str
+    fmt: str
+    run: str | None
+    model: str | None
+    mapping: Mapping | None
+    tasks: dict[str, dict[str, Any]] | None
+    skip_invalid: bool
+    #: The object store's pyarrow filesystem (None: parts_dir is a local folder).
+    filesystem: pafs.FileSystem | None = None
+
+
+@dataclass
+class FileResult:
+    """One file's import: staged parts with their ids, duplicates of stored records, rejects."""
+
+    records: int = 0
+    duplicates: int = 0
+    source_key: str | None = None
+    parts: list[tuple[Path, Path, list[str]]] = field(default_factory=list)
+    rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
+
+
+#: Ids stored before this import, as each worker was given them.
+_STORED_IDS: set[str] = set()
+#: Keys of files imported whole before (``Workspace.imported_sources``).
+_KNOWN_SOURCES: set[str] = set()
+#: A staged part is written once its rows' payloads reach this size: bounded worker memory.
+_PART_BYTES = 64 * 1024 * 1024
+
+
+def _worker_init(stored: tuple[set[str], set[str]]) -> None:
+    global _STORED_IDS, _KNOWN_SOURCES
+    _STORED_IDS, _KNOWN_SOURCES = stored
+
+
+def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[str]],
+                 workers: int | None,
+                 progress: Callable[[int, int, int], None] | None) -> Generator[FileResult]:
+    """Each file's result, in file order; files are parsed in parallel by forked workers."""
+    count = min(workers or os.cpu_count() or 1, len(paths))
+    if count <= 1:
+        _worker_init(stored)
+        try:
+            for done, path in enumerate(paths):
+                def tick(records: int, done: int = done) -> None:
+                    if progress:
+                        progress(done, len(paths), records)
+                yield _parse_file(spec, path, tick)
+        finally:
+            _worker_init((set(), set()))
+        return
+    # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
+    # a threaded process can hang or crash. The server preloads this module, so workers start
+    # in milliseconds; the stored ids reach each worker once, pickled.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
+                               initargs=(stored,))
+    try:
+        with _without_main_script():
+            futures = [pool.submit(_parse_file, spec, path) for path in paths]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _without_main_script() -> Iterator[None]:
+    """Start workers without re-running the caller's main script in them.
+
+    A new worker (and the fork server) imports the parent's ``__main__`` file before it runs
+    anything. Under the CLI that is harmless, but a Streamlit page, or a test that ran one, is a
+    script without a ``__name__`` guard, and importing it in a worker crashes that worker. The
+    workers only need this module, so they get an empty main while they start (all of them
+    start on the first submits)."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _parse_file(spec: FileSpec, path: Path,
+                tick: Callable[[int], None] | None = None) -> FileResult:
+    """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
+    imported whole before is not parsed again."""
+    result = FileResult(source_key=source_key(spec, path))
+    if result.source_key in _KNOWN_SOURCES:
+        return result
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    size = 0
+    try:
+        for item in iter_file(path, spec.fmt, run=spec.run, model=spec.model,
+                              mapping=spec.mapping, tasks=spec.tasks):
+            result.records += 1
+            if tick and result.records % 1000 == 0:
+                tick(result.records)
+            if item.problem is not None:
+                result.rejected.append((item.problem, item.location, item.raw))
+                if not spec.skip_invalid:
+                    break  # the whole import fails on this problem: stop reading
+                continue
+            traj = item.trajectory
+            if traj is None:
+                continue
+            if traj.id is None:
+                traj = traj.with_id()
+            tid = str(traj.id)
+            if tid in seen or tid in _STORED_IDS:
+                result.duplicates += 1
+                continue
+            seen.add(tid)
+            row = index_row(traj, str(path))
+            rows.append(row)
+            size += len(row["payload"])
+            if size >= _PART_BYTES:
+                result.parts.append(stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
+                rows, size = [], 0
+        if rows:
+            result.parts.append(stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
+    except BaseException:
+        for tmp, _, _ in result.parts:
+            remove_part(tmp, spec.filesystem)
+        raise
+    if result.rejected and not spec.skip_invalid:
+        for tmp, _, _ in result.parts:
+            remove_part(tmp, spec.filesystem)
+        result.parts = []
+    return result
+
+
+def source_key(spec: FileSpec, path: Path) -> str | None:
+    """What decides a file's trajectories: its bytes, its name (run identity comes from it)
+    and the import options. None when unreadable (the parser then says why)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    options = json.dumps([path.name, spec.fmt, spec.run, spec.model, repr(spec.mapping),
+                          spec.tasks, SCHEMA_KEY], sort_keys=True, default=str)
+    digest.update(options.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]

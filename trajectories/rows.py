@@ -1,0 +1,151 @@
+"""The row each trajectory is stored as (one Parquet row: indexed columns plus the trajectory's
+JSON payload), and how a batch of rows becomes a part file. Shared by the workspace and the
+import workers, which write parts in their own processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from trajectories.model import Trajectory
+from trajectories.scoring import SCORER_VERSION, score_task
+
+#: Bumped when the stored row changes, so files imported before are parsed again.
+SCHEMA_KEY = "1"
+ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
+
+INDEX_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("run", pa.string()),
+        ("model", pa.string()),
+        ("temperature", pa.float64()),
+        ("rollout", pa.int32()),
+        ("task_id", pa.string()),
+        ("question", pa.string()),
+        ("intent", pa.string()),
+        ("scope", pa.string()),
+        ("template_id", pa.string()),
+        ("split", pa.string()),
+        ("pair_id", pa.string()),
+        ("noise_type", pa.string()),
+        ("variant", pa.string()),
+        ("reference_sql", pa.string()),
+        ("answer_format", pa.string()),
+        ("ground_truth", pa.string()),
+        ("final_answer", pa.string()),
+        ("n_steps", pa.int32()),
+        ("n_turns", pa.int32()),
+        ("n_errors", pa.int32()),
+        ("recorded_success", pa.bool_()),
+        ("recorded_reward", pa.float64()),
+        ("exact_match", pa.bool_()),
+        ("scorer_version", pa.string()),
+        ("source_file", pa.string()),
+        ("payload", pa.string()),
+    ]
+)
+INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def reject_line(reject: dict[str, str]) -> str:
+    """One rejects-file line; text that is not valid Unicode (lone surrogates) is escaped."""
+    line = json_text(reject)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(reject, ensure_ascii=True)
+    return line + "\n"
+
+
+def score(traj: Trajectory) -> bool | None:
+    """Exact match under the task's own rules; None when the task has no ground truth."""
+    return score_task(traj.final_answer, traj.task)
+
+
+def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
+    """The flat row stored for a trajectory (CONTRACTS.md lists the columns); ``payload`` is
+    the trajectory's JSON as UTF-8 bytes (stored as a string column)."""
+    task, run = traj.task, traj.run
+    outcome = traj.outcome
+    return {
+        "id": traj.id,
+        "run": run.name,
+        "model": run.model,
+        "temperature": run.temperature,
+        "rollout": run.rollout,
+        "task_id": task.id,
+        "question": task.question,
+        "intent": task.intent,
+        "scope": task.scope,
+        "template_id": task.template_id,
+        "split": task.split,
+        "pair_id": task.pair_id,
+        "noise_type": task.noise_type,
+        "variant": task.variant,
+        "reference_sql": task.reference_sql,
+        "answer_format": task.answer_format,
+        "ground_truth": json_text(task.ground_truth),
+        "final_answer": json_text(traj.final_answer),
+        "n_steps": len(traj.steps),
+        "n_turns": traj.n_turns,
+        "n_errors": sum(1 for s in traj.steps if s.error),
+        "recorded_success": outcome.success if outcome else None,
+        "recorded_reward": outcome.reward if outcome else None,
+        "exact_match": score(traj),
+        "scorer_version": SCORER_VERSION,
+        "source_file": source_file,
+        # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
+        "payload": traj.__pydantic_serializer__.to_json(traj),
+    }
+
+
+def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (sorted by id) as an Arrow table, built column by column (much faster than
+    ``from_pylist`` on wide rows)."""
+    rows.sort(key=lambda r: r["id"])
+    return pa.table({f.name: pa.array([r[f.name] for r in rows], type=f.type)
+                     for f in INDEX_SCHEMA}, schema=INDEX_SCHEMA)
+
+
+def part_name() -> str:
+    return f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def stage_rows(parts_dir: Path, rows: list[dict[str, Any]],
+                filesystem: pafs.FileSystem | None = None) -> tuple[Path, Path, list[str]]:
+    """Write rows to a hidden part; the import renames it into place when everything is read.
+    In an object store the part is written under its final name (no rename there): the
+    manifest, not the name, keeps it hidden."""
+    table = rows_table(rows)
+    name = part_name()
+    if filesystem is not None:
+        final = parts_dir / name
+        pq.write_table(table, str(final), row_group_size=ROW_GROUP_SIZE, compression="zstd",
+                       filesystem=filesystem)
+        return final, final, [r["id"] for r in rows]
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    tmp = parts_dir / f".{name}.tmp"
+    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+    return tmp, parts_dir / name, [r["id"] for r in rows]
+
+
+def remove_part(part: Path, filesystem: pafs.FileSystem | None) -> None:
+    """Delete a staged part, on disk or in the object store."""
+    if filesystem is None:
+        part.unlink(missing_ok=True)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_file(str(part))
