@@ -42,6 +42,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Pre-labels below this confidence go to people first."),
     Setting("spot_check_share", "FAILLAB_SPOT_CHECK_SHARE", 0.1,
             "Share of confident pre-labels also sent to people as spot checks."),
+    Setting("rerank_min_labels", "FAILLAB_RERANK_MIN_LABELS", 20,
+            "Once this many failures have confirmed human labels, the Annotate queue puts the "
+            "items the offline classifier is least sure of first; 0 keeps the store's order."),
     Setting("sql_timeout_s", "FAILLAB_SQL_TIMEOUT", 5.0,
             "Time limit for re-running SQL in the sandbox, in seconds."),
     Setting("sql_row_cap", "FAILLAB_SQL_ROW_CAP", 1000,
@@ -80,6 +83,7 @@ class Settings:
     hide_prelabel: bool
     prelabel_threshold: float
     spot_check_share: float
+    rerank_min_labels: int
     sql_timeout_s: float
     sql_row_cap: int
     gemini_model: str
