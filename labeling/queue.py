@@ -128,10 +128,17 @@ def queue_for(
     return rerank_queue(todo, ranking) if ranking else todo
 
 
-# One fit per (workspace, confirmed labels, failures): a page asks on every key press, and the
-# answer changes only when a label is confirmed or the failures change.
+# Features once per (workspace, failures), a fit once per set of confirmed labels: a page asks
+# on every key press; the features change only with the data, the fit with a confirmed label.
+_FEATURES: dict[tuple[object, ...], Any] = {}
 _RANKINGS: dict[tuple[object, ...], dict[str, float]] = {}
-_RANKINGS_KEPT = 4
+_KEPT = 4
+
+
+def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], value: Any) -> None:
+    while len(cache) >= _KEPT:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
 
 
 def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int) -> dict[str, float] | None:
@@ -142,22 +149,24 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int) -> dict[
         return None
     from labeling.clusters import workspace_failures
     from labeling.learn.confirmed import confirmed_gold
-    from labeling.learn.proposals import proposals, ready
+    from labeling.learn.proposals import failure_features, proposals, ready
 
-    failed = [str(t) for t in failed_frame(ws)["id"]]
+    failed = tuple(str(t) for t in failed_frame(ws)["id"])
     wanted = set(failed)
     confirmed = {tid: g.category for tid, g in confirmed_gold(store).items() if tid in wanted}
     if not ready(confirmed, min_labels):
         return None
-    key = (str(ws.root), tuple(sorted(confirmed.items())), tuple(failed))
-    cached = _RANKINGS.get(key)
-    if cached is None:
-        cached = {tid: p.confidence
-                  for tid, p in proposals(workspace_failures(ws), confirmed).items()}
-        while len(_RANKINGS) >= _RANKINGS_KEPT:
-            _RANKINGS.pop(next(iter(_RANKINGS)))
-        _RANKINGS[key] = cached
-    return dict(cached)
+    data_key = (str(ws.root), failed)
+    key = (*data_key, tuple(sorted(confirmed.items())))
+    ranking = _RANKINGS.get(key)
+    if ranking is None:
+        features = _FEATURES.get(data_key)
+        if features is None:
+            features = failure_features(workspace_failures(ws))
+            _remember(_FEATURES, data_key, features)
+        ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
+        _remember(_RANKINGS, key, ranking)
+    return dict(ranking)
 
 
 @dataclass(frozen=True)
