@@ -142,9 +142,10 @@ def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], val
 
 
 def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int) -> dict[str, float] | None:
-    """The classifier's confidence in its proposal for each failure without a confirmed label,
-    once at least `min_labels` confirmed labels (in two or more categories) exist; None before
-    that, or when `min_labels` is 0 (the setting `rerank_min_labels` turns the ordering off)."""
+    """The classifier's confidence in its proposal for each failure (confirmed ones too, see
+    `labeling.learn.proposals.proposals`), once at least `min_labels` confirmed labels (in two
+    or more categories) exist; None before that, or when `min_labels` is 0 (the setting
+    `rerank_min_labels` turns the ordering off)."""
     if min_labels <= 0:
         return None
     from labeling.clusters import workspace_failures

@@ -1,6 +1,6 @@
-"""The classifier's proposals for a workspace's unconfirmed failures, for ordering the queue.
+"""The classifier's proposals for a workspace's failures, for ordering the queue.
 
-Fitted on the confirmed human labels, proposed for every other failure. The finder runs
+Fitted on the confirmed human labels, proposed for every failure. The finder runs
 structurally here (recorded observations only): the queue is reordered on a page, where
 executing every failure's SQL would cost seconds per change of the labels.
 """
@@ -53,8 +53,11 @@ def failure_features(failures: Mapping[str, Trajectory]) -> FailureFeatures:
 
 
 def proposals(features: FailureFeatures, confirmed: Mapping[str, str]) -> dict[str, Proposal]:
-    """trajectory id -> the classifier's proposal, for every failure without a confirmed label.
-    ``confirmed`` maps trajectory ids (of ``features``) to their confirmed category."""
+    """trajectory id -> the classifier's proposal, for every failure. ``confirmed`` maps
+    trajectory ids (of ``features``) to their confirmed category. Confirmed failures get one
+    too: an item a colleague labelled may still be in someone's queue (double annotation), and
+    having no proposal would move it to the end there, which would both tell that person
+    someone labelled it and push the agreement sample to the end of their work."""
     labelled = {row: confirmed[i] for row, i in enumerate(features.ids) if i in confirmed}
     out = propose(features.matrix, labelled)
-    return {i: p for i, p in zip(features.ids, out, strict=True) if i not in confirmed}
+    return dict(zip(features.ids, out, strict=True))
