@@ -8,7 +8,8 @@ come from here, so they cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -69,3 +70,25 @@ def llm_vs_human(pairs: pd.DataFrame, categories: Sequence[str] = ()) -> dict[st
         if not table.empty:
             out[name] = table
     return out
+
+
+OFFLINE_COLUMNS = ["labeller", "n", "accuracy", "kappa", "step_exact", "step_within_1",
+                   "suggested", "validation"]
+
+
+def offline_comparison(figures: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per labeller from ``labeling.learn`` figures on the confirmed labels
+    (``evaluate_confirmed``): the classifier (cross-validated) first, then the live heuristic
+    and finder, then the stored pre-labels (Gemini, heuristic). Reporting only: the figures are
+    computed in ``labeling.learn``, so this package needs no scikit-learn."""
+    rows = [
+        {"labeller": name, **{k: row.get(k) for k in OFFLINE_COLUMNS[1:]}}
+        for name, row in figures.items()
+        if isinstance(row, Mapping) and "accuracy" in row
+    ]
+    order = {"classifier": 0, "heuristic": 1, "finder": 2}
+    rows.sort(key=lambda r: (order.get(str(r["labeller"]), 3), str(r["labeller"])))
+    for r in rows:
+        if r["validation"] is None:
+            r["validation"] = "stored" if str(r["labeller"]).startswith("stored ") else "live"
+    return pd.DataFrame(rows, columns=OFFLINE_COLUMNS)

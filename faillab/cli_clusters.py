@@ -66,21 +66,29 @@ def clusters(as_json: bool, embedder: str, distance: float | None,
 @click.option("--write-floors", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the figures to this JSON (the regression test's floors).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+@click.option("--db", "ehr_db", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="EHR database (SQLite or DuckDB) the finder executes the reference and the "
+                   "agent's queries on, read-only and sandboxed (e.g. EHRSQL's mimic_iv.sqlite); "
+                   "without it the finder compares structure and recorded output only. With "
+                   "--confirmed the default is the workspace's database.")
 @click.option("--confirmed", is_flag=True,
               help="Use the workspace's confirmed human labels (adjudicated or human) as gold "
                    "instead of --labels, its failures instead of --trajectories, and report "
                    "its stored pre-labels (Gemini, heuristic) beside the others.")
 @workspace_option
 def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Path | None,
-             as_json: bool, confirmed: bool, workspace: Path | None) -> None:
+             as_json: bool, ehr_db: Path | None, confirmed: bool,
+             workspace: Path | None) -> None:
     """Agreement of the heuristic, the first-divergence finder and the classifier
     (cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa,
     first-step exact and within one step, share of real (non-fallback) suggestions."""
     from labeling.learn import evaluate_labellers, failed_trajectories, load_gold
     from labeling.learn.evalset import EvalSetError
 
+    if ehr_db is not None and not ehr_db.is_file():
+        raise UserError(f"no such EHR database: {ehr_db}")
     if confirmed:
-        figures = _evaluate_confirmed(workspace, embedder)
+        figures = _evaluate_confirmed(workspace, embedder, ehr_db)
         _report(figures, as_json)
         return
     if not labels_path.is_file():
@@ -90,10 +98,13 @@ def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Pat
         raise UserError(f"no trajectory files (*.json, *.jsonl) in {traj_dir}")
     try:
         gold = load_gold(labels_path)
-        figures = evaluate_labellers(failed_trajectories(files), gold, _embedder(embedder))
+        figures = evaluate_labellers(failed_trajectories(files), gold, _embedder(embedder),
+                                     ehr_path=ehr_db)
     except (EvalSetError, ValueError) as err:
         raise UserError(str(err)) from None
     figures["labels"] = labels_path.as_posix()
+    # The file name only: the floors test finds the same database on another machine by name.
+    figures["ehr_db"] = ehr_db.name if ehr_db is not None else None
     if write_floors is not None:
         write_floors.parent.mkdir(parents=True, exist_ok=True)
         write_floors.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n",
@@ -102,31 +113,23 @@ def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Pat
     _report(figures, as_json)
 
 
-def _evaluate_confirmed(workspace: Path | None, embedder: str) -> dict[str, object]:
+def _evaluate_confirmed(workspace: Path | None, embedder: str,
+                        ehr_db: Path | None) -> dict[str, object]:
     from faillab.cli_users import open_annotations
-    from labeling.clusters import workspace_failures
-    from labeling.learn import evaluate_labellers
-    from labeling.learn.confirmed import confirmed_gold, stored_opinions
+    from labeling.learn.confirmed import MIN_CONFIRMED, evaluate_confirmed
 
     ws = open_workspace(workspace)
     if not ws.exists():
         raise UserError(f"no workspace at {ws.root}: import trajectories first ('faillab import')")
     store = open_annotations(workspace)
     try:
-        gold = confirmed_gold(store)
-        stored = stored_opinions(store)
+        figures = evaluate_confirmed(ws, store, _embedder(embedder),
+                                     ehr_path=ehr_db or ws.ehr_path)
+    except ValueError as err:
+        raise UserError(f"{err} (at least {MIN_CONFIRMED} are needed; label some on the "
+                        "Annotate or Clusters page)") from None
     finally:
         store.close()
-    failures = workspace_failures(ws)
-    gold = {k: v for k, v in gold.items() if k in failures}
-    if len(gold) < 10:
-        raise UserError(f"only {len(gold)} failures have confirmed labels; the classifier "
-                        "needs at least 10 (label some on the Annotate or Clusters page)")
-    try:
-        figures = evaluate_labellers(failures, gold, _embedder(embedder), stored)
-    except ValueError as err:
-        raise UserError(str(err)) from None
-    figures["labels"] = "confirmed labels of the workspace"
     return figures
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from labeling.store import Store
+    from trajectories.workspace import Workspace
 
 FORMATS = ("json", "csv", "md", "latex", "html")
 ALL = "all"
@@ -174,9 +175,16 @@ def _note_disagreements(frame: pd.DataFrame) -> None:
               help="turn_budget only: 'common_solved' is the paper's SR(T) (tasks every "
                    "selected run solved; reaches 1); 'all_trajectories' divides by every "
                    "scored trajectory.")
+@click.option("--offline-labellers", is_flag=True,
+              help="labeller only: also the offline classifier's accuracy and kappa by "
+                   "cross-validation (grouped by task) on the workspace's confirmed labels, "
+                   "beside the heuristic, the evidence finder and the stored pre-labels "
+                   "(Gemini, heuristic), as a second table 'labeller_offline'. Needs 10 "
+                   "confirmed labels.")
 def stats(table: str, fmt: str, runs: str | None, output: Path | None,
           workspace: Path | None, taxonomy_version: str | None, decimals: int,
-          success_source: str, layout: str, sr_definition: str) -> None:
+          success_source: str, layout: str, sr_definition: str,
+          offline_labellers: bool) -> None:
     """Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, taxonomy,
     taxonomy_turns, provenance, robustness, labeller.
 
@@ -199,10 +207,14 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
     choices = _table_choices()
     if table not in choices:
         raise UserError(f"unknown table {table!r}; choose one of {', '.join(choices)}")
+    if offline_labellers and table != "labeller":
+        raise UserError("--offline-labellers goes with the 'labeller' table")
     if output is not None:
-        many = table == ALL and fmt in ("html", "csv")
+        # Two tables (all, or labeller with --offline-labellers) as csv/html: one file each.
+        several = table == ALL or offline_labellers
+        many = several and fmt in ("html", "csv")
         fmt = check_output(output, settings_for(workspace), fmt, directory=many,
-                           suffixes=None if table == ALL else _OUTPUT_SUFFIXES)
+                           suffixes=None if several else _OUTPUT_SUFFIXES)
     run_list = _split_runs(runs)
     ws = Workspace(settings_for(workspace).workspace)
     if not ws.exists():
@@ -241,6 +253,11 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
             )
     except SourceError as err:
         raise UserError(str(err)) from None
+    if offline_labellers:
+        tables["labeller_offline"] = _offline_labellers(ws, workspace, taxonomy_version)
+        _emit_all(tables, fmt, decimals, output)
+        _note_disagreements(inputs.frame)
+        return
 
     if table == ALL:
         _emit_all(tables, fmt, decimals, output)
@@ -249,6 +266,27 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
         _write(text, output, fmt)
     _note_disagreements(inputs.frame)
+
+
+def _offline_labellers(ws: Workspace, workspace: Path | None,
+                       taxonomy_version: str | None) -> pd.DataFrame:
+    """The classifier cross-validated on the confirmed labels, with the other labellers' figures
+    on the same items (computed in labeling.learn; analysis only lays them out)."""
+    from analysis.labeller import offline_comparison
+    from labeling.clusters.embed import TfidfEmbedder
+    from labeling.learn.confirmed import MIN_CONFIRMED, evaluate_confirmed
+
+    store = _open_store(workspace)
+    if store is None:
+        raise UserError("no annotation store yet: confirm some labels on the Annotate page")
+    try:
+        figures = evaluate_confirmed(ws, store, TfidfEmbedder(), ehr_path=ws.ehr_path,
+                                     taxonomy_version=taxonomy_version)
+    except ValueError as err:
+        raise UserError(f"{err}; the classifier needs at least {MIN_CONFIRMED}") from None
+    finally:
+        store.close()
+    return offline_comparison(figures)
 
 
 __all__ = ["FORMATS", "stats"]

@@ -10,7 +10,7 @@ unit-tested against a plain store.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,16 +109,65 @@ def queue_for(
     prelabel_threshold: float,
     spot_check_share: float,
     seed: int = 0,
+    ranking: Mapping[str, float] | None = None,
 ) -> list[str]:
     """`user`'s next items (the store's order), restricted to failed trajectories.
 
     An assignment can outlive a re-score that turned a failure into a success; such items no
     longer need a failure label, so they are left out rather than shown with no category fitting.
+    With a `ranking` (`classifier_ranking`), the items the classifier is least sure of come
+    first, where a person's label teaches it most; items it has no proposal for follow in the
+    store's order. Which items are shown is the store's decision either way; only the order moves.
     """
+    from labeling.learn import rerank_queue
+
     failed = set(failed_ids)
     todo = store.queues.next_items(user, prelabel_threshold=prelabel_threshold,
                                    spot_check_share=spot_check_share, seed=seed)
-    return [tid for tid in todo if tid in failed]
+    todo = [tid for tid in todo if tid in failed]
+    return rerank_queue(todo, ranking) if ranking else todo
+
+
+# Features once per (workspace, failures), a fit once per set of confirmed labels: a page asks
+# on every key press; the features change only with the data, the fit with a confirmed label.
+_FEATURES: dict[tuple[object, ...], Any] = {}
+_RANKINGS: dict[tuple[object, ...], dict[str, float]] = {}
+_KEPT = 4
+
+
+def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], value: Any) -> None:
+    while len(cache) >= _KEPT:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
+def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int) -> dict[str, float] | None:
+    """The classifier's confidence in its proposal for each failure (confirmed ones too, see
+    `labeling.learn.proposals.proposals`), once at least `min_labels` confirmed labels (in two
+    or more categories) exist; None before that, or when `min_labels` is 0 (the setting
+    `rerank_min_labels` turns the ordering off)."""
+    if min_labels <= 0:
+        return None
+    from labeling.clusters import workspace_failures
+    from labeling.learn.confirmed import confirmed_gold
+    from labeling.learn.proposals import failure_features, proposals, ready
+
+    failed = tuple(str(t) for t in failed_frame(ws)["id"])
+    wanted = set(failed)
+    confirmed = {tid: g.category for tid, g in confirmed_gold(store).items() if tid in wanted}
+    if not ready(confirmed, min_labels):
+        return None
+    data_key = (str(ws.root), failed)
+    key = (*data_key, tuple(sorted(confirmed.items())))
+    ranking = _RANKINGS.get(key)
+    if ranking is None:
+        features = _FEATURES.get(data_key)
+        if features is None:
+            features = failure_features(workspace_failures(ws))
+            _remember(_FEATURES, data_key, features)
+        ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
+        _remember(_RANKINGS, key, ranking)
+    return dict(ranking)
 
 
 @dataclass(frozen=True)
@@ -149,9 +198,9 @@ class QueueState:
 
 def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
                 prelabel_threshold: float, spot_check_share: float,
-                seed: int = 0) -> QueueState:
+                seed: int = 0, ranking: Mapping[str, float] | None = None) -> QueueState:
     waiting = queue_for(store, failed_ids, user, prelabel_threshold=prelabel_threshold,
-                        spot_check_share=spot_check_share, seed=seed)
+                        spot_check_share=spot_check_share, seed=seed, ranking=ranking)
     # One aggregate read (not a scan of every label), so it can run on each key press.
     mine = next((p for p in store.queues.progress() if p.annotator == user), None)
     if mine is None:

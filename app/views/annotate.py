@@ -30,7 +30,13 @@ from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.steps import render_steps
-from labeling.queue import failed_frame, prelabel_for, queue_state, take_unassigned
+from labeling.queue import (
+    classifier_ranking,
+    failed_frame,
+    prelabel_for,
+    queue_state,
+    take_unassigned,
+)
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
@@ -129,7 +135,9 @@ def _my_labels(me: User) -> None:
 def labelling_panel(me: User) -> None:
     state = queue_state(store, _failed_ids(), me.name,
                         prelabel_threshold=settings.prelabel_threshold,
-                        spot_check_share=settings.spot_check_share)
+                        spot_check_share=settings.spot_check_share,
+                        ranking=classifier_ranking(store, ws,
+                                                   min_labels=settings.rerank_min_labels))
     skipped: list[str] = st.session_state.setdefault(SKIPPED_KEY, [])
     done: list[str] = st.session_state.setdefault(DONE_KEY, [])
     revisit = st.session_state.get(REVISIT_KEY)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from labeling.learn.classifier import MIN_LABELS
 from labeling.learn.evalset import GoldLabel
 
 if TYPE_CHECKING:
+    from labeling.clusters.embed import Embedder
     from labeling.store import Store
+    from trajectories.workspace import Workspace
 
 CONFIRMED = ("adjudicated", "human_agreed", "human_single")
+MIN_CONFIRMED = MIN_LABELS
 
 
 def confirmed_gold(store: Store, taxonomy_version: str | None = None) -> dict[str, GoldLabel]:
@@ -39,3 +44,22 @@ def stored_opinions(
             opinion.category, opinion.first_error_step, True
         )
     return out
+
+
+def evaluate_confirmed(
+    ws: Workspace, store: Store, embedder: Embedder, *, ehr_path: Path | None = None,
+    taxonomy_version: str | None = None,
+) -> dict[str, Any]:
+    """``evaluate_labellers`` with the workspace's confirmed labels as gold and its failures as
+    items, plus a row per stored pre-labeller. Raises ValueError below ``MIN_CONFIRMED``."""
+    from labeling.clusters import workspace_failures
+    from labeling.learn.evaluate import evaluate_labellers
+
+    failures = workspace_failures(ws)
+    gold = {k: v for k, v in confirmed_gold(store, taxonomy_version).items() if k in failures}
+    if len(gold) < MIN_CONFIRMED:
+        raise ValueError(f"only {len(gold)} failures have confirmed labels")
+    stored = stored_opinions(store, taxonomy_version)
+    figures = evaluate_labellers(failures, gold, embedder, stored, ehr_path=ehr_path)
+    figures["labels"] = "confirmed labels of the workspace"
+    return figures

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from labeling.agreement import cohens_kappa_from_labels
 from labeling.clusters.embed import Embedder
-from labeling.learn.classifier import cross_validated, feature_matrix
+from labeling.learn.classifier import FOLDS, cross_validated, feature_matrix
 from labeling.learn.evalset import GoldLabel
 from labeling.learn.features import Findings, evidence_features, failure_text, findings
 from labeling.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
@@ -72,16 +73,22 @@ def evaluate_labellers(
     gold: Mapping[str, GoldLabel],
     embedder: Embedder | None = None,
     stored: Mapping[str, Mapping[str, tuple[str, int | None, bool]]] | None = None,
+    *,
+    ehr_path: Path | None = None,
 ) -> dict[str, Any]:
     """Figures for heuristic, finder and classifier on the gold items (all must be present),
-    and for each labeller in ``stored`` (pre-labels kept in the store, e.g. Gemini's)."""
+    and for each labeller in ``stored`` (pre-labels kept in the store, e.g. Gemini's).
+
+    With ``ehr_path`` the finder executes the reference and the agent's queries read-only on
+    that EHR database (as pre-labelling does in a workspace with one); without, it compares
+    structure and the recorded observations."""
     missing = sorted(set(gold) - set(trajectories))
     if missing:
         raise ValueError(
             f"{len(missing)} labelled trajectories are not among the failures read "
             f"(first: {missing[0]}); ids must match what 'faillab import' assigns"
         )
-    labeller = HeuristicLabeller()
+    labeller = HeuristicLabeller(ehr_path=ehr_path)
     ids = sorted(gold)
     found: dict[str, Findings] = {i: findings(trajectories[i], labeller) for i in ids}
     heuristic = {
@@ -96,6 +103,7 @@ def evaluate_labellers(
                      bool(cat))
     result: dict[str, Any] = {
         "items": len(ids),
+        "executed": sum(1 for f in found.values() if f.evidence.get("executed")),
         "heuristic": agreement(heuristic, gold).to_dict(),
         "finder": agreement(finder, gold).to_dict(),
     }
@@ -108,6 +116,7 @@ def evaluate_labellers(
                                 vectors)
         groups = [str(trajectories[i].task.id) for i in ids]
         proposals = cross_validated(matrix, [gold[i].category for i in ids], groups)
+        folds = min(FOLDS, len(set(groups)))
         classifier = {
             i: (p.category, found[i].evidence.get("step") if isinstance(
                 found[i].evidence.get("step"), int) else found[i].heuristic_step, True)
@@ -115,7 +124,7 @@ def evaluate_labellers(
         }
         result["classifier"] = agreement(classifier, gold).to_dict()
         result["classifier"]["embedder"] = embedder.name
-        result["classifier"]["validation"] = "grouped by task, 5 folds"
+        result["classifier"]["validation"] = f"grouped by task, {folds} folds"
     return result
 
 

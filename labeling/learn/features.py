@@ -31,8 +31,11 @@ class Findings:
 
 def findings(trajectory: Trajectory, labeller: HeuristicLabeller | None = None) -> Findings:
     labeller = labeller or HeuristicLabeller()
-    evidence = find_divergence(trajectory).to_dict()
     result = labeller.label(trajectory, labeller.taxonomy.version)
+    # The label already ran the finder (executed when the labeller has an EHR database): reuse
+    # its evidence, so the classifier sees the same finding as the heuristic, computed once.
+    evidence = result.evidence if result.evidence is not None else \
+        find_divergence(trajectory).to_dict()
     strongest: dict[str, float] = {}
     for sig in labeller.signals(trajectory):
         strongest[sig.category] = max(strongest.get(sig.category, 0.0), sig.confidence)

@@ -12,7 +12,7 @@ from faillab.cli import main
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import open_store
 from taxonomy import default_taxonomy
-from tests.support import REAL_TRAJECTORIES, require_shared
+from tests.support import EHRSQL_SQLITE, REAL_TRAJECTORIES, REPO, require_shared
 from trajectories.workspace import Workspace
 
 
@@ -81,3 +81,26 @@ def test_evaluate_confirmed_needs_enough_labels_then_reports_each_labeller(
 def test_evaluate_refuses_a_missing_label_file(tmp_path: Path) -> None:
     code, _, err = invoke("evaluate", "--labels", str(tmp_path / "nope.csv"))
     assert code == 1 and "no such label file" in err
+
+
+def test_evaluate_refuses_a_missing_database(tmp_path: Path) -> None:
+    code, _, err = invoke("evaluate", "--db", str(tmp_path / "nope.sqlite"))
+    assert code == 1 and "no such EHR database" in err
+
+
+def test_evaluate_with_db_executes_the_finder(tmp_path: Path) -> None:
+    """--db runs the reference of every item on the database and says which one it used."""
+    db = require_shared(EHRSQL_SQLITE)
+    common = ("--labels", str(REPO / "tests/data/ai612_eval/adjudicated.csv"),
+              "--trajectories", str(require_shared(REAL_TRAJECTORIES)), "--json")
+    code, out, err = invoke("evaluate", *common, "--db", str(db),
+                            "--write-floors", str(tmp_path / "floors.json"))
+    assert code == 0, err
+    executed = json.loads(out)
+    assert executed["ehr_db"] == db.name and executed["executed"] == executed["items"] == 95
+    assert json.loads((tmp_path / "floors.json").read_text()) == executed
+    code, out, _ = invoke("evaluate", *common)
+    structural = json.loads(out)
+    assert structural["ehr_db"] is None and structural["executed"] == 0
+    # Execution changes what the finder decides (its evidence rows are real results).
+    assert executed["finder"] != structural["finder"]

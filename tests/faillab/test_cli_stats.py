@@ -321,3 +321,38 @@ def test_real_taubench_passk_matches_rewards(real_trajectory_files: list[Path],
             row = got[(run, k)]
             assert row["pass_hat_k"] == pytest.approx(_pass_hat(outcomes, k)), (run, k)
             assert row["n_tasks"] == sum(len(v) >= k for v in outcomes.values())
+
+
+def test_labeller_with_offline_labellers(labelled_ws: Path) -> None:
+    """The classifier's cross-validated figures on the confirmed labels, beside the heuristic
+    and the finder on the same items; the same figures 'faillab evaluate --confirmed' gives."""
+    code, out, err = invoke("labeller", "--offline-labellers", "--format", "json",
+                            "--workspace", str(labelled_ws))
+    assert code == 0, err
+    both = json.loads(out)
+    assert set(both) == {"labeller", "labeller_offline"}
+    assert "(overall)" in {r["category"] for r in both["labeller"]}
+    rows = {r["labeller"]: r for r in both["labeller_offline"]}
+    assert [r["labeller"] for r in both["labeller_offline"]][:3] == [
+        "classifier", "heuristic", "finder"]
+    assert rows["classifier"]["validation"].startswith("grouped by task")
+    result = CliRunner().invoke(main, ["evaluate", "--confirmed", "--json", "--workspace",
+                                       str(labelled_ws)], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    figures = json.loads(result.stdout)
+    for name, row in rows.items():
+        assert row["n"] == figures[name]["n"] == 12
+        assert row["accuracy"] == pytest.approx(figures[name]["accuracy"])
+        assert row["kappa"] == pytest.approx(figures[name]["kappa"], nan_ok=True)
+    code, out, _ = invoke("labeller", "--offline-labellers", "--format", "md",
+                          "--workspace", str(labelled_ws))
+    assert code == 0 and "## labeller_offline" in out and "classifier" in out
+
+
+def test_offline_labellers_refused_elsewhere_and_without_labels(labelled_ws: Path,
+                                                                demo_workspace: Path) -> None:
+    code, _, err = invoke("success", "--offline-labellers", "--workspace", str(labelled_ws))
+    assert code == 1 and "goes with the 'labeller' table" in err
+    code, _, err = invoke("labeller", "--offline-labellers", "--workspace", str(demo_workspace))
+    assert code == 1 and "no annotation store" in err
+    assert not (demo_workspace / "annotations.sqlite").exists()

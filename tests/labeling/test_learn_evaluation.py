@@ -12,7 +12,7 @@ import pytest
 from labeling.learn import agreement, check_floors, evaluate_labellers, failed_trajectories
 from labeling.learn.evalset import EvalSetError, GoldLabel, load_gold
 from labeling.learn.rerank import rerank_queue
-from tests.support import REAL_TRAJECTORIES, REPO, require_shared
+from tests.support import EHRSQL_SQLITE, REAL_TRAJECTORIES, REPO, require_shared
 
 EVAL_DIR = REPO / "tests" / "data" / "ai612_eval"
 
@@ -96,7 +96,44 @@ def test_figures_do_not_fall_below_the_committed_floors() -> None:
 
     files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))
     gold = load_gold(EVAL_DIR / "adjudicated.csv")
-    figures = evaluate_labellers(failed_trajectories(files), gold, TfidfEmbedder())
     floors = json.loads((EVAL_DIR / "floors.json").read_text())
+    # The floors were written with the finder executing on EHRSQL's database ('--db'); the
+    # figures are recomputed the same way, so a finder or classifier change that only helps
+    # without execution cannot hide a regression with it.
+    assert floors["ehr_db"] == EHRSQL_SQLITE.name
+    figures = evaluate_labellers(failed_trajectories(files), gold, TfidfEmbedder(),
+                                 ehr_path=require_shared(EHRSQL_SQLITE))
     assert figures["items"] == floors["items"] == 95
+    assert figures["executed"] == floors["executed"] > 0
     assert check_floors(figures, floors) == []
+
+
+def test_embedding_block_is_not_standardised_per_column() -> None:
+    """Evidence columns are standardised, the embedding passes through as the embedder made it:
+    a tiny embedding column keeps its small scale, where per-column scaling would blow it up to
+    the weight of the finder's verdict."""
+    import numpy as np
+
+    from labeling.learn.classifier import _model, feature_matrix
+
+    feats = [{"finder=x": float(i % 2), "steps": float(i)} for i in range(12)]
+    emb = np.array([[0.001 * (i % 3)] for i in range(12)])
+    fm = feature_matrix(feats, emb)
+    assert fm.evidence_columns == 2 and fm.values.shape == (12, 3)
+    scaler = _model(fm.evidence_columns)[0].fit(fm.values)
+    out = scaler.transform(fm.values)
+    assert np.allclose(out[:, :2].std(axis=0), 1.0)
+    assert np.allclose(out[:, 2], emb[:, 0])
+
+
+def test_propose_learns_from_labelled_rows_only() -> None:
+    from labeling.learn.classifier import MIN_LABELS, feature_matrix, propose
+
+    feats = [{"finder=a": 1.0} if i % 2 else {"finder=b": 1.0} for i in range(14)]
+    fm = feature_matrix(feats, None)
+    labelled = {i: ("A" if i % 2 else "B") for i in range(MIN_LABELS)}
+    out = propose(fm, labelled)
+    assert len(out) == 14
+    assert [p.category for p in out[MIN_LABELS:]] == ["B", "A", "B", "A"]
+    with pytest.raises(ValueError, match="at least"):
+        propose(fm, {i: labelled[i] for i in range(MIN_LABELS - 1)})

@@ -1,0 +1,72 @@
+"""The Annotate page shows the item the classifier is least sure of first once enough labels
+are confirmed (setting rerank_min_labels), and the store's order before."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from faillab.settings import Settings
+from labeling.queue import classifier_ranking, failed_frame, queue_for
+from labeling.store import Store, open_store
+from taxonomy import default_taxonomy
+from tests.support import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+TAXONOMY = default_taxonomy()
+KEYS = ["semantic_misunderstanding", "sql_logic_error", "answer_format_error"]
+
+
+@pytest.fixture
+def env(demo_workspace: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    monkeypatch.setenv("FAILLAB_RERANK_MIN_LABELS", "12")
+    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    store = open_store(Settings.from_env().annotations_url())
+    store.taxonomies.save(TAXONOMY.version, TAXONOMY.name, TAXONOMY.to_dict())
+    store.users.add("ana", "annotator")
+    store.users.add("ben", "annotator")
+    yield Workspace(root), store
+    store.close()
+    st.cache_resource.clear()
+
+
+def _shown(user: str) -> str:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.session_state["identity_name"] = user
+    at.run()
+    at.switch_page("views/annotate.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    keys = [b.key for b in at.button if b.key and b.key.endswith("_skip")]
+    assert keys, "no item on screen"
+    return keys[0][len("lf_"):-len("_skip")]
+
+
+def test_annotate_shows_the_least_sure_item_first(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    mine = failed[20:28]
+    store.queues.assign(mine, ["ana"], overlap=1)
+    plain = queue_for(store, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.1)
+    # Too few confirmed labels: the store's order.
+    assert _shown("ana") == plain[0]
+    for n, tid in enumerate(failed[:12]):
+        store.labels.add(tid, KEYS[n % 3], annotator="ben", taxonomy_version=TAXONOMY.version)
+    ranking = classifier_ranking(store, ws, min_labels=12)
+    assert ranking is not None
+    least_sure = min(mine, key=lambda t: ranking[t])
+    assert least_sure != plain[0]  # otherwise the page's order would prove nothing
+    assert _shown("ana") == least_sure

@@ -1,0 +1,87 @@
+"""The classifier's ranking of the Annotate queue (labeling.queue.classifier_ranking) and the
+setting that turns it on once enough labels are confirmed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faillab.settings import Settings
+from labeling.learn.classifier import MIN_LABELS
+from labeling.queue import classifier_ranking, failed_frame, queue_for
+from labeling.store import Store, open_store
+from tests.support import save_test_taxonomy
+from trajectories.workspace import Workspace
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    st = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
+    save_test_taxonomy(st)
+    st.users.add("ana")
+    yield st
+    st.close()
+
+
+# The test taxonomy's keys for the causes the demo generator injects.
+_KEYS = {"Semantic Misunderstanding": "semantic_misunderstanding",
+         "SQL Logic Error": "sql_logic_error", "Stuck-in-Loop": "stuck_in_loop",
+         "Answer Format Error": "answer_format_error"}
+
+
+def _cause(ws: Workspace, tid: str) -> str:
+    """The failure the demo generator injected: a stand-in for a person's label."""
+    traj = ws.get(tid)
+    assert traj is not None
+    return _KEYS.get(str((traj.model_extra or {})["simulated_failure"]), "other")
+
+
+def _confirm(store: Store, ws: Workspace, ids: list[str]) -> None:
+    for tid in ids:
+        store.labels.add(tid, _cause(ws, tid), annotator="ana", taxonomy_version="v")
+
+
+def test_setting_default_and_environment() -> None:
+    assert Settings.from_env({}).rerank_min_labels == 0  # opt-in: the first ranking is slow
+    assert Settings.from_env({"FAILLAB_RERANK_MIN_LABELS": "0"}).rerank_min_labels == 0
+
+
+def test_no_ranking_before_enough_confirmed_labels(store: Store, demo_workspace: Path) -> None:
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    _confirm(store, ws, failed[: MIN_LABELS - 1])
+    assert classifier_ranking(store, ws, min_labels=MIN_LABELS) is None
+    _confirm(store, ws, failed[MIN_LABELS - 1: MIN_LABELS + 5])
+    assert classifier_ranking(store, ws, min_labels=MIN_LABELS + 10) is None  # setting's N
+    assert classifier_ranking(store, ws, min_labels=0) is None  # 0: turned off
+
+
+def test_ranking_orders_the_queue_least_sure_first(store: Store, demo_workspace: Path) -> None:
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    confirmed, rest = failed[:30], failed[30:]
+    _confirm(store, ws, confirmed)
+    ranking = classifier_ranking(store, ws, min_labels=20)
+    assert ranking is not None
+    # A proposal for every failure, confirmed ones too: a colleague's label must not move an
+    # item to the end of someone else's queue.
+    assert set(ranking) == set(failed)
+    assert all(0.0 < c <= 1.0 for c in ranking.values())
+    assert len(set(ranking.values())) > 1  # it tells items apart
+
+    store.queues.assign(rest, ["ana"], overlap=1)
+    plain = queue_for(store, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.0)
+    ranked = queue_for(store, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.0,
+                       ranking=ranking)
+    assert sorted(plain) == sorted(rest)  # no pre-labels: every assigned failure
+    assert sorted(ranked) == sorted(plain)  # the same items, only reordered
+    confidences = [ranking[t] for t in ranked]
+    assert confidences == sorted(confidences)
+    # The same labels give the same answer (cached), a new confirmed label a new one.
+    assert classifier_ranking(store, ws, min_labels=20) == ranking
+    # Newly confirmed labels refit the classifier: the confidences change.
+    _confirm(store, ws, rest[:10])
+    again = classifier_ranking(store, ws, min_labels=20)
+    assert again is not None and set(again) == set(failed) and again != ranking
