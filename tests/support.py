@@ -5,6 +5,13 @@ and is never imported by a test module)."""
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +81,68 @@ def save_test_taxonomy(store: Any, versions: tuple[str, ...] = TEST_TAXONOMY_VER
     }
     for version in versions:
         store.taxonomies.save(version, "test_taxonomy", snapshot)
+
+
+POSTGRES_URL = os.environ.get(
+    "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+@contextmanager
+def postgres_database(prefix: str) -> Iterator[str]:
+    """URL of a throwaway database on the shared PostgreSQL server, dropped afterwards.
+
+    PostgreSQL runs on these machines and in CI, so there its absence fails the test; on a
+    developer machine without it the test is skipped with the reason."""
+    from sqlalchemy import create_engine, make_url, text
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        conn = admin.connect()
+    except OperationalError as exc:
+        admin.dispose()
+        message = (f"PostgreSQL is unreachable at {POSTGRES_URL} ({exc.orig}). "
+                   "Start it or set FAILLAB_TEST_POSTGRES_URL.")
+        if in_ci():
+            pytest.fail(f"CI=true requires PostgreSQL: {message}", pytrace=False)
+        pytest.skip(message)
+    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
+    conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.close()
+        admin.dispose()
+
+
+def free_port_in(ports: range, taken: Iterable[int] = ()) -> int:
+    """A loopback port of ``ports`` nobody listens on (tests keep to their own range)."""
+    skip = set(taken)
+    for port in ports:
+        if port in skip:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+def wait_for_health(url: str, proc: subprocess.Popen[bytes], log: Path, seconds: float) -> None:
+    """Wait until the Streamlit server at ``url`` answers its health check; fail with the end of
+    its log when it exits or stays silent."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server {url} exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"server {url} did not answer within {seconds:.0f} s")

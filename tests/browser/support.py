@@ -7,13 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import Page
 
-from tests.support import REPO
+from tests.support import REPO, wait_for_health
 
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts" / "screenshots"
@@ -41,17 +39,7 @@ class StreamlitServer:
             cwd=REPO, env={**os.environ, "FAILLAB_WORKSPACE": str(workspace), **(env or {})},
             stdout=self._log, stderr=subprocess.STDOUT,
         )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("streamlit did not answer within 60 s")
+        wait_for_health(self.url, self.proc, log, 60)
 
     def stop(self) -> None:
         self.proc.terminate()

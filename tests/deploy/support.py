@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from tests.support import free_port_in
 from trajectories.objectstore import s3_filesystem
 
 PORTS = range(8700, 8710)
@@ -17,14 +17,7 @@ ACCESS_KEY, SECRET_KEY = "testing-key", "testing-secret"
 
 
 def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
+    return free_port_in(PORTS)
 
 
 @dataclass(frozen=True)

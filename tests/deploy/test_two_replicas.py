@@ -6,33 +6,24 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
 
 from labeling.queue import failed_frame
 from labeling.store import open_store
 from tests.browser.support import wait_idle
 from tests.deploy.support import S3Server
-from tests.support import in_ci
+from tests.support import free_port_in, postgres_database, wait_for_health
 from trajectories.demo import generate_demo
 from trajectories.workspace import Workspace
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 
-POSTGRES_URL = os.environ.get(
-    "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SERVER_PORTS = range(8710, 8720)
 ITEMS = 4
 
@@ -40,35 +31,10 @@ ITEMS = 4
 @pytest.fixture
 def database() -> Iterator[str]:
     """A database of its own on the shared server, dropped afterwards."""
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    try:
-        conn = admin.connect()
-    except OperationalError as exc:
-        admin.dispose()
-        if in_ci():
-            pytest.fail(f"PostgreSQL unreachable at {POSTGRES_URL}: {exc.orig}", pytrace=False)
-        pytest.skip(f"PostgreSQL unreachable at {POSTGRES_URL}")
-    name = f"faillab_replicas_{uuid.uuid4().hex[:12]}"
-    conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.close()
-        admin.dispose()
+    with postgres_database("faillab_replicas") as url:
+        yield url
 
 
-def _free_port(taken: set[int]) -> int:
-    for port in SERVER_PORTS:
-        if port in taken:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 8710-8719")
 
 
 class Replica:
@@ -84,17 +50,7 @@ class Replica:
             env={**os.environ, **env}, stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self) -> None:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"replica exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"replica {self.url} did not answer within 90 s")
+        wait_for_health(self.url, self.proc, self.log_path, 90)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -150,7 +106,7 @@ def test_two_replicas_two_annotators_no_label_lost_or_duplicated(
     replicas = []
     try:
         for name in ("one", "two"):
-            port = _free_port(taken)
+            port = free_port_in(SERVER_PORTS, taken)
             taken.add(port)
             root = tmp_path / f"replica-{name}"
             root.mkdir()

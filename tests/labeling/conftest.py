@@ -9,24 +9,19 @@ so CI can never go green without having tested PostgreSQL.
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import create_engine, text
 
 from labeling.store import Store, open_store
 from labeling.store.models import Base
 from tests.labeling.support import fresh_postgres_url
-from tests.support import in_ci, save_test_taxonomy
+from tests.support import postgres_database as postgres_database_for
+from tests.support import save_test_taxonomy
 
-POSTGRES_URL = os.environ.get(
-    "FAILLAB_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
@@ -36,28 +31,8 @@ BACKENDS = [
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """URL of a throwaway database created for this test session."""
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    try:
-        conn = admin.connect()
-    except OperationalError as exc:
-        admin.dispose()
-        message = (
-            f"PostgreSQL is unreachable at {POSTGRES_URL} ({exc.orig}). "
-            "Start it or set FAILLAB_TEST_POSTGRES_URL."
-        )
-        if in_ci():
-            pytest.fail(
-                f"CI=true requires PostgreSQL for the store tests: {message}", pytrace=False
-            )
-        pytest.skip(message)
-    name = f"faillab_test_{uuid.uuid4().hex[:16]}"
-    conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.close()
-        admin.dispose()
+    with postgres_database_for("faillab_test") as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)
