@@ -7,7 +7,16 @@ import streamlit as st
 
 from faillab.app.state import workspace
 from faillab.app.widgets.safe import escape_markdown
+from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
+
+
+def _display_name(category: str) -> str:
+    """The finder suggests categories of the default taxonomy by key; people read names."""
+    try:
+        return default_taxonomy().category(category).name
+    except (KeyError, TaxonomyError):
+        return category
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
@@ -45,7 +54,7 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
             return
         title = f"**Evidence** · first divergence at step **{step}** · part `{found['part']}`"
         if show_category and found.get("category"):
-            title += (f" · suggests {escape_markdown(str(found['category']))} "
+            title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
                       f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
         st.markdown(title)
         st.markdown(escape_markdown(str(found.get("reason", ""))))

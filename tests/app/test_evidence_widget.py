@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from labeling.evidence import Probe, find_divergence
+from taxonomy import default_taxonomy
 from tests.support import REPO
 from trajectories.workspace import Workspace
 
@@ -41,3 +42,6 @@ def test_trajectory_page_shows_the_executed_evidence(
     assert any(f"first divergence at step **{expected.step}**" in t
                and f"`{expected.part}`" in t for t in text), text
     assert any("reference result:" in c.value for c in at.code)
+    if expected.category:  # the suggestion reads as the category's name, not its key
+        name = default_taxonomy().category(expected.category).name
+        assert any(f"suggests {name} (" in t for t in text), text
