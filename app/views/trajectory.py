@@ -36,7 +36,7 @@ flt = st.session_state.get("browse_filter")
 prev_id, next_id = failure_neighbours(ws, trajectory_id,
                                       flt if isinstance(flt, BrowseFilter) else None)
 
-top = st.columns([6, 1, 1])
+top = st.columns([3, 1, 1])  # room for each button and its key hint, unclipped
 with top[0]:
     st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
                f"{escape_markdown(run.model)} · rollout {run.rollout} · "
