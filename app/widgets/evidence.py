@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faillab.app.state import workspace
+from faillab.app.state import EhrKey, ehr_key, workspace
 from faillab.app.widgets.safe import escape_markdown
 from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
@@ -20,8 +20,7 @@ def _display_name(category: str) -> str:
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def _evidence(trajectory_json: str, ehr: str | None, ehr_mtime: float, ehr_size: int,
-              ) -> dict[str, object]:
+def _evidence(trajectory_json: str, ehr: EhrKey | None) -> dict[str, object]:
     # Keyed by the trajectory's content and the EHR file's (path, mtime, size): a rebuilt
     # database gives fresh evidence, an unchanged one is not re-executed on every rerun.
     from pathlib import Path
@@ -30,7 +29,7 @@ def _evidence(trajectory_json: str, ehr: str | None, ehr_mtime: float, ehr_size:
 
     traj = Trajectory.model_validate_json(trajectory_json)
     # Agent SQL runs in the sandbox's worker processes, never in the server's own memory.
-    probe = Probe.isolated(Path(ehr)) if ehr else None
+    probe = Probe.isolated(Path(ehr[0])) if ehr else None
     return find_divergence(traj, probe=probe).to_dict()
 
 
@@ -43,9 +42,8 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
     if out.success is not False and (out.reward is None or out.reward >= 1):
         return  # not a failure: nothing diverged
     ehr = workspace().ehr_path
-    stat = ehr.stat() if ehr is not None and ehr.is_file() else None
-    found = _evidence(traj.model_dump_json(), str(ehr) if stat else None,
-                      stat.st_mtime if stat else 0.0, stat.st_size if stat else 0)
+    found = _evidence(traj.model_dump_json(),
+                      ehr_key(ehr) if ehr is not None and ehr.is_file() else None)
     with st.container(border=True, key=f"evidence_{key}"):
         step = found.get("step")
         if found.get("part") is None:
