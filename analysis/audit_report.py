@@ -9,8 +9,6 @@ are ``null``/empty in JSON and CSV.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -19,7 +17,7 @@ import pandas as pd
 
 from analysis.export import latex_escape
 from analysis.export import to_markdown as frame_to_markdown
-from faillab.textsafe import csv_cell
+from faillab.textsafe import csv_cell, csv_text
 
 if TYPE_CHECKING:
     from labeling.audit.report import AuditReport, RateCount
@@ -213,14 +211,10 @@ def to_csv(report: AuditReport) -> str:
     ``value`` is the full-precision share or coefficient (empty when undefined or when the
     metric is a plain count); ``count`` is ``k/n`` behind a share, or a bare count.
     """
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["metric", "value", "count"])
-    for metric, value, count in _csv_rows(report):
-        # The value is a number (a negative kappa stays a number); only text is neutralised.
-        writer.writerow([csv_cell(metric), "" if value is None else repr(float(value)),
-                         csv_cell(count)])
-    return buf.getvalue()
+    # The value is a number (a negative kappa stays a number); only text is neutralised.
+    rows = [[csv_cell(metric), "" if value is None else repr(float(value)), csv_cell(count)]
+            for metric, value, count in _csv_rows(report)]
+    return csv_text([["metric", "value", "count"], *rows])
 
 
 # ---- display rows shared by Markdown and LaTeX ---------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from faillab.textsafe import csv_frame
+from faillab.textsafe import csv_frame, csv_frame_text
 
 #: LaTeX text-mode escapes; backslash must be handled first or it would re-escape the others.
 _LATEX_ESCAPES = [
@@ -70,9 +70,7 @@ def to_csv(df: pd.DataFrame) -> str:
     Text cells that a spreadsheet would run as a formula are neutralised (see
     :mod:`faillab.textsafe`); numbers are written as numbers.
     """
-    buf = io.StringIO()
-    csv_frame(df).to_csv(buf, index=False, lineterminator="\n")
-    return buf.getvalue()
+    return csv_frame_text(csv_frame(df))
 
 
 def _column_kind(series: pd.Series) -> str:

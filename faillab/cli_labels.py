@@ -18,7 +18,7 @@ from faillab.cli_common import (
     write_output,
 )
 from faillab.cli_users import open_annotations
-from faillab.textsafe import csv_uncell
+from faillab.textsafe import csv_text, csv_uncell
 from labeling.store import DataImportError, StoreError, export_labels, import_labels
 from taxonomy import Taxonomy, default_taxonomy
 
@@ -69,9 +69,7 @@ def normalise_categories(text: str, suffix: str, taxonomy: Taxonomy) -> str:
         for i in positions:
             if i < len(row):
                 row[i] = str(_to_key(taxonomy, row[i]))
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    return out.getvalue()
+    return csv_text(rows)
 
 
 @click.group()
@@ -127,7 +125,9 @@ def import_cmd(path: Path, workspace: Path | None) -> None:
     ws = open_workspace(workspace)
     known = set(ws.query_df("SELECT id FROM trajectories")["id"]) if ws.part_files() else set()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        # newline="": line breaks inside quoted fields are kept as written.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"{path}: cannot read ({err})") from None
     text = normalise_categories(text, path.suffix.lower(), taxonomy)

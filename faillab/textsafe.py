@@ -7,6 +7,9 @@ helpers, used by every CSV writer and every CLI text output:
   text cell starting with ``= + - @``, tab or carriage return gets a leading single quote).
   Numbers are never touched, so a negative value stays a number; a numeric *string* such
   as ``"-3"`` typed in a note is text and is neutralised like any other.
+* :func:`csv_text` / :func:`csv_frame_text` write rows with ``\n`` line endings and quote every
+  field of a row (or frame) holding a carriage return: Python's writer leaves a lone ``\r``
+  unquoted when the line ending is ``\n``, and such a file no longer reads back.
 * :func:`terminal_text` removes terminal escape sequences and other control characters
   (C0 except newline and tab, DEL, C1, and bidirectional overrides) from text printed by
   the CLI. JSON output does not need it: ``json.dumps`` escapes every control character.
@@ -14,13 +17,17 @@ helpers, used by every CSV writer and every CLI text output:
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_row", "csv_uncell", "terminal_text"]
+__all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_frame_text", "csv_row", "csv_text",
+           "csv_uncell", "terminal_text"]
 
 #: A text cell starting with one of these is read as a formula by spreadsheet programs.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -52,6 +59,34 @@ def csv_uncell(value: str) -> str:
 def csv_row(values: Any) -> list[Any]:
     """Every cell of one row through :func:`csv_cell`."""
     return [csv_cell(v) for v in values]
+
+
+def _has_cr(value: Any) -> bool:
+    return isinstance(value, str) and "\r" in value
+
+
+def csv_text(rows: Iterable[Sequence[Any]]) -> str:
+    """Rows as CSV text (``\n`` line endings); a row holding a carriage return is written with
+    every field quoted so that it reads back as one record. Cells are written as given: pass
+    them through :func:`csv_cell` first where a spreadsheet may open the file."""
+    buf = io.StringIO()
+    plain = csv.writer(buf, lineterminator="\n")
+    quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in rows:
+        (quoted if any(_has_cr(v) for v in row) else plain).writerow(row)
+    return buf.getvalue()
+
+
+def csv_frame_text(df: pd.DataFrame) -> str:
+    """``df`` (already made safe) as CSV text without its index, ``\n`` line endings; text
+    fields are quoted when any cell holds a carriage return (see :func:`csv_text`)."""
+    text_cells = df.select_dtypes(include=["object", "string"])
+    has_cr = bool(text_cells.map(_has_cr).to_numpy().any()) if not text_cells.empty else False
+    has_cr = has_cr or any(_has_cr(c) for c in df.columns)
+    buf = io.StringIO()
+    df.to_csv(buf, index=False, lineterminator="\n",
+              quoting=csv.QUOTE_NONNUMERIC if has_cr else csv.QUOTE_MINIMAL)
+    return buf.getvalue()
 
 
 def csv_frame(df: pd.DataFrame) -> pd.DataFrame:

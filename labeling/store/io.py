@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from faillab.textsafe import csv_cell
+from faillab.textsafe import csv_cell, csv_text
 from labeling.store.errors import (
     DataImportError,
     JudgmentImportError,
@@ -45,6 +45,8 @@ EXPORT_COLUMNS = [
 ]
 LABEL_REQUIRED = ("trajectory_id", "annotator", "source", "category")
 JUDGMENT_REQUIRED = ("task_id", "annotator", "valid")
+# Columns people write prose in: kept as written on import (only a blank one is empty).
+_FREE_TEXT = frozenset({"note"})
 JUDGMENT_COLUMNS = ("task_id", "annotator", "valid", "reason", "note", "stage")
 
 _TRUE = {"1", "true", "valid", "yes"}
@@ -102,30 +104,34 @@ def export_labels(
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if fmt != "csv":
         raise ValueError(f"unknown export format {fmt!r}; use 'csv' or 'jsonl'")
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({
-            k: "" if v is None else csv_cell(json.dumps(v, ensure_ascii=False)
-                                              if isinstance(v, dict) else v)
-            for k, v in row.items()
-        })
-    return out.getvalue()
+    cells = [
+        ["" if row.get(k) is None else csv_cell(json.dumps(row[k], ensure_ascii=False)
+                                                 if isinstance(row[k], dict) else row[k])
+         for k in EXPORT_COLUMNS]
+        for row in rows
+    ]
+    return csv_text([list(EXPORT_COLUMNS), *cells])
 
 
 # -- reading --------------------------------------------------------------------------------
 
 
+def _file_text(path: Path) -> str:
+    # newline="": a CR or CR LF inside a quoted CSV field is part of a note, not a line end
+    # to translate (universal newlines would turn "a\r\nb" into "a\nb").
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        return handle.read()
+
+
 def _read_text(text_or_path: str | Path) -> tuple[str, str]:
     """(content, format hint) from a path or from the content itself."""
     if isinstance(text_or_path, Path):
-        return text_or_path.read_text(encoding="utf-8-sig"), text_or_path.suffix.lower()
+        return _file_text(text_or_path), text_or_path.suffix.lower()
     # A one-line string that names an existing file is a path; anything else is content.
     if "\n" not in text_or_path and len(text_or_path) < 4096:
         candidate = Path(text_or_path)
         if candidate.is_file():
-            return candidate.read_text(encoding="utf-8-sig"), candidate.suffix.lower()
+            return _file_text(candidate), candidate.suffix.lower()
     return text_or_path, ""
 
 
@@ -160,12 +166,27 @@ def _records(
     for number, raw in enumerate(reader, start=1):
         if None in raw:
             raise error("more values than columns", row=number)
-        out.append({k: (v.strip() or None) if isinstance(v, str) else v for k, v in raw.items()})
+        out.append({k: _cell(k, v) for k, v in raw.items()})
     return out
+
+
+def _cell(column: str, value: Any) -> Any:
+    """A CSV cell: blank is None; free text keeps its spaces and line breaks, the rest is
+    trimmed."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    return value if column in _FREE_TEXT else value.strip()
 
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value).strip() or None
+
+
+def _free_text(value: Any) -> str | None:
+    """A note as written (spaces and line breaks kept); blank means no note."""
+    return None if value is None or not str(value).strip() else str(value)
 
 
 def _parse_int(value: Any, field: str, row: int, error: type[DataImportError]) -> int | None:
@@ -263,7 +284,7 @@ def import_labels(
                     rec.get("first_error_step"), "first_error_step", number, LabelImportError
                 ),
                 "confidence": _parse_confidence(rec.get("confidence"), number),
-                "note": _text(rec.get("note")),
+                "note": _free_text(rec.get("note")),
                 "taxonomy_version": version,
                 "created_at": _parse_time(rec.get("created_at"), number),
             }
@@ -343,7 +364,7 @@ def import_audit_judgments(
                 "annotator": annotator,
                 "valid": valid,
                 "reason": reason,
-                "note": _text(rec.get("note")),
+                "note": _free_text(rec.get("note")),
                 "stage": stage,
             }
         )

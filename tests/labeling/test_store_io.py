@@ -46,6 +46,14 @@ def _seed(store: Store) -> None:
         secondary_category="other",
         confidence=0.9,
     )
+    # A note typed with surrounding spaces and line breaks (CR LF and a lone CR).
+    store.labels.add(
+        "t2",
+        "wrong_table",
+        annotator="ana",
+        taxonomy_version="v1",
+        note="  first line\r\nsecond\rthird  ",
+    )
 
 
 def test_csv_columns_are_exact(store: Store) -> None:
@@ -66,17 +74,18 @@ def test_round_trip(store: Store, fmt: str, tmp_path: Path) -> None:
     try:
         assert (
             import_labels(target, exported, known_trajectory_ids=KNOWN,
-                          default_taxonomy_version="v1") == 2
+                          default_taxonomy_version="v1") == 3
         )
         assert export_labels(target, fmt) == exported
+        assert {lab.note for lab in target.labels.all()} >= {"  first line\r\nsecond\rthird  "}
         assert target.users.get("ana") is not None
-        assert [h.action for h in target.history.entries("label")] == ["import", "import"]
+        assert [h.action for h in target.history.entries("label")] == ["import"] * 3
         # A path works as well as content.
         path = tmp_path / f"labels.{fmt}"
         path.write_text(exported)
         assert (
             import_labels(target, str(path), known_trajectory_ids=KNOWN,
-                          default_taxonomy_version="v1") == 2
+                          default_taxonomy_version="v1") == 3
         )
     finally:
         target.close()
@@ -226,9 +235,9 @@ def test_export_includes_llm_prelabels_with_their_rationale(store: Store) -> Non
                                         error="timeout"))  # failures are not labels
     rows = list(csv.DictReader(io.StringIO(export_labels(store, "csv"))))
     llm = [r for r in rows if r["trajectory_id"] == "t3"]
-    assert len(llm) == 1 and len(rows) == 3
+    assert len(llm) == 1 and len(rows) == 4
     assert llm[0]["source"] == "llm" and llm[0]["category"] == "other"
     assert llm[0]["note"] == "step 3: a guess" and llm[0]["first_error_step"] == "3"
     assert llm[0]["annotator"] == "heuristic:heuristic"
     assert len(list(csv.DictReader(io.StringIO(
-        export_labels(store, "csv", include_prelabels=False))))) == 2
+        export_labels(store, "csv", include_prelabels=False))))) == 3
