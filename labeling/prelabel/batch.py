@@ -350,11 +350,11 @@ def _collect(store: Store, lab: GeminiLabeller, taxonomy: Taxonomy, state: Batch
     def key(tid: str) -> PrelabelKey:
         return PrelabelKey(tid, state.taxonomy_version, state.prompt_version, state.model)
 
+    labelled: list[PrelabelRecord] = []
+    failures: list[PrelabelRecord] = []
+
     def save_failure(tid: str, error: str, in_tok: int = 0, out_tok: int = 0) -> None:
-        # Never over a usable label (an interactive run may have labelled it meanwhile).
-        old = store.prelabels.get(key(tid))
-        if old is None or not old.ok:
-            store.prelabels.save(PrelabelRecord(key(tid), None, error, in_tok, out_tok, 1))
+        failures.append(PrelabelRecord(key(tid), None, error, in_tok, out_tok, 1))
         report.failed += 1
         report.errors.append(f"{tid}: {error}")
 
@@ -387,11 +387,15 @@ def _collect(store: Store, lab: GeminiLabeller, taxonomy: Taxonomy, state: Batch
             save_failure(tid, f"{e.kind}: {e.message}", e.usage.input_tokens,
                          e.usage.output_tokens)
             continue
-        store.prelabels.save(PrelabelRecord(key(tid), result, None, usage.input_tokens,
-                                           usage.output_tokens, 1))
+        labelled.append(PrelabelRecord(key(tid), result, None, usage.input_tokens,
+                                       usage.output_tokens, 1))
         report.labelled += 1
         report.input_tokens += usage.input_tokens
         report.output_tokens += usage.output_tokens
+    # One bulk write per job; a failure never replaces a usable label (an interactive run may
+    # have labelled the item meanwhile). Collecting the same job again rewrites the same rows.
+    store.prelabels.save_many(labelled)
+    store.prelabels.save_many(failures, keep_labels=True)
 
 
 # -- the step -----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -91,6 +92,38 @@ def _prelabel_record(row: PrelabelRow, key: PrelabelKey) -> PrelabelRecord:
     )
 
 
+_KEY_COLUMNS = ("trajectory_id", "taxonomy_version", "prompt_version", "model")
+_UPSERT_COLUMNS = (
+    "category", "confidence", "first_error_step", "rationale", "secondary_category", "labeller",
+    "labeller_version", "evidence", "error", "input_tokens", "output_tokens", "attempts",
+    "created_at",
+)
+_SAVE_CHUNK = 1_000  # rows per transaction: bounded statement size, progress kept on a crash
+
+
+def _row_values(record: PrelabelRecord, now: datetime) -> dict[str, Any]:
+    r = record.result
+    return {
+        "trajectory_id": record.key.trajectory_id,
+        "taxonomy_version": record.key.taxonomy_version,
+        "prompt_version": record.key.prompt_version,
+        "model": record.key.model,
+        "category": r.category if r else None,
+        "confidence": r.confidence if r else None,
+        "first_error_step": r.first_error_step if r else None,
+        "rationale": r.rationale if r else None,
+        "secondary_category": r.secondary_category if r else None,
+        "labeller": r.labeller if r else None,
+        "labeller_version": r.labeller_version if r else None,
+        "evidence": json.dumps(r.evidence, ensure_ascii=False) if r and r.evidence else None,
+        "error": record.error,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "attempts": record.attempts,
+        "created_at": now,
+    }
+
+
 class Prelabels(Part):
     """`store.prelabels`."""
 
@@ -128,35 +161,28 @@ class Prelabels(Part):
 
     def save(self, record: PrelabelRecord) -> None:
         """Insert or replace the pre-label for `record.key` (one atomic upsert statement)."""
-        r = record.result
-        values: dict[str, Any] = {
-            "trajectory_id": record.key.trajectory_id,
-            "taxonomy_version": record.key.taxonomy_version,
-            "prompt_version": record.key.prompt_version,
-            "model": record.key.model,
-            "category": r.category if r else None,
-            "confidence": r.confidence if r else None,
-            "first_error_step": r.first_error_step if r else None,
-            "rationale": r.rationale if r else None,
-            "secondary_category": r.secondary_category if r else None,
-            "labeller": r.labeller if r else None,
-            "labeller_version": r.labeller_version if r else None,
-            "evidence": json.dumps(r.evidence, ensure_ascii=False) if r and r.evidence else None,
-            "error": record.error,
-            "input_tokens": record.input_tokens,
-            "output_tokens": record.output_tokens,
-            "attempts": record.attempts,
-            "created_at": utcnow(),
-        }
-        key_columns = ["trajectory_id", "taxonomy_version", "prompt_version", "model"]
+        self.save_many([record])
+
+    def save_many(self, records: Sequence[PrelabelRecord], *, keep_labels: bool = False) -> None:
+        """Insert or replace many pre-labels in one transaction per chunk (a Batch API job
+        brings tens of thousands of answers at once; one transaction each would take minutes
+        on PostgreSQL). With `keep_labels`, a failed record never replaces a stored label
+        (an interactive run may have labelled the item meanwhile)."""
         insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        stmt = insert(PrelabelRow).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=key_columns,
-            set_={k: stmt.excluded[k] for k in values if k not in key_columns},
-        )
-        with self._write() as s:
-            s.execute(stmt)
+        stmt = insert(PrelabelRow)
+        set_ = {k: stmt.excluded[k] for k in _UPSERT_COLUMNS}
+        if keep_labels:
+            # Replace a stored row only when it holds no label, or the new one has one.
+            replaceable = PrelabelRow.category.is_(None) | stmt.excluded.category.isnot(None)
+            upsert = stmt.on_conflict_do_update(index_elements=list(_KEY_COLUMNS), set_=set_,
+                                                where=replaceable)
+        else:
+            upsert = stmt.on_conflict_do_update(index_elements=list(_KEY_COLUMNS), set_=set_)
+        now = utcnow()
+        rows = [_row_values(r, now) for r in records]
+        for first in range(0, len(rows), _SAVE_CHUNK):
+            with self._write() as s:
+                s.execute(upsert, rows[first:first + _SAVE_CHUNK])
 
     def successful(self, viewer: Viewer = OPERATOR) -> list[dict[str, Any]]:
         """Every pre-label that produced a category and `viewer` may see, oldest first (for

@@ -53,3 +53,30 @@ def test_get_prelabels_reads_one_configuration_in_bulk(store: Store) -> None:
     assert set(found) == {"a", "b", "c"}
     assert found["a"] == store.prelabels.get(PrelabelKey("a", "v1", "p1", "m1"))
     assert found["c"].result is None and found["c"].error == "boom"
+
+
+def test_save_many_upserts_in_bulk_and_keeps_labels_over_failures(store: Store) -> None:
+    def key(i: int) -> PrelabelKey:
+        return PrelabelKey(f"t{i}", "v1", "p1", "gemini-x")
+
+    result = LabelResult("bad_join", 0.8, 3, "step 3", "gemini", "2")
+    # More rows than one transaction chunk, so chunking is exercised on both backends.
+    store.prelabels.save_many([PrelabelRecord(key(i), result) for i in range(2_500)])
+    assert store.prelabels.count() == 2_500
+    assert len(store.prelabels.get_many("v1", "p1", "gemini-x")) == 2_500
+    store.prelabels.save(PrelabelRecord(key(5_000), None, error="timeout"))
+    # A later batch whose answers failed: labelled items keep their label, failed ones are
+    # updated, new ones are stored.
+    failures = [PrelabelRecord(key(i), None, error="batch: no answer")
+                for i in (0, 1, 5_000, 6_000)]
+    store.prelabels.save_many(failures, keep_labels=True)
+    assert store.prelabels.get(key(0)) == PrelabelRecord(key(0), result)
+    assert store.prelabels.get(key(1)) == PrelabelRecord(key(1), result)
+    assert (got := store.prelabels.get(key(5_000))) is not None and got.error == "batch: no answer"
+    assert (new := store.prelabels.get(key(6_000))) is not None and not new.ok
+    # A label replaces a failure even with keep_labels.
+    store.prelabels.save_many([PrelabelRecord(key(6_000), result)], keep_labels=True)
+    assert store.prelabels.get(key(6_000)) == PrelabelRecord(key(6_000), result)
+    # Without keep_labels the newest record wins, as save() does.
+    store.prelabels.save_many([PrelabelRecord(key(0), None, error="replaced")])
+    assert (gone := store.prelabels.get(key(0))) is not None and gone.error == "replaced"
