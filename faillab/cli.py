@@ -101,6 +101,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "The EHR database that agent and reference SQL are re-run against."),
     "score": ("faillab.cli_workspace:score_cmd",
         "Re-score every trajectory by exact match with the current scorer."),
+    "show": ("faillab.cli_show:show",
+        "Print one trajectory: question, every step with its observation, final answer vs "
+        "ground truth, outcome and reference SQL."),
     "stats": ("faillab.cli_stats:stats",
         "Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, "
         "taxonomy, taxonomy_turns, provenance, robustness, labeller."),
