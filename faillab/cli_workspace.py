@@ -14,11 +14,17 @@ from faillab.cli_common import (
     emit,
     json_option,
     open_workspace,
+    settings_for,
     success_source_option,
     workspace_option,
 )
+from faillab.shared_lock import parts_writer_lock
 from faillab.textsafe import terminal_text
 from trajectories.importers import FORMATS, ImportProblem
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
 
 
 @click.command("import")
@@ -67,9 +73,10 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
         bar.update(records - bar.n)
 
     try:
-        report = ws.import_files(files, fmt=fmt, run=run, model=model,
-                                 skip_invalid=skip_invalid, progress=progress,
-                                 mapping=mapping, tasks=tasks)
+        with parts_writer_lock(settings_for(workspace), _say):
+            report = ws.import_files(files, fmt=fmt, run=run, model=model,
+                                     skip_invalid=skip_invalid, progress=progress,
+                                     mapping=mapping, tasks=tasks)
     except ImportProblem as problem:
         raise UserError(f"{problem} (nothing was imported)") from None
     finally:
@@ -106,7 +113,8 @@ def demo(workspace: Path | None, seed: int, n_tasks: int, rollouts: int, n_patie
     ws.create()
     result = generate_demo(ws.root, seed=seed, n_tasks=n_tasks, rollouts=rollouts,
                            n_patients=n_patients)
-    added, dups = ws.add((t, "demo") for t in result.trajectories)
+    with parts_writer_lock(settings_for(workspace), _say):
+        added, dups = ws.add((t, "demo") for t in result.trajectories)
     if as_json:
         emit({"imported": added, "duplicates": dups, "ehr_database": str(result.ehr_path)})
     else:
@@ -203,7 +211,8 @@ def compact(workspace: Path | None, part_mb: int | None, as_json: bool) -> None:
     if not ws.exists():
         raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
     try:
-        result = ws.compact(part_mb=part_mb) if part_mb else ws.compact()
+        with parts_writer_lock(settings_for(workspace), _say):
+            result = ws.compact(part_mb=part_mb) if part_mb else ws.compact()
     except WorkspaceError as err:
         raise UserError(str(err)) from None
     if as_json:
