@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from faillab.cli_common import UserError, emit, json_option, settings_for, workspace_option
+from faillab.textsafe import terminal_text
 from labeling.prelabel.options import OPTIONS, OptionSpec, PrelabelOptions
 
 if TYPE_CHECKING:
@@ -82,9 +83,12 @@ def _options(params: dict[str, Any], settings: Settings) -> PrelabelOptions:
                    "answers within a day); run again to collect what has finished.")
 @click.option("--wait", is_flag=True,
               help="With --batch: poll until every job has finished and is collected.")
+@click.option("--status", is_flag=True,
+              help="Show the latest pre-label runs and any Batch API jobs waiting to be "
+                   "collected, then exit; nothing is labelled or sent.")
 @json_option
 @workspace_option
-def prelabel(batch: bool, wait: bool, as_json: bool, workspace: Path | None,
+def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Path | None,
              **params: Any) -> None:
     """Pre-label the workspace's failed trajectories (cached, resumable).
 
@@ -96,6 +100,9 @@ def prelabel(batch: bool, wait: bool, as_json: bool, workspace: Path | None,
     from trajectories.workspace import Workspace
 
     settings = settings_for(workspace)
+    if status:
+        _status(settings, as_json=as_json)
+        return
     options = _options(params, settings)
     if wait and not batch:
         raise UserError("--wait only applies to --batch")
@@ -118,6 +125,41 @@ def prelabel(batch: bool, wait: bool, as_json: bool, workspace: Path | None,
             _interactive(ws, store, options, as_json=as_json)
     finally:
         store.close()
+
+
+def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
+    """The latest runs as the store records them (a run whose worker stopped beating reads as
+    interrupted) and the Batch API jobs the workspace's state file still waits for."""
+    from labeling.prelabel.batch import load_state, state_path
+    from labeling.store import open_store
+
+    if not settings.database_url and not settings.workspace.exists():
+        raise UserError(f"no workspace at {settings.workspace}")
+    store = open_store(settings.annotations_url())
+    try:
+        latest = store.prelabels.latest_runs(runs)
+    finally:
+        store.close()
+    state = load_state(state_path(settings.workspace))
+    jobs = [{"name": j.name, "state": j.state, "items": len(j.keys)}
+            for j in (state.open_jobs if state else [])]
+    if as_json:
+        emit({"runs": [{k: v for k, v in vars(r).items() if k != "pid"} for r in latest],
+              "batch": {"model": state.model, "open_jobs": jobs} if state else None})
+        return
+    if not latest:
+        click.echo("no pre-label runs yet")
+    for r in latest:
+        cost = f", estimated cost ${r.estimated_cost:.4f}" if r.estimated_cost else ""
+        click.echo(terminal_text(
+            f"run {r.id}  {r.status:<11} {r.labeller} {r.model}  started "
+            f"{r.started_at:%Y-%m-%d %H:%M} UTC  {r.done}/{r.total} done: labelled "
+            f"{r.labelled}, cached {r.cached}, failed {r.failed}; {r.calls} calls{cost}"))
+    if jobs:
+        click.echo(f"Batch API ({state.model if state else ''}): {len(jobs)} job(s) to collect; "
+                   "run 'faillab prelabel --labeler gemini --batch' to collect what has finished")
+        for job in jobs:
+            click.echo(terminal_text(f"  {job['name']}  {job['state']}  {job['items']} items"))
 
 
 def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_json: bool) -> None:

@@ -170,6 +170,17 @@ def test_batch_shows_cost_first_then_submits_and_collects(ws_dir: Path) -> None:
         assert (submitted["submitted_jobs"], submitted["running_jobs"]) == (1, 1)
         assert submitted["to_submit"] == n and submitted["labelled"] == 0
 
+        # --status shows the job waiting to be collected and sends nothing.
+        code, out, err = invoke("prelabel", "--status", "--json", "--workspace", str(ws_dir),
+                                env=env)
+        assert code == 0, err
+        status = json.loads(out)
+        assert status["batch"]["model"] == "gemini-2.5-flash"
+        assert [j["items"] for j in status["batch"]["open_jobs"]] == [n]
+        code, out, _ = invoke("prelabel", "--status", "--workspace", str(ws_dir), env=env)
+        assert "1 job(s) to collect" in out and f"{n} items" in out
+        assert fake.batch_calls.count("create") == 1 and fake.request_count == 0
+
         code, out, err = invoke(*args, env=env)  # collecting sends nothing: no consent needed
         assert code == 0, err
         collected = json.loads(out)
@@ -188,3 +199,21 @@ def test_batch_needs_gemini_and_wait_needs_batch(ws_dir: Path) -> None:
     code, _, err = invoke("prelabel", "--wait", "--workspace", str(ws_dir))
     assert code == 1 and "--wait only applies to --batch" in err
 
+
+
+def test_status_lists_runs_newest_first_and_sends_nothing(ws_dir: Path) -> None:
+    code, out, _ = invoke("prelabel", "--status", "--workspace", str(ws_dir))
+    assert code == 0 and out.strip() == "no pre-label runs yet"
+    n = failures(ws_dir)
+    invoke("prelabel", "--labeler", "heuristic", "--limit", "5", "--workspace", str(ws_dir))
+    invoke("prelabel", "--labeler", "heuristic", "--workspace", str(ws_dir))
+    code, out, err = invoke("prelabel", "--status", "--json", "--workspace", str(ws_dir))
+    assert code == 0, err
+    runs = json.loads(out)["runs"]
+    assert [r["status"] for r in runs] == ["done", "done"] and runs[0]["id"] > runs[1]["id"]
+    assert (runs[1]["labelled"], runs[0]["labelled"] + runs[0]["cached"]) == (5, n)
+    assert json.loads(out)["batch"] is None
+    code, out, _ = invoke("prelabel", "--status", "--workspace", str(ws_dir))
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"run {runs[0]['id']}  done")
+    assert f"{n}/{n} done" in lines[0]
