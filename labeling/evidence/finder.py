@@ -174,7 +174,9 @@ def _answer_step(
                                      "output), final answer reformatted or changed")
         # The recorded output holds every expected value; executing the step confirms it
         # returns exactly the reference's rows, not just a superset that mentions them.
-        got = probe.run(by_index[i]) if i in by_index else None
+        if i not in by_index or not _could_match(by_index[i], reference, gold):
+            continue
+        got = probe.run(by_index[i])
         if got is not None and got.rows and (
             (reference is not None and same_rows(got, reference))
             or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
@@ -184,6 +186,21 @@ def _answer_step(
     if shape_only:
         return last, _div("answer", "final answer has the reference's values in another shape")
     return None
+
+
+def _could_match(sql: str, reference: Rows | None, gold: list[tuple[str, ...]] | None) -> bool:
+    """Whether executing ``sql`` could show the reference's rows or the ground truth: a query
+    whose output width (read from its text) fits neither cannot, whatever its rows, so it is not
+    run. Unknown widths (``*``, text that does not parse) are run."""
+    parts = decompose(sql)
+    if parts is None or parts.star:
+        return True
+    widths = {len(row) for row in gold or []}
+    if reference is not None and reference.rows:
+        widths.add(len(reference.rows[0]))
+    elif reference is not None:
+        widths.add(len(reference.columns))
+    return not widths or parts.n_outputs in widths
 
 
 def find_divergence(
@@ -246,8 +263,9 @@ def find_divergence(
         # whatever else differs, answering anyway is the failure.
         final_div = [_div("no_data", f"the reference finds no rows; step {last_i} answered "
                                      "anyway from other rows"), *final_div]
+    last_rows: Rows | None = None
     if not final_div and reference is not None:
-        got = probe.run(dict(steps)[last_i]) if probe is not None else None
+        got = last_rows = probe.run(dict(steps)[last_i]) if probe is not None else None
         if got is not None and not same_rows(got, reference):
             final_div = [_div("result", f"step {last_i} result differs from the reference's "
                                         f"({len(got.rows)} vs {len(reference.rows)} rows)")]
@@ -266,10 +284,10 @@ def find_divergence(
         ):
             first = i
             break
-    if probe is not None:
-        got = probe.run(dict(steps)[last_i])
-        if got is not None:
-            rows.append(f"step {last_i} result: " + got.text(_ROW_TEXT))
+    if last_rows is not None:
+        # Shown only when the verdict needed the step executed: running a query just to show
+        # its rows cannot change the verdict, and the step's recorded output is shown anyway.
+        rows.append(f"step {last_i} result: " + last_rows.text(_ROW_TEXT))
     return _evidence(trajectory, first, final_div, rows, executed, last_i)
 
 

@@ -38,6 +38,7 @@ class RefParts:
     order_limit: tuple[bool, int | None]
     n_outputs: int
     lookups: frozenset[tuple[str, str]] = frozenset()  # (dictionary table, LIKE pattern)
+    star: bool = False  # an output is ``*`` or ``t.*``: the width is not known from the text
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,10 @@ def decompose(sql: str | None) -> RefParts | None:
             limit = int(str(num.this))
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     n_out = len(select.expressions) if select is not None else 0
+    star = select is None or any(
+        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+        for e in select.expressions
+    )
     return RefParts(
         tables=tables,
         codes=frozenset(codes),
@@ -117,6 +122,7 @@ def decompose(sql: str | None) -> RefParts | None:
         order_limit=(tree.find(exp.Order) is not None, limit),
         n_outputs=n_out,
         lookups=frozenset(lookups),
+        star=star,
     )
 
 
