@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,29 @@ class Evidence:
     @property
     def part(self) -> str | None:
         return self.divergences[0].part if self.divergences else None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        """Evidence as ``to_dict`` stored it (beside a pre-label), so it can be reused without
+        running the finder again. Each divergence gets its part's calibration back."""
+        parts = [str(p) for p in data.get("parts") or []]
+        reasons = [str(r) for r in data.get("divergences") or []]
+        found = [
+            _div(part, reason) if part in CALIBRATION else Divergence(part, reason, "", 0.0)
+            for part, reason in zip(parts, reasons, strict=False)
+        ]
+        step = data.get("step")
+        category = data.get("category")
+        confidence = data.get("confidence")
+        return cls(
+            step=step if isinstance(step, int) else None,
+            divergences=found,
+            rows=[str(r) for r in data.get("rows") or []],
+            category=str(category) if category else None,
+            confidence=float(confidence) if isinstance(confidence, (int, float)) else 0.0,
+            reason=str(data.get("reason") or ""),
+            executed=bool(data.get("executed")),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
