@@ -33,7 +33,8 @@ _SHARED_MAX = 4096
 _shared: OrderedDict[tuple[str, int, int, str], Rows | None] = OrderedDict()
 _shared_lock = threading.Lock()
 # Codes are agent-written literals spliced into a look-up query: only these shapes qualify.
-_RE_CODE = re.compile(r"^[A-Za-z0-9._-]{1,20}$")
+_RE_CODE = re.compile(r"^[A-Za-z0-9._|-]{1,20}$")  # "|": EHRSQL writes codes as icd9|5491
+_RE_VERSIONED = re.compile(r"^icd(\d+)\|", re.I)
 _RE_PATTERN = re.compile(r"^[^'\\]{1,80}$")
 # Dictionary tables: (table, code column, version column or None, label column).
 _DICTIONARIES = (
@@ -140,9 +141,12 @@ class Probe:
         if self._dicts is None:
             found = []
             for table, code, version, label in _DICTIONARIES:
-                cols = ", ".join(c for c in (code, version, label) if c)
-                if self.run(f"SELECT {cols} FROM {table} LIMIT 0") is not None:
-                    found.append((table, code, version, label))
+                # EHRSQL's tables have no version column (the version is in the code itself).
+                for ver in dict.fromkeys((version, None)):
+                    cols = ", ".join(c for c in (code, ver, label) if c)
+                    if self.run(f"SELECT {cols} FROM {table} LIMIT 0") is not None:
+                        found.append((table, code, ver, label))
+                        break
             self._dicts = found
         return self._dicts
 
@@ -161,7 +165,7 @@ class Probe:
                 f"ORDER BY 1"
             )
             for value, ver, text in got.rows if got is not None else ():
-                out.setdefault(str(value).lower(), CodeInfo(table, _ver(ver), str(text)))
+                out.setdefault(str(value).lower(), CodeInfo(table, _ver(ver, value), str(text)))
         return out
 
     def lookup(self, table: str, pattern: str) -> dict[str, CodeInfo]:
@@ -177,7 +181,7 @@ class Probe:
                 f"WHERE lower({label}) LIKE '{pattern.lower()}' ORDER BY 1 LIMIT 50"
             )
             for value, ver, text in got.rows if got is not None else ():
-                out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver), str(text)))
+                out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver, value), str(text)))
         return out
 
 
@@ -191,8 +195,9 @@ def _identity(path: Path) -> tuple[str, int, int] | None:
     return (str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def _ver(value: Any) -> str | None:
+def _ver(value: Any, code: Any = None) -> str | None:
     if value is None:
-        return None
+        match = _RE_VERSIONED.match(str(code or ""))
+        return match.group(1) if match else None
     text = str(value).strip()
     return text[:-2] if text.endswith(".0") else text or None
