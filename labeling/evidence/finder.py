@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,7 +283,7 @@ def find_divergence(
     final_div = compare(ref, last)
     if probe is not None:
         final_div = _with_lookups(final_div, ref, last, probe, rows,
-                                  _searched(steps, last_i))
+                                  lambda: _searched(steps, last_i))
     if reference is not None and not reference.rows and has_final_answer(trajectory.final_answer):
         # The record holds no answer (the reference finds nothing), yet the agent gave one:
         # whatever else differs, answering anyway is the failure.
@@ -323,7 +323,7 @@ def find_divergence(
 
 def _with_lookups(
     found: list[Divergence], ref: RefParts, got: RefParts, probe: Probe, rows: list[str],
-    searched: set[str],
+    searched: Callable[[], set[str]],
 ) -> list[Divergence]:
     """Make code divergences concrete by looking the codes up in the dictionary tables."""
     ref_codes = {v for c, v in ref.codes}
@@ -380,7 +380,7 @@ def _with_lookups(
     # for another concept. Codes written without a search say nothing about the reading: they
     # stay a code divergence.
     wanted = _words(p for _, p in ref.lookups) or _words(w.label for w in ref_info.values())
-    sought = _words(searched)
+    sought = _words(searched()) if wanted else set()  # parses earlier steps: only if needed
     if wanted and sought and not _related(wanted, sought):
         out = [d for d in out if d.part not in ("codes", "lookup")]
         out.insert(0, Divergence(

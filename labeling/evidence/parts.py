@@ -61,9 +61,14 @@ class Divergence:
     confidence: float
 
 
-def _literal_pairs(tree: exp.Expr) -> list[tuple[str, str]]:
+_COMPARISONS = (exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _literal_pairs(nodes: list[exp.Expr]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for node in tree.find_all(exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE):
+    for node in nodes:
+        if not isinstance(node, _COMPARISONS):
+            continue
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             continue  # x IN (SELECT ...): the subquery's own comparisons are found by themselves
         if any(isinstance(side, (exp.Subquery, exp.Select))
@@ -88,10 +93,15 @@ def decompose(sql: str | None) -> RefParts | None:
     if tree is None:
         return None
     tables = frozenset(t.rsplit(".", 1)[-1].lower() for t in tables_in_sql(sql))
+    # One walk of the tree (each find_all is a walk; parsing and walking are the finder's cost).
+    nodes = list(tree.walk())
+    columns = [n for n in nodes if isinstance(n, exp.Column)]
     lookups: set[tuple[str, str]] = set()
-    for like in tree.find_all(exp.Like, exp.ILike, exp.EQ):
-        col = like.find(exp.Column)
-        if isinstance(like, exp.EQ) and (col is None or col.name.lower() not in _TITLE_COLS):
+    for like in nodes:
+        if not isinstance(like, (exp.Like, exp.ILike, exp.EQ)):
+            continue
+        named = like.find(exp.Column)
+        if isinstance(like, exp.EQ) and (named is None or named.name.lower() not in _TITLE_COLS):
             continue
         select = like.find_ancestor(exp.Select)
         table = select.find(exp.Table) if select is not None else None
@@ -102,9 +112,9 @@ def decompose(sql: str | None) -> RefParts | None:
     filters: set[tuple[str, str]] = set()
     times: set[str] = set()
     # Names the query defines itself (``DENSE_RANK() ... AS c1``): a bound on one is not a filter.
-    aliases = {a.alias.lower() for a in tree.find_all(exp.Alias) if a.alias}
+    aliases = {a.alias.lower() for a in nodes if isinstance(a, exp.Alias) and a.alias}
     titles = {lit for _, lit in lookups}
-    for col, lit in _literal_pairs(tree):
+    for col, lit in _literal_pairs(nodes):
         if col in aliases or (col in _TITLE_COLS and lit in titles):
             continue  # a dictionary look-up is compared as a look-up, not as a filter
         if _RE_TIME.match(lit):
@@ -114,11 +124,11 @@ def decompose(sql: str | None) -> RefParts | None:
         elif col:
             filters.add((col, lit))
     group_by = frozenset(
-        c.name.lower() for g in tree.find_all(exp.Group) for c in g.find_all(exp.Column)
+        c.name.lower() for g in nodes if isinstance(g, exp.Group) for c in g.find_all(exp.Column)
     )
     aggs: set[str] = set()
-    for fn in tree.find_all(exp.AggFunc):
-        if isinstance(fn, _RANKING):
+    for fn in nodes:
+        if not isinstance(fn, exp.AggFunc) or isinstance(fn, _RANKING):
             continue  # DENSE_RANK() <= 3 is a top-N, as ORDER BY ... LIMIT 3: not an aggregate
         name = fn.key.lower()
         aggs.add(f"{name} distinct" if fn.find(exp.Distinct) else name)
@@ -150,18 +160,18 @@ def decompose(sql: str | None) -> RefParts | None:
         lookups=frozenset(lookups),
         star=star,
         out_columns=out_columns,
-        out_tables=_sources(tree, out_columns, tables),
-        columns=frozenset(c.name.lower() for c in tree.find_all(exp.Column)),
+        out_tables=_sources(nodes, columns, out_columns, tables),
+        columns=frozenset(c.name.lower() for c in columns),
     )
 
 
-def _sources(tree: exp.Expr, names: frozenset[str], tables: frozenset[str]) -> frozenset[str]:
+def _sources(nodes: list[exp.Expr], columns: list[exp.Column], names: frozenset[str],
+             tables: frozenset[str]) -> frozenset[str]:
     """The base tables that columns called ``names`` are read from, wherever the query
     qualifies them with a table or its alias (``T3.x`` over a subquery resolves at the inner
     ``microbiologyevents.x``)."""
-    alias = {t.alias_or_name.lower(): t.name.lower() for t in tree.find_all(exp.Table)}
-    out = {alias.get(c.table.lower(), "") for c in tree.find_all(exp.Column)
-           if c.name.lower() in names and c.table}
+    alias = {t.alias_or_name.lower(): t.name.lower() for t in nodes if isinstance(t, exp.Table)}
+    out = {alias.get(c.table.lower(), "") for c in columns if c.name.lower() in names and c.table}
     if len(tables) == 1:
         out |= tables  # unqualified columns of a one-table query
     return frozenset(out & tables)

@@ -94,6 +94,7 @@ class Probe:
         self._cache: dict[str, Rows | None] = {}
         self._db = _identity(self.path)
         self._dicts: list[tuple[str, str, str | None, str]] | None = None
+        self._codes: dict[tuple[str, str], CodeInfo | None] = {}  # (table, code) -> what it is
         self.queries = 0  # how many statements reached the sandbox (for the benchmark)
 
     @classmethod
@@ -151,21 +152,33 @@ class Probe:
         return self._dicts
 
     def codes(self, codes: list[str]) -> dict[str, CodeInfo]:
-        """What each code is, from the dictionary tables the database has."""
+        """What each code is, from the dictionary tables the database has. Each code is looked
+        up once per probe, and only in tables whose codes have its shape: ICD codes contain a
+        digit, itemids are all digits (a label or drug name can be neither, so it is not
+        scanned for: the answer would be the same, without a full scan of a dictionary)."""
         safe = [c for c in codes if _RE_CODE.match(c)][:20]
-        if not safe:
-            return {}
-        # Parts are lower-cased; ICD codes are stored upper-case, so compare without case.
-        listed = ", ".join(f"'{c.upper()}'" for c in safe)
         out: dict[str, CodeInfo] = {}
         for table, code, version, label in self._dictionaries():
-            cols = ", ".join(c for c in (code, version or "NULL", label))
-            got = self.run(
-                f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN ({listed}) "
-                f"ORDER BY 1"
-            )
-            for value, ver, text in got.rows if got is not None else ():
-                out.setdefault(str(value).lower(), CodeInfo(table, _ver(ver, value), str(text)))
+            fits = [c for c in safe if _fits(code, c)]
+            todo = [c for c in fits if (table, c.lower()) not in self._codes]
+            if todo:
+                # Parts are lower-cased; ICD codes are stored upper-case: compare without case.
+                listed = ", ".join(f"'{c.upper()}'" for c in todo)
+                cols = ", ".join(c for c in (code, version or "NULL", label))
+                got = self.run(
+                    f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN "
+                    f"({listed}) ORDER BY 1"
+                )
+                for c in todo:
+                    self._codes[(table, c.lower())] = None
+                for value, ver, text in got.rows if got is not None else ():
+                    key = (table, str(value).lower())
+                    if self._codes.get(key) is None:
+                        self._codes[key] = CodeInfo(table, _ver(ver, value), str(text))
+            for c in sorted(fits):
+                info = self._codes.get((table, c.lower()))
+                if info is not None:
+                    out.setdefault(c.lower(), info)
         return out
 
     def lookup(self, table: str, pattern: str) -> dict[str, CodeInfo]:
@@ -183,6 +196,13 @@ class Probe:
             for value, ver, text in got.rows if got is not None else ():
                 out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver, value), str(text)))
         return out
+
+
+def _fits(column: str, code: str) -> bool:
+    """Whether ``code`` has the shape of the dictionary column's codes."""
+    if column == "itemid":
+        return code.isdigit()
+    return any(ch.isdigit() for ch in code)
 
 
 def _identity(path: Path) -> tuple[str, int, int] | None:
