@@ -128,6 +128,15 @@ def evaluate_labellers(
         result["classifier"]["embedder"] = embedder.name
         result["classifier"]["validation"] = f"grouped by task, {folds} folds"
         predicted["classifier"] = classifier
+        # Whole-cluster labels against item labels, on the clustering the Clusters page uses.
+        from labeling.clusters.accuracy import cluster_label_accuracy
+        from labeling.clusters.cluster import cluster_embeddings
+
+        clusters = cluster_embeddings(ids, vectors, distance=embedder.default_distance)
+        result["clusters"] = cluster_label_accuracy(
+            clusters, {i: gold[i].category for i in ids},
+            {i: (c if c != NONE else None) for i, (c, _, _) in finder.items()})
+        result["clusters"]["distance"] = embedder.default_distance
     result["halves"] = _halves(predicted, gold, trajectories)
     return result
 
