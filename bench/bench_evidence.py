@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import time
 from collections import Counter
-import os
 from pathlib import Path
 
 from labeling.evidence import Evidence, Probe, find_divergence
