@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,10 +34,12 @@ def _failures(root: Path) -> list[Trajectory]:
     ]
 
 
-def _work(args: tuple[Path, list[Trajectory]]) -> list[Evidence]:
+def _work(args: tuple[Path, list[Trajectory]]) -> tuple[list[Evidence], float, int]:
     db, chunk = args
+    cpu = time.process_time()
     with Probe.open(db) as probe:
-        return [find_divergence(t, probe=probe) for t in chunk]
+        found = [find_divergence(t, probe=probe) for t in chunk]
+        return found, time.process_time() - cpu, probe.queries
 
 
 def main() -> None:
@@ -56,12 +59,17 @@ def main() -> None:
     with ctx.Pool(len(chunks)) as pool:
         pool.map(abs, range(len(chunks)))  # start-up is not the finder's cost
         start = time.perf_counter()
-        results = [e for part in pool.map(_work, [(opts.db, c) for c in chunks]) for e in part]
+        done = pool.map(_work, [(opts.db, c) for c in chunks])
         took = time.perf_counter() - start
+    results = [e for part, _, _ in done for e in part]
+    cpu = sum(c for _, c, _ in done)
+    queries = sum(q for _, _, q in done)
     parts = Counter(e.part or "none" for e in results)
     decided = sum(e.category is not None for e in results)
     print(f"{len(fails)} failures, {len(chunks)} worker(s): {took:.2f} s, "
-          f"{len(fails) / max(took, 1e-9):.1f} failures/s")
+          f"{len(fails) / max(took, 1e-9):.1f} failures/s; {cpu:.2f} CPU s in the workers, "
+          f"{queries} statements executed")
+    print(f"load average {os.getloadavg()[0]:.1f} (1 min)")
     print(f"with a suggested category: {decided}; parts: {dict(parts.most_common())}")
 
 

@@ -57,12 +57,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Pre-labels below this confidence go to people first."),
     Setting("spot_check_share", "FAILLAB_SPOT_CHECK_SHARE", 0.1,
             "Share of confident pre-labels also sent to people as spot checks."),
-    # Off by default: the first ranking runs the finder over every failure inside the page's
-    # script run (9-14 s on the demo), which an annotator would feel on each server start.
-    Setting("rerank_min_labels", "FAILLAB_RERANK_MIN_LABELS", 0,
+    # On once 20 labels are confirmed: fewer teach the classifier little (it needs 10 in two
+    # categories at least). The features come from the evidence stored beside pre-labels and are
+    # computed in the background, so no page run waits for them.
+    Setting("rerank_min_labels", "FAILLAB_RERANK_MIN_LABELS", 20,
             "Once this many failures have confirmed human labels, the Annotate queue puts the "
-            "items the offline classifier is least sure of first; 0 (the default) keeps the "
-            "store's order."),
+            "items the offline classifier is least sure of first; 0 keeps the store's order."),
     Setting("sql_timeout_s", "FAILLAB_SQL_TIMEOUT", 5.0,
             "Time limit for re-running SQL in the sandbox, in seconds."),
     Setting("sql_row_cap", "FAILLAB_SQL_ROW_CAP", 1000,

@@ -128,9 +128,8 @@ def queue_for(
     return rerank_queue(todo, ranking) if ranking else todo
 
 
-# Features once per (workspace, failures), a fit once per set of confirmed labels: a page asks
-# on every key press; the features change only with the data, the fit with a confirmed label.
-_FEATURES: dict[tuple[object, ...], Any] = {}
+# Features once per (workspace, failures), computed in the background; a fit once per set of
+# confirmed labels: a page asks on every key press, and must never wait for the features.
 _RANKINGS: dict[tuple[object, ...], dict[str, float]] = {}
 _KEPT = 4
 
@@ -141,30 +140,44 @@ def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], val
     cache[key] = value
 
 
-def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int) -> dict[str, float] | None:
+def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int,
+                       wait: bool = False) -> dict[str, float] | None:
     """The classifier's confidence in its proposal for each failure (confirmed ones too, see
     `labeling.learn.proposals.proposals`), once at least `min_labels` confirmed labels (in two
     or more categories) exist; None before that, or when `min_labels` is 0 (the setting
-    `rerank_min_labels` turns the ordering off)."""
+    `rerank_min_labels` turns the ordering off). Also None while the failures' features are
+    still being computed in the background (from the evidence stored beside pre-labels; the
+    finder runs only for failures without) unless `wait`: a page keeps the store's order."""
     if min_labels <= 0:
         return None
     from labeling.clusters import workspace_failures
     from labeling.learn.confirmed import confirmed_gold
-    from labeling.learn.proposals import failure_features, proposals, ready
+    from labeling.learn.proposals import (
+        FEATURES,
+        failure_features,
+        proposals,
+        ready,
+        stored_evidence,
+    )
 
     failed = tuple(str(t) for t in failed_frame(ws)["id"])
     wanted = set(failed)
     confirmed = {tid: g.category for tid, g in confirmed_gold(store).items() if tid in wanted}
     if not ready(confirmed, min_labels):
         return None
-    data_key = (str(ws.root), failed)
+    # A new pre-label run stores new evidence: the features follow it (one cheap count).
+    data_key = (str(ws.root), failed, store.prelabels.count())
     key = (*data_key, tuple(sorted(confirmed.items())))
     ranking = _RANKINGS.get(key)
     if ranking is None:
-        features = _FEATURES.get(data_key)
+        features = FEATURES.get(
+            data_key,
+            lambda: failure_features(workspace_failures(ws),
+                                     stored_evidence(store.prelabels.successful())),
+            wait=wait,
+        )
         if features is None:
-            features = failure_features(workspace_failures(ws))
-            _remember(_FEATURES, data_key, features)
+            return None
         ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
         _remember(_RANKINGS, key, ranking)
     return dict(ranking)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ CALIBRATION: dict[str, tuple[str, float]] = {
     "answer": (sg.ANSWER_FORMAT, 0.9),  # 126/128
     "no_data": (sg.SEMANTIC, 0.9),  # 39/39
     "codes": (sg.CODE_LOOKUP, 0.9),  # 30/30
+    "concept": (sg.SEMANTIC, 0.5),  # prior
     "aggregations": (sg.SQL_LOGIC, 0.9),  # 37/39
     "result": (sg.SQL_LOGIC, 0.8),  # 28/35
     "filters": (sg.SEMANTIC, 0.65),  # 12/18 (6 SQL logic)
@@ -63,7 +65,7 @@ MEASURED_PARTS = frozenset(
     {"loop", "execution", "answer", "no_data", "codes", "aggregations", "result", "filters"}
 )
 # Which part decides when several differ: the most specific evidence first.
-_ORDER = ("loop", "execution", "answer", "no_data", "codes", "lookup", "tables", "times",
+_ORDER = ("loop", "execution", "answer", "no_data", "concept", "codes", "lookup", "tables", "times",
           "aggregations", "group_by", "order_limit", "filters", "result")
 _LOOP_MIN_RUNS = 3
 _RE_SCOPE = re.compile(r"NameError|is not defined|UnboundLocalError", re.I)
@@ -85,6 +87,29 @@ class Evidence:
     @property
     def part(self) -> str | None:
         return self.divergences[0].part if self.divergences else None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        """Evidence as ``to_dict`` stored it (beside a pre-label), so it can be reused without
+        running the finder again. Each divergence gets its part's calibration back."""
+        parts = [str(p) for p in data.get("parts") or []]
+        reasons = [str(r) for r in data.get("divergences") or []]
+        found = [
+            _div(part, reason) if part in CALIBRATION else Divergence(part, reason, "", 0.0)
+            for part, reason in zip(parts, reasons, strict=False)
+        ]
+        step = data.get("step")
+        category = data.get("category")
+        confidence = data.get("confidence")
+        return cls(
+            step=step if isinstance(step, int) else None,
+            divergences=found,
+            rows=[str(r) for r in data.get("rows") or []],
+            category=str(category) if category else None,
+            confidence=float(confidence) if isinstance(confidence, (int, float)) else 0.0,
+            reason=str(data.get("reason") or ""),
+            executed=bool(data.get("executed")),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -174,7 +199,9 @@ def _answer_step(
                                      "output), final answer reformatted or changed")
         # The recorded output holds every expected value; executing the step confirms it
         # returns exactly the reference's rows, not just a superset that mentions them.
-        got = probe.run(by_index[i]) if i in by_index else None
+        if i not in by_index or not _could_match(by_index[i], reference, gold):
+            continue
+        got = probe.run(by_index[i])
         if got is not None and got.rows and (
             (reference is not None and same_rows(got, reference))
             or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
@@ -184,6 +211,21 @@ def _answer_step(
     if shape_only:
         return last, _div("answer", "final answer has the reference's values in another shape")
     return None
+
+
+def _could_match(sql: str, reference: Rows | None, gold: list[tuple[str, ...]] | None) -> bool:
+    """Whether executing ``sql`` could show the reference's rows or the ground truth: a query
+    whose output width (read from its text) fits neither cannot, whatever its rows, so it is not
+    run. Unknown widths (``*``, text that does not parse) are run."""
+    parts = decompose(sql)
+    if parts is None or parts.star:
+        return True
+    widths = {len(row) for row in gold or []}
+    if reference is not None and reference.rows:
+        widths.add(len(reference.rows[0]))
+    elif reference is not None:
+        widths.add(len(reference.columns))
+    return not widths or parts.n_outputs in widths
 
 
 def find_divergence(
@@ -240,14 +282,16 @@ def find_divergence(
     last_i, last = last_step
     final_div = compare(ref, last)
     if probe is not None:
-        final_div = _with_lookups(final_div, ref, last, probe, rows)
+        final_div = _with_lookups(final_div, ref, last, probe, rows,
+                                  lambda: _searched(steps, last_i))
     if reference is not None and not reference.rows and has_final_answer(trajectory.final_answer):
         # The record holds no answer (the reference finds nothing), yet the agent gave one:
         # whatever else differs, answering anyway is the failure.
         final_div = [_div("no_data", f"the reference finds no rows; step {last_i} answered "
                                      "anyway from other rows"), *final_div]
+    last_rows: Rows | None = None
     if not final_div and reference is not None:
-        got = probe.run(dict(steps)[last_i]) if probe is not None else None
+        got = last_rows = probe.run(dict(steps)[last_i]) if probe is not None else None
         if got is not None and not same_rows(got, reference):
             final_div = [_div("result", f"step {last_i} result differs from the reference's "
                                         f"({len(got.rows)} vs {len(reference.rows)} rows)")]
@@ -255,10 +299,14 @@ def find_divergence(
         return Evidence(last_i, rows=rows, executed=executed,
                         reason="final query matches every reference part: no evidence")
     final_div = _calibrated(final_div)
-    kinds = {d.part for d in final_div}
+    # Something wrong (a code, a window, a table) leaves the path where it first appears; a part
+    # merely missing does not: exploring queries lack filters without being an answer. So a
+    # missing part is placed at the query that answers (the first step's guideline: the first
+    # action that leaves the answer's path).
+    kinds = {d.part for d in final_div if not _absent(d)}
     first = last_i
     for i, sql in steps:
-        if i >= last_i:
+        if i >= last_i or not kinds:
             break
         parts = decompose(sql)
         if parts is not None and parts.tables & ref.tables and (
@@ -266,15 +314,16 @@ def find_divergence(
         ):
             first = i
             break
-    if probe is not None:
-        got = probe.run(dict(steps)[last_i])
-        if got is not None:
-            rows.append(f"step {last_i} result: " + got.text(_ROW_TEXT))
+    if last_rows is not None:
+        # Shown only when the verdict needed the step executed: running a query just to show
+        # its rows cannot change the verdict, and the step's recorded output is shown anyway.
+        rows.append(f"step {last_i} result: " + last_rows.text(_ROW_TEXT))
     return _evidence(trajectory, first, final_div, rows, executed, last_i)
 
 
 def _with_lookups(
-    found: list[Divergence], ref: RefParts, got: RefParts, probe: Probe, rows: list[str]
+    found: list[Divergence], ref: RefParts, got: RefParts, probe: Probe, rows: list[str],
+    searched: Callable[[], set[str]],
 ) -> list[Divergence]:
     """Make code divergences concrete by looking the codes up in the dictionary tables."""
     ref_codes = {v for c, v in ref.codes}
@@ -297,6 +346,14 @@ def _with_lookups(
     out = [d for d in found if d.part != "codes"]
     before = next((d.reason for d in found if d.part == "codes"), "")
     note = f" ({before})" if before else ""
+    versions_differ = bool(
+        (got_versions and ref_versions and not (got_versions & ref_versions))
+        or (got_versions and miss_versions and not (got_versions & miss_versions))
+    )
+    if not versions_differ and got_info and set(got_info) <= set(ref_info):
+        # Every code the query uses is one the reference's look-up finds: the concept and its
+        # identifiers are right, whatever literal spelled them. Not a code divergence.
+        return [d for d in out if d.part != "lookup"]
     if got_versions and ref_versions and not (got_versions & ref_versions):
         reason = (f"ICD-{'/'.join(sorted(got_versions))} code looked up, task needs "
                   f"ICD-{'/'.join(sorted(ref_versions))}{note}")
@@ -314,7 +371,55 @@ def _with_lookups(
             "codes", f"codes {', '.join(sorted(got_codes)[:3])} are in no dictionary table",
             sg.CODE_LOOKUP, 0.0,
         ))
+    if versions_differ or not any(d.part in ("codes", "lookup") for d in out):
+        return out
+    # Concept understood but identifier wrong is a code error; concept itself misread is
+    # Semantic Misunderstanding (the taxonomy's rule). What the agent searched the dictionaries
+    # for (its LIKE patterns and label texts) names the concept it had in mind: when that shares
+    # no word with the reference's concept (its look-up text, else its codes' titles), it looked
+    # for another concept. Codes written without a search say nothing about the reading: they
+    # stay a code divergence.
+    wanted = _words(p for _, p in ref.lookups) or _words(w.label for w in ref_info.values())
+    sought = _words(searched()) if wanted else set()  # parses earlier steps: only if needed
+    if wanted and sought and not _related(wanted, sought):
+        out = [d for d in out if d.part not in ("codes", "lookup")]
+        out.insert(0, Divergence(
+            "concept", f"looks for {', '.join(sorted(sought)[:3])}; the question's concept is "
+                       f"{', '.join(sorted(wanted)[:3])}", sg.SEMANTIC, 0.0))
     return out
+
+
+def _absent(d: Divergence) -> bool:
+    return d.part in ("filters", "times") and d.reason.endswith("missing")
+
+
+def _searched(steps: list[tuple[int, str]], last: int) -> set[str]:
+    """The texts the agent searched dictionaries for, up to step ``last``."""
+    out: set[str] = set()
+    for i, sql in steps:
+        if i > last:
+            break
+        parts = decompose(sql)
+        if parts is None:
+            continue
+        out.update(p for _, p in parts.lookups)
+        out.update(v for c, v in parts.codes if c in _TEXT_CODE_COLS)
+    return out
+
+
+_TEXT_CODE_COLS = frozenset({"label", "long_title", "short_title", "drug"})
+# Words that say nothing about which clinical concept is meant.
+_STOP = frozenset({"and", "the", "with", "for", "other", "unspecified", "not", "elsewhere",
+                   "classified", "without", "test", "level", "procedure", "mention", "type", "icd"})
+
+
+def _words(texts: Any) -> set[str]:
+    return {w for t in texts for w in re.findall(r"[a-z]{3,}", str(t).lower()) if w not in _STOP}
+
+
+def _related(a: set[str], b: set[str]) -> bool:
+    """Whether two concepts share a word (to its first five letters: plural, -ic, -ia)."""
+    return bool({w[:5] for w in a} & {w[:5] for w in b})
 
 
 def _evidence(

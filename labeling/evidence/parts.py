@@ -23,6 +23,9 @@ __all__ = ["Divergence", "RefParts", "compare", "decompose"]
 _CODE_COLS = frozenset({"icd_code", "itemid", "icd9_code", "icd10_code", "drug", "ndc", "label"})
 _RE_TIME = re.compile(r"^\d{4}-\d{2}(-\d{2})?( \d{2}:\d{2}(:\d{2})?)?$")
 _DICT_PREFIX = "d_"
+_RANKING = (exp.DenseRank, exp.Rank, exp.RowNumber)
+# Dictionary columns that name a concept: `long_title = 'x'` in a d_* table is a look-up like LIKE.
+_TITLE_COLS = frozenset({"long_title", "label", "short_title"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,10 @@ class RefParts:
     order_limit: tuple[bool, int | None]
     n_outputs: int
     lookups: frozenset[tuple[str, str]] = frozenset()  # (dictionary table, LIKE pattern)
+    star: bool = False  # an output is ``*`` or ``t.*``: the width is not known from the text
+    out_columns: frozenset[str] = frozenset()  # columns the outermost SELECT outputs
+    out_tables: frozenset[str] = frozenset()  # base tables those columns are read from
+    columns: frozenset[str] = frozenset()  # every column the query names
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +61,26 @@ class Divergence:
     confidence: float
 
 
-def _literal_pairs(tree: exp.Expr) -> list[tuple[str, str]]:
+_COMPARISONS = (exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _literal_pairs(nodes: list[exp.Expr]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for node in tree.find_all(exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE):
+    for node in nodes:
+        if not isinstance(node, _COMPARISONS):
+            continue
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             continue  # x IN (SELECT ...): the subquery's own comparisons are found by themselves
+        if any(isinstance(side, (exp.Subquery, exp.Select))
+               for side in (node.args.get("this"), node.args.get("expression"))):
+            continue  # x = (SELECT ...): likewise; the inner literal is not a value of x
         col = node.find(exp.Column)
         name = col.name.lower() if col is not None else ""
         for lit in node.find_all(exp.Literal):
-            out.append((name, str(lit.this).strip().lower()))
+            text = str(lit.this).strip().lower()
+            if isinstance(lit.parent, exp.Func) and not _RE_TIME.match(text):
+                continue  # a function's modifier ('start of year', '%Y-%m'), not a compared value
+            out.append((name, text))
     return out
 
 
@@ -75,8 +93,16 @@ def decompose(sql: str | None) -> RefParts | None:
     if tree is None:
         return None
     tables = frozenset(t.rsplit(".", 1)[-1].lower() for t in tables_in_sql(sql))
+    # One walk of the tree (each find_all is a walk; parsing and walking are the finder's cost).
+    nodes = list(tree.walk())
+    columns = [n for n in nodes if isinstance(n, exp.Column)]
     lookups: set[tuple[str, str]] = set()
-    for like in tree.find_all(exp.Like, exp.ILike):
+    for like in nodes:
+        if not isinstance(like, (exp.Like, exp.ILike, exp.EQ)):
+            continue
+        named = like.find(exp.Column)
+        if isinstance(like, exp.EQ) and (named is None or named.name.lower() not in _TITLE_COLS):
+            continue
         select = like.find_ancestor(exp.Select)
         table = select.find(exp.Table) if select is not None else None
         pattern = like.find(exp.Literal)
@@ -85,7 +111,12 @@ def decompose(sql: str | None) -> RefParts | None:
     codes: set[tuple[str, str]] = set()
     filters: set[tuple[str, str]] = set()
     times: set[str] = set()
-    for col, lit in _literal_pairs(tree):
+    # Names the query defines itself (``DENSE_RANK() ... AS c1``): a bound on one is not a filter.
+    aliases = {a.alias.lower() for a in nodes if isinstance(a, exp.Alias) and a.alias}
+    titles = {lit for _, lit in lookups}
+    for col, lit in _literal_pairs(nodes):
+        if col in aliases or (col in _TITLE_COLS and lit in titles):
+            continue  # a dictionary look-up is compared as a look-up, not as a filter
         if _RE_TIME.match(lit):
             times.add(lit[:7])
         elif col in _CODE_COLS:
@@ -93,10 +124,12 @@ def decompose(sql: str | None) -> RefParts | None:
         elif col:
             filters.add((col, lit))
     group_by = frozenset(
-        c.name.lower() for g in tree.find_all(exp.Group) for c in g.find_all(exp.Column)
+        c.name.lower() for g in nodes if isinstance(g, exp.Group) for c in g.find_all(exp.Column)
     )
     aggs: set[str] = set()
-    for fn in tree.find_all(exp.AggFunc):
+    for fn in nodes:
+        if not isinstance(fn, exp.AggFunc) or isinstance(fn, _RANKING):
+            continue  # DENSE_RANK() <= 3 is a top-N, as ORDER BY ... LIMIT 3: not an aggregate
         name = fn.key.lower()
         aggs.add(f"{name} distinct" if fn.find(exp.Distinct) else name)
     limit_node = tree.find(exp.Limit)
@@ -107,6 +140,14 @@ def decompose(sql: str | None) -> RefParts | None:
             limit = int(str(num.this))
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     n_out = len(select.expressions) if select is not None else 0
+    star = select is None or any(
+        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+        for e in select.expressions
+    )
+    out_columns = frozenset(
+        c.name.lower() for e in (select.expressions if select is not None else [])
+        for c in e.find_all(exp.Column)
+    )
     return RefParts(
         tables=tables,
         codes=frozenset(codes),
@@ -117,7 +158,23 @@ def decompose(sql: str | None) -> RefParts | None:
         order_limit=(tree.find(exp.Order) is not None, limit),
         n_outputs=n_out,
         lookups=frozenset(lookups),
+        star=star,
+        out_columns=out_columns,
+        out_tables=_sources(nodes, columns, out_columns, tables),
+        columns=frozenset(c.name.lower() for c in columns),
     )
+
+
+def _sources(nodes: list[exp.Expr], columns: list[exp.Column], names: frozenset[str],
+             tables: frozenset[str]) -> frozenset[str]:
+    """The base tables that columns called ``names`` are read from, wherever the query
+    qualifies them with a table or its alias (``T3.x`` over a subquery resolves at the inner
+    ``microbiologyevents.x``)."""
+    alias = {t.alias_or_name.lower(): t.name.lower() for t in nodes if isinstance(t, exp.Table)}
+    out = {alias.get(c.table.lower(), "") for c in columns if c.name.lower() in names and c.table}
+    if len(tables) == 1:
+        out |= tables  # unqualified columns of a one-table query
+    return frozenset(out & tables)
 
 
 def _fmt(pairs: frozenset[tuple[str, str]] | set[tuple[str, str]]) -> str:
@@ -130,7 +187,24 @@ def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
     ref_base = {t for t in ref.tables if not t.startswith(_DICT_PREFIX)}
     got_base = {t for t in got.tables if not t.startswith(_DICT_PREFIX)}
     missing_tables = ref_base - got_base
-    if missing_tables and not (ref_base & got_base):
+    answer_missing = ref.out_tables - got.tables
+    if (answer_missing and answer_missing == ref.out_tables and got_base - ref_base
+            and not (ref.out_columns & got.columns)):
+        # The answer comes from a table the query never reads, none of the answer's columns
+        # appear, and the query reads another table in its place: it answers about another
+        # entity (labevents for microbiology tests). A query that only lacks the table is
+        # unfinished, not a misreading.
+        out.append(
+            Divergence(
+                "tables",
+                f"answers from {', '.join(sorted(got_base - ref_base))}; the reference's "
+                f"{', '.join(sorted(ref.out_columns)[:2])} comes from "
+                f"{', '.join(sorted(answer_missing))}",
+                sg.SEMANTIC,
+                0.55,
+            )
+        )
+    elif missing_tables and not (ref_base & got_base):
         out.append(
             Divergence(
                 "tables",
@@ -160,13 +234,19 @@ def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
             Divergence("filters", f"filter on {_fmt(miss_codes)} missing", sg.SQL_LOGIC, 0.5)
         )
     miss_lookups = ref.lookups - got.lookups
-    if miss_lookups and not miss_codes and other_codes:
+    if miss_lookups and not miss_codes and not other_codes and not got.lookups:
+        # The concept the question names is neither looked up nor coded: its criterion is
+        # dropped, so the query answers about another cohort.
+        table, pattern = sorted(miss_lookups)[0]
+        out.append(Divergence("filters", f"look-up of {pattern!r} in {table} missing",
+                              sg.SEMANTIC, 0.5))
+    elif miss_lookups and not miss_codes and (other_codes or got.lookups):
         table, pattern = sorted(miss_lookups)[0]
         out.append(
             Divergence(
                 "lookup",
                 f"reference looks up {pattern!r} in {table}; the query uses "
-                f"{_fmt(other_codes)} instead",
+                f"{_fmt(other_codes | (got.lookups - ref.lookups))} instead",
                 sg.CODE_LOOKUP,
                 0.6,
             )

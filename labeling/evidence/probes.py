@@ -10,6 +10,8 @@ simply no result.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,8 +25,16 @@ __all__ = ["ROW_CAP", "TIMEOUT_S", "CodeInfo", "Probe", "Rows", "same_rows"]
 
 TIMEOUT_S = 2.0
 ROW_CAP = 200
+# Results shared by every probe of a process, keyed by the database file's identity (path, size,
+# modification time) and the SQL text: the app opens a probe per page run and the pre-labeller
+# one per batch, and the same references and agent queries come back. Bounded (rows are capped
+# at ROW_CAP, so an entry is small); a changed file is a new key.
+_SHARED_MAX = 4096
+_shared: OrderedDict[tuple[str, int, int, str], Rows | None] = OrderedDict()
+_shared_lock = threading.Lock()
 # Codes are agent-written literals spliced into a look-up query: only these shapes qualify.
-_RE_CODE = re.compile(r"^[A-Za-z0-9._-]{1,20}$")
+_RE_CODE = re.compile(r"^[A-Za-z0-9._|-]{1,20}$")  # "|": EHRSQL writes codes as icd9|5491
+_RE_VERSIONED = re.compile(r"^icd(\d+)\|", re.I)
 _RE_PATTERN = re.compile(r"^[^'\\]{1,80}$")
 # Dictionary tables: (table, code column, version column or None, label column).
 _DICTIONARIES = (
@@ -82,7 +92,9 @@ class Probe:
         self._execute = execute
         self.path = path
         self._cache: dict[str, Rows | None] = {}
+        self._db = _identity(self.path)
         self._dicts: list[tuple[str, str, str | None, str]] | None = None
+        self._codes: dict[tuple[str, str], CodeInfo | None] = {}  # (table, code) -> what it is
         self.queries = 0  # how many statements reached the sandbox (for the benchmark)
 
     @classmethod
@@ -101,10 +113,17 @@ class Probe:
     def run(self, sql: str) -> Rows | None:
         if sql in self._cache:
             return self._cache[sql]
+        key = (*self._db, sql) if self._db else None
+        if key is not None:
+            with _shared_lock:
+                if key in _shared:
+                    _shared.move_to_end(key)
+                    out = self._cache[sql] = _shared[key]
+                    return out
         self.queries += 1
         try:
             res = self._execute(sql)
-            out: Rows | None = Rows(
+            out = Rows(
                 tuple(res.columns),
                 tuple(tuple(json_cell(v) for v in row) for row in res.rows),
                 res.truncated,
@@ -112,34 +131,54 @@ class Probe:
         except SandboxError:
             out = None
         self._cache[sql] = out
+        if key is not None:
+            with _shared_lock:
+                _shared[key] = out
+                while len(_shared) > _SHARED_MAX:
+                    _shared.popitem(last=False)
         return out
 
     def _dictionaries(self) -> list[tuple[str, str, str | None, str]]:
         if self._dicts is None:
             found = []
             for table, code, version, label in _DICTIONARIES:
-                cols = ", ".join(c for c in (code, version, label) if c)
-                if self.run(f"SELECT {cols} FROM {table} LIMIT 0") is not None:
-                    found.append((table, code, version, label))
+                # EHRSQL's tables have no version column (the version is in the code itself).
+                for ver in dict.fromkeys((version, None)):
+                    cols = ", ".join(c for c in (code, ver, label) if c)
+                    if self.run(f"SELECT {cols} FROM {table} LIMIT 0") is not None:
+                        found.append((table, code, ver, label))
+                        break
             self._dicts = found
         return self._dicts
 
     def codes(self, codes: list[str]) -> dict[str, CodeInfo]:
-        """What each code is, from the dictionary tables the database has."""
+        """What each code is, from the dictionary tables the database has. Each code is looked
+        up once per probe, and only in tables whose codes have its shape: ICD codes contain a
+        digit, itemids are all digits (a label or drug name can be neither, so it is not
+        scanned for: the answer would be the same, without a full scan of a dictionary)."""
         safe = [c for c in codes if _RE_CODE.match(c)][:20]
-        if not safe:
-            return {}
-        # Parts are lower-cased; ICD codes are stored upper-case, so compare without case.
-        listed = ", ".join(f"'{c.upper()}'" for c in safe)
         out: dict[str, CodeInfo] = {}
         for table, code, version, label in self._dictionaries():
-            cols = ", ".join(c for c in (code, version or "NULL", label))
-            got = self.run(
-                f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN ({listed}) "
-                f"ORDER BY 1"
-            )
-            for value, ver, text in got.rows if got is not None else ():
-                out.setdefault(str(value).lower(), CodeInfo(table, _ver(ver), str(text)))
+            fits = [c for c in safe if _fits(code, c)]
+            todo = [c for c in fits if (table, c.lower()) not in self._codes]
+            if todo:
+                # Parts are lower-cased; ICD codes are stored upper-case: compare without case.
+                listed = ", ".join(f"'{c.upper()}'" for c in todo)
+                cols = ", ".join(c for c in (code, version or "NULL", label))
+                got = self.run(
+                    f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN "
+                    f"({listed}) ORDER BY 1"
+                )
+                for c in todo:
+                    self._codes[(table, c.lower())] = None
+                for value, ver, text in got.rows if got is not None else ():
+                    key = (table, str(value).lower())
+                    if self._codes.get(key) is None:
+                        self._codes[key] = CodeInfo(table, _ver(ver, value), str(text))
+            for c in sorted(fits):
+                info = self._codes.get((table, c.lower()))
+                if info is not None:
+                    out.setdefault(c.lower(), info)
         return out
 
     def lookup(self, table: str, pattern: str) -> dict[str, CodeInfo]:
@@ -155,12 +194,30 @@ class Probe:
                 f"WHERE lower({label}) LIKE '{pattern.lower()}' ORDER BY 1 LIMIT 50"
             )
             for value, ver, text in got.rows if got is not None else ():
-                out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver), str(text)))
+                out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver, value), str(text)))
         return out
 
 
-def _ver(value: Any) -> str | None:
-    if value is None:
+def _fits(column: str, code: str) -> bool:
+    """Whether ``code`` has the shape of the dictionary column's codes."""
+    if column == "itemid":
+        return code.isdigit()
+    return any(ch.isdigit() for ch in code)
+
+
+def _identity(path: Path) -> tuple[str, int, int] | None:
+    """Which database file this is, for the shared cache; None (no sharing) if it cannot be
+    stat-ed."""
+    try:
+        st = path.stat()
+    except OSError:
         return None
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _ver(value: Any, code: Any = None) -> str | None:
+    if value is None:
+        match = _RE_VERSIONED.match(str(code or ""))
+        return match.group(1) if match else None
     text = str(value).strip()
     return text[:-2] if text.endswith(".0") else text or None

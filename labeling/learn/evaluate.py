@@ -17,7 +17,7 @@ from typing import Any
 from labeling.agreement import cohens_kappa_from_labels
 from labeling.clusters.embed import Embedder
 from labeling.learn.classifier import FOLDS, cross_validated, feature_matrix
-from labeling.learn.evalset import GoldLabel
+from labeling.learn.evalset import DEV, HELD_OUT, GoldLabel, split_halves
 from labeling.learn.features import Findings, evidence_features, failure_text, findings
 from labeling.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
 from trajectories.model import Trajectory
@@ -101,14 +101,16 @@ def evaluate_labellers(
         step = f.evidence.get("step")
         finder[i] = (str(cat) if cat else NONE, step if isinstance(step, int) else None,
                      bool(cat))
+    predicted: dict[str, dict[str, tuple[str, int | None, bool]]] = {
+        "heuristic": heuristic, "finder": finder}
     result: dict[str, Any] = {
         "items": len(ids),
         "executed": sum(1 for f in found.values() if f.evidence.get("executed")),
         "heuristic": agreement(heuristic, gold).to_dict(),
         "finder": agreement(finder, gold).to_dict(),
     }
-    for name, predicted in (stored or {}).items():
-        result[name] = agreement(predicted, gold).to_dict()
+    for name, stored_labels in (stored or {}).items():
+        result[name] = agreement(stored_labels, gold).to_dict()
     if embedder is not None:
         texts = [failure_text(trajectories[i], found[i]) for i in ids]
         vectors = embedder.embed(texts)
@@ -125,7 +127,36 @@ def evaluate_labellers(
         result["classifier"] = agreement(classifier, gold).to_dict()
         result["classifier"]["embedder"] = embedder.name
         result["classifier"]["validation"] = f"grouped by task, {folds} folds"
+        predicted["classifier"] = classifier
+        # Whole-cluster labels against item labels, on the clustering the Clusters page uses.
+        from labeling.clusters.accuracy import cluster_label_accuracy
+        from labeling.clusters.cluster import cluster_embeddings
+
+        clusters = cluster_embeddings(ids, vectors, distance=embedder.default_distance)
+        result["clusters"] = cluster_label_accuracy(
+            clusters, {i: gold[i].category for i in ids},
+            {i: (c if c != NONE else None) for i, (c, _, _) in finder.items()})
+        result["clusters"]["distance"] = embedder.default_distance
+    result["halves"] = _halves(predicted, gold, trajectories)
     return result
+
+
+def _halves(
+    predicted: Mapping[str, Mapping[str, tuple[str, int | None, bool]]],
+    gold: Mapping[str, GoldLabel], trajectories: Mapping[str, Trajectory],
+) -> dict[str, Any]:
+    """The same figures on the development and the held-out half (split by task id hash,
+    :func:`labeling.learn.evalset.split_halves`): a rule designed on the development half
+    has to hold on the other one."""
+    task = {i: str(trajectories[i].task.id) for i in gold}
+    halves = split_halves(task[i] for i in gold)
+    out: dict[str, Any] = {}
+    for half in (DEV, HELD_OUT):
+        part = {i: g for i, g in gold.items() if halves[task[i]] == half}
+        out[half] = {"items": len(part)}
+        for name, got in predicted.items():
+            out[half][name] = agreement(got, part).to_dict() if part else None
+    return out
 
 
 def check_floors(figures: Mapping[str, Any], floors: Mapping[str, Any],

@@ -8,10 +8,11 @@ Everything is computed offline from the trajectory alone.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from labeling.evidence import find_divergence
+from labeling.evidence import Evidence, find_divergence
 from labeling.prelabel.heuristic import CORE_KEYS, HeuristicLabeller
 from trajectories.model import StepKind, Trajectory
 
@@ -29,9 +30,16 @@ class Findings:
     signals: dict[str, float]  # category -> strongest heuristic signal
 
 
-def findings(trajectory: Trajectory, labeller: HeuristicLabeller | None = None) -> Findings:
+def findings(trajectory: Trajectory, labeller: HeuristicLabeller | None = None,
+             evidence: Mapping[str, Any] | None = None) -> Findings:
+    """With ``evidence`` (the finder's ``to_dict``, e.g. stored beside a pre-label) the
+    finder does not run again."""
     labeller = labeller or HeuristicLabeller()
-    result = labeller.label(trajectory, labeller.taxonomy.version)
+    if evidence is not None:
+        result = labeller.label_with_evidence(trajectory, labeller.taxonomy.version,
+                                              Evidence.from_dict(evidence))
+    else:
+        result = labeller.label(trajectory, labeller.taxonomy.version)
     # The label already ran the finder (executed when the labeller has an EHR database): reuse
     # its evidence, so the classifier sees the same finding as the heuristic, computed once.
     evidence = result.evidence if result.evidence is not None else \

@@ -186,6 +186,16 @@ class HeuristicLabeller:
     def label(self, trajectory: Trajectory, taxonomy_version: str) -> LabelResult:
         return self._for_version(taxonomy_version)._label(trajectory)
 
+    def label_with_evidence(
+        self, trajectory: Trajectory, taxonomy_version: str, evidence: Evidence | None
+    ) -> LabelResult:
+        """The label given evidence found earlier (e.g. stored beside a pre-label), without
+        running the finder: the queue's ranking must not execute SQL inside a page run."""
+        labeller = self._for_version(taxonomy_version)
+        result = labeller._decide(trajectory, evidence)
+        return result if evidence is None else dataclasses.replace(
+            result, evidence=evidence.to_dict())
+
     def signals(
         self, trajectory: Trajectory, views: list[sg.ActionView] | None = None
     ) -> list[sg.Signal]:

@@ -4,14 +4,18 @@ are confirmed (setting rerank_min_labels), and the store's order before."""
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from faillab.settings import Settings
+from labeling.prelabel.base import PrelabelKey, PrelabelRecord
+from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import classifier_ranking, failed_frame, queue_for
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
@@ -65,8 +69,45 @@ def test_annotate_shows_the_least_sure_item_first(env: tuple[Workspace, Store]) 
     assert _shown("ana") == plain[0]
     for n, tid in enumerate(failed[:12]):
         store.labels.add(tid, KEYS[n % 3], annotator="ben", taxonomy_version=TAXONOMY.version)
-    ranking = classifier_ranking(store, ws, min_labels=12)
+    # The page never waits for the features: it starts them in the background and shows the
+    # store's order until they are ready.
+    ranking = classifier_ranking(store, ws, min_labels=12, wait=True)
     assert ranking is not None
     least_sure = min(mine, key=lambda t: ranking[t])
     assert least_sure != plain[0]  # otherwise the page's order would prove nothing
     assert _shown("ana") == least_sure
+
+
+def test_an_annotate_run_with_ranking_on_executes_no_finder(
+    env: tuple[Workspace, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import labeling.learn.features as features
+    import labeling.prelabel.heuristic as heuristic
+
+    ws, store = env
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    labeller = HeuristicLabeller()
+    for tid in failed:  # what a heuristic pre-label run stores: the label and its evidence
+        traj = ws.get(tid)
+        assert traj is not None
+        key = PrelabelKey(tid, TAXONOMY.version, labeller.prompt_version, labeller.model)
+        store.prelabels.save(PrelabelRecord(key, labeller.label(traj, TAXONOMY.version)))
+    store.queues.assign(failed[20:28], ["ana"], overlap=1)
+    for n, tid in enumerate(failed[:12]):
+        store.labels.add(tid, KEYS[n % 3], annotator="ben", taxonomy_version=TAXONOMY.version)
+    runs: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(threading.current_thread().name)
+        raise AssertionError("the finder ran")
+
+    monkeypatch.setattr(heuristic, "find_divergence", counted)
+    monkeypatch.setattr(features, "find_divergence", counted)
+    _shown("ana")  # ranking on (12 confirmed): the page run starts the features, never waits
+    ranking = classifier_ranking(store, ws, min_labels=12, wait=True)
+    assert ranking is not None and set(ranking) == set(failed)
+    assert runs == []  # neither the page run nor the background: the stored evidence sufficed
+    # Confident pre-labels leave the person's queue: the least sure of what is left comes first.
+    waiting = queue_for(store, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.1)
+    assert waiting
+    assert _shown("ana") == min(waiting, key=lambda t: ranking[t])

@@ -73,3 +73,19 @@ def test_cluster_decision_refuses_confirming_a_non_outlier(team: Store) -> None:
         label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1",
                       confirmed_outliers=["t1"])
     assert team.labels.for_item("t1", viewer="lea") == []
+
+
+def test_cluster_label_accuracy_counts_core_members_of_real_clusters() -> None:
+    from labeling.clusters.accuracy import cluster_label_accuracy
+    from labeling.clusters.cluster import Cluster
+
+    clusters = [Cluster(0, ["a", "b", "c", "x"], outliers=["x"]), Cluster(1, ["d", "e"]),
+                Cluster(2, ["f"])]
+    gold = {"a": "code", "b": "code", "c": "sem", "x": "sem", "d": "sql", "e": "sem", "f": "sem"}
+    suggested = {"a": "sem", "b": "sem", "c": "sem", "d": "sql", "e": None, "f": "sem"}
+    got = cluster_label_accuracy(clusters, gold, suggested)
+    # Core members of clusters of two or more: a, b, c, d, e (x is an outlier, f a singleton).
+    assert got["core_items"] == 5 and got["outliers"] == 1 and got["singletons"] == 1
+    assert got["best_case"] == 3 / 5  # majority "code" for a, b; either one of d, e
+    assert got["finder_majority"] == 2 / 5  # "sem" for a, b, c: c right; "sql" for d, e: d right
+    assert got["finder_items"] == 2 / 5  # c and d

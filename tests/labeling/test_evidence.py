@@ -212,6 +212,36 @@ def test_hostile_agent_sql_is_no_evidence_and_changes_nothing(icd_db: Path) -> N
     assert icd_db.read_bytes() == before
 
 
+def test_a_step_whose_width_fits_no_answer_is_not_executed(icd_db: Path) -> None:
+    ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code = 'I509'"
+    # The recorded output mentions 2, but two columns can never equal the one-column answer.
+    wide = "SELECT subject_id, hadm_id / 10 FROM diagnoses_icd WHERE subject_id = 2"
+    t = traj([sql(wide, "2, 2")], "unsure", ref=ref, gold=[[2]])
+    ev = find_divergence(t, icd_db)
+    assert ev.part != "answer" and ev.executed
+    with Probe.open(icd_db) as probe:  # the same step, one column: it is run, and is the answer
+        narrow = traj([sql(ref, "2")], "two admissions", ref=ref, gold=[[2]])
+        assert find_divergence(narrow, probe=probe).part == "answer"
+    with Probe.open(icd_db) as probe:
+        # Results are shared between probes of one file: had the finder run it, it would be
+        # cached now.
+        probe.run(wide)
+        assert probe.queries == 1
+
+
+def test_results_are_shared_between_probes_of_one_database(icd_db: Path, tmp_path: Path) -> None:
+    query = "SELECT COUNT(*) FROM diagnoses_icd WHERE icd_version = 10"
+    with Probe.open(icd_db) as first:
+        assert first.run(query) is not None and first.queries == 1
+    with Probe.open(icd_db) as second:
+        got = second.run(query)
+        assert got is not None and got.rows == ((2,),) and second.queries == 0
+    other = tmp_path / "other.sqlite"
+    other.write_bytes(icd_db.read_bytes())  # same content, another file: not shared
+    with Probe.open(other) as third:
+        assert third.run(query) is not None and third.queries == 1
+
+
 # --------------------------------------------------------------------------- demo and real targets
 
 # The diverging parts that count as right for each cause the demo generator injects.

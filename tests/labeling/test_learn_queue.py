@@ -3,13 +3,18 @@ setting that turns it on once enough labels are confirmed."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from faillab.settings import Settings
 from labeling.learn.classifier import MIN_LABELS
+from labeling.learn.proposals import BackgroundFeatures
+from labeling.prelabel.base import PrelabelKey, PrelabelRecord
+from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import classifier_ranking, failed_frame, queue_for
 from labeling.store import Store, open_store
 from tests.support import save_test_taxonomy
@@ -44,7 +49,7 @@ def _confirm(store: Store, ws: Workspace, ids: list[str]) -> None:
 
 
 def test_setting_default_and_environment() -> None:
-    assert Settings.from_env({}).rerank_min_labels == 0  # opt-in: the first ranking is slow
+    assert Settings.from_env({}).rerank_min_labels == 20  # on once enough labels are confirmed
     assert Settings.from_env({"FAILLAB_RERANK_MIN_LABELS": "0"}).rerank_min_labels == 0
 
 
@@ -63,7 +68,7 @@ def test_ranking_orders_the_queue_least_sure_first(store: Store, demo_workspace:
     failed = [str(t) for t in failed_frame(ws)["id"]]
     confirmed, rest = failed[:30], failed[30:]
     _confirm(store, ws, confirmed)
-    ranking = classifier_ranking(store, ws, min_labels=20)
+    ranking = classifier_ranking(store, ws, min_labels=20, wait=True)
     assert ranking is not None
     # A proposal for every failure, confirmed ones too: a colleague's label must not move an
     # item to the end of someone else's queue.
@@ -83,5 +88,62 @@ def test_ranking_orders_the_queue_least_sure_first(store: Store, demo_workspace:
     assert classifier_ranking(store, ws, min_labels=20) == ranking
     # Newly confirmed labels refit the classifier: the confidences change.
     _confirm(store, ws, rest[:10])
-    again = classifier_ranking(store, ws, min_labels=20)
+    again = classifier_ranking(store, ws, min_labels=20, wait=True)
     assert again is not None and set(again) == set(failed) and again != ranking
+
+
+def _count_finder_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every finder run from now on, by the name of the thread it ran in."""
+    import labeling.learn.features as features
+    import labeling.prelabel.heuristic as heuristic
+
+    threads: list[str] = []
+    real = heuristic.find_divergence
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(heuristic, "find_divergence", counted)
+    monkeypatch.setattr(features, "find_divergence", counted)
+    return threads
+
+
+def _store_prelabels(store: Store, ws: Workspace, ids: list[str]) -> None:
+    """What a heuristic pre-label run leaves: each label with its evidence beside it."""
+    labeller = HeuristicLabeller()
+    for tid in ids:
+        traj = ws.get(tid)
+        assert traj is not None
+        result = labeller.label(traj, labeller.taxonomy.version)
+        key = PrelabelKey(tid, labeller.taxonomy.version, labeller.prompt_version, labeller.model)
+        store.prelabels.save(PrelabelRecord(key, result))
+
+
+def test_ranking_reads_stored_evidence_and_runs_no_finder(
+    store: Store, demo_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    _store_prelabels(store, ws, failed)
+    _confirm(store, ws, failed[:25])
+    runs = _count_finder_runs(monkeypatch)
+    ranking = classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert ranking is not None and set(ranking) == set(failed)
+    assert runs == []  # every failure had stored evidence
+
+
+def test_missing_features_are_computed_outside_the_caller(
+    store: Store, demo_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    _store_prelabels(store, ws, failed[:5])  # a new pre-label count: new features to compute
+    _confirm(store, ws, failed[:25])
+    runs = _count_finder_runs(monkeypatch)
+    first = classifier_ranking(store, ws, min_labels=20)  # does not wait for the features
+    ranking = classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert ranking is not None and set(ranking) == set(failed)
+    assert first in (None, ranking)
+    # The finder ran for the failures without stored evidence, in the background thread only.
+    assert runs and set(runs) == {BackgroundFeatures.THREAD_NAME}
