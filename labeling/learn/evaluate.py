@@ -160,22 +160,28 @@ def _halves(
 
 
 def check_floors(figures: Mapping[str, Any], floors: Mapping[str, Any],
-                 tolerance: float = TOLERANCE) -> list[str]:
-    """Every figure that fell below its floor by more than ``tolerance``, as readable lines."""
+                 tolerance: float = TOLERANCE, prefix: str = "") -> list[str]:
+    """Every figure that fell below its floor by more than ``tolerance``, as readable lines.
+    Nested groups (the development and held-out halves) are checked the same way, so a
+    regression on the held-out half cannot hide behind a gain on the development half."""
     problems: list[str] = []
     for labeller, wanted in floors.items():
         if not isinstance(wanted, Mapping):
             continue
+        name = f"{prefix}{labeller}"
         got = figures.get(labeller)
         if not isinstance(got, Mapping):
-            problems.append(f"{labeller}: no figures")
+            problems.append(f"{name}: no figures")
+            continue
+        if not any(key in wanted for key in FLOOR_KEYS):
+            problems += check_floors(got, wanted, tolerance, prefix=f"{name}.")
             continue
         for key in FLOOR_KEYS:
             if key not in wanted:
                 continue
             value = got.get(key)
             if not isinstance(value, (int, float)) or math.isnan(float(value)):
-                problems.append(f"{labeller}.{key}: missing")
+                problems.append(f"{name}.{key}: missing")
             elif float(value) < float(wanted[key]) - tolerance:
-                problems.append(f"{labeller}.{key}: {value:.4f} < floor {wanted[key]:.4f}")
+                problems.append(f"{name}.{key}: {value:.4f} < floor {wanted[key]:.4f}")
     return problems

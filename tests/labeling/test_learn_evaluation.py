@@ -53,6 +53,12 @@ def test_check_floors_reports_only_real_drops() -> None:
     drops = check_floors({"finder": {"accuracy": 0.40, "kappa": math.nan}}, floors)
     assert drops == ["finder.accuracy: 0.4000 < floor 0.5000", "finder.kappa: missing"]
     assert check_floors({}, floors) == ["finder: no figures"]
+    # The halves are floored too: a held-out drop is reported even when the total holds.
+    halves = {"halves": {"dev": {"finder": {"kappa": 0.4}}, "held_out": {"finder": {"kappa": 0.2}}}}
+    got = {"halves": {"dev": {"finder": {"kappa": 0.6}}, "held_out": {"finder": {"kappa": 0.1}}}}
+    assert check_floors(got, halves) == ["halves.held_out.finder.kappa: 0.1000 < floor 0.2000"]
+    assert check_floors({"halves": {"dev": {"finder": {"kappa": 0.4}}}}, halves) == [
+        "halves.held_out: no figures"]
 
 
 def test_load_gold_refuses_bad_rows(tmp_path: Path) -> None:
