@@ -130,7 +130,7 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
 def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
     """The latest runs as the store records them (a run whose worker stopped beating reads as
     interrupted) and the Batch API jobs the workspace's state file still waits for."""
-    from labeling.prelabel.batch import load_state, state_path
+    from labeling.prelabel.batch_state import load_state, state_path
     from labeling.store import open_store
 
     if not settings.database_url and not settings.workspace.exists():

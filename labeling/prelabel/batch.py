@@ -27,12 +27,10 @@ Storage or BigQuery, which this program does not set up; they are refused with a
 
 from __future__ import annotations
 
-import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +39,16 @@ from filelock import FileLock, Timeout
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
+from labeling.prelabel.batch_state import (
+    STATE_FILE,
+    BatchError,
+    BatchJobRecord,
+    BatchReport,
+    BatchState,
+    load_state,
+    save_state,
+    state_path,
+)
 from labeling.prelabel.errors import InvalidAnswerError, PrelabelServiceError
 from labeling.prelabel.labellers import build_labeller, load_run_taxonomy
 from labeling.prelabel.options import DEFAULT_GEMINI_MODEL, PrelabelOptions
@@ -69,7 +77,6 @@ __all__ = [
     "state_path",
 ]
 
-STATE_FILE = "prelabel-batch.json"
 # Inlined requests per job must stay under 20 MB; the margin covers the JSON envelope.
 MAX_JOB_BYTES = 15_000_000
 # For the estimate only: the answer is a short JSON object, but a thinking model bills its
@@ -79,100 +86,6 @@ _DONE_STATES = frozenset(
     {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
      "JOB_STATE_PARTIALLY_SUCCEEDED"}
 )
-
-
-class BatchError(Exception):
-    """The batch could not be advanced (service error, another process at work); nothing that
-    was submitted or collected is lost, and running again continues."""
-
-
-@dataclass
-class BatchJobRecord:
-    name: str  # "batches/..."; "" while being submitted (recorded before the call)
-    keys: list[str]  # trajectory ids, in request order
-    state: str = "JOB_STATE_PENDING"
-    collected: bool = False
-    display_name: str = ""  # unique per job: finds a job whose creation answer was lost
-
-
-@dataclass
-class BatchState:
-    """What is in flight: persisted in the workspace so that any later process can collect."""
-
-    model: str
-    taxonomy_version: str
-    prompt_version: str
-    jobs: list[BatchJobRecord] = field(default_factory=list)
-    estimated_cost_usd: float = 0.0
-
-    @property
-    def open_jobs(self) -> list[BatchJobRecord]:
-        return [j for j in self.jobs if j.name and not j.collected]
-
-
-@dataclass
-class BatchReport:
-    to_submit: int = 0  # trajectories planned for submission by this step
-    estimated_input_tokens: int = 0
-    estimated_cost_usd: float = 0.0
-    cached: int = 0
-    submitted_jobs: int = 0
-    running_jobs: int = 0
-    collected_jobs: int = 0
-    labelled: int = 0
-    failed: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0  # of what was collected, at batch list prices
-    errors: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def summary(self) -> str:
-        parts = [f"cached {self.cached}"]
-        if self.submitted_jobs:
-            parts.append(f"submitted {self.to_submit} trajectories in {self.submitted_jobs} "
-                         f"job(s)")
-        if self.collected_jobs:
-            parts.append(f"collected {self.collected_jobs} job(s): labelled {self.labelled}, "
-                         f"failed {self.failed}; tokens {self.input_tokens} in, "
-                         f"{self.output_tokens} out; estimated cost ${self.cost_usd:.4f}")
-        if self.running_jobs:
-            parts.append(f"{self.running_jobs} job(s) still running: run the same command "
-                         "again later to collect them")
-        elif not self.submitted_jobs and not self.collected_jobs:
-            parts.append("nothing to do")
-        return "; ".join(parts)
-
-
-# -- the state file -----------------------------------------------------------------------------
-
-
-def state_path(workspace_root: Path) -> Path:
-    return workspace_root / STATE_FILE
-
-
-def load_state(path: Path) -> BatchState | None:
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise BatchError(f"cannot read the batch state {path}: {e}; it names the submitted "
-                         "jobs, so repair it rather than deleting it") from None
-    try:
-        jobs = [BatchJobRecord(**j) for j in raw.pop("jobs")]
-        return BatchState(jobs=jobs, **raw)
-    except (KeyError, TypeError) as e:
-        raise BatchError(f"the batch state {path} is not in the expected shape: {e}") from None
-
-
-def _save_state(path: Path, state: BatchState) -> None:
-    # Written beside and renamed over: a crash mid-write leaves the previous state intact.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=1))
-    os.replace(tmp, path)
 
 
 # -- calls to the service -----------------------------------------------------------------------
@@ -283,7 +196,7 @@ def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: lis
         # Recorded before the call: if this process dies before the answer is saved, the next
         # step finds the job by its display name instead of submitting (and paying) twice.
         state.jobs.append(record)
-        _save_state(path, state)
+        save_state(path, state)
         job_config = types.CreateBatchJobConfig(display_name=display)
 
         def create(src: list[types.InlinedRequest] = requests,
@@ -295,10 +208,10 @@ def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: lis
         except BatchError as e:
             if _answered(e.__cause__):  # the service said no: no job exists
                 state.jobs.remove(record)
-                _save_state(path, state)
+                save_state(path, state)
             raise
         record.name, record.state = str(job.name), _state_name(job.state)
-        _save_state(path, state)
+        save_state(path, state)
         report.submitted_jobs += 1
 
 
@@ -323,7 +236,7 @@ def _adopt_unnamed(lab: GeminiLabeller, state: BatchState, path: Path, attempts:
             state.jobs.remove(record)
         else:
             record.name, record.state = str(found.name), _state_name(found.state)
-    _save_state(path, state)
+    save_state(path, state)
 
 
 def _state_name(state: Any) -> str:
@@ -488,7 +401,7 @@ def advance_batch(
                 _collect(store, gemini, taxonomy, state, job, remote, trajectories, report)
                 job.collected = True
                 report.collected_jobs += 1
-                _save_state(path, state)
+                save_state(path, state)
             report.running_jobs = len(state.open_jobs)
             if not wait or not report.running_jobs:
                 break
