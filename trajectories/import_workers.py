@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
-from trajectories.rows import SCHEMA_KEY, index_row, remove_part, stage_rows
+from trajectories.rows import SCHEMA_KEY, document_row, index_row, remove_part, stage_rows
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _parse_file(spec: FileSpec, path: Path,
     size = 0
     try:
         for item in iter_file(path, spec.fmt, run=spec.run, model=spec.model,
-                              mapping=spec.mapping, tasks=spec.tasks):
+                              mapping=spec.mapping, tasks=spec.tasks, prepare=True):
             result.records += 1
             if tick and result.records % 1000 == 0:
                 tick(result.records)
@@ -135,17 +135,21 @@ def _parse_file(spec: FileSpec, path: Path,
                 if not spec.skip_invalid:
                     break  # the whole import fails on this problem: stop reading
                 continue
-            traj = item.trajectory
-            if traj is None:
+            prepared, traj = item.prepared, item.trajectory
+            if prepared is not None:
+                tid = prepared.id
+            elif traj is not None:
+                if traj.id is None:
+                    traj = traj.with_id()
+                tid = str(traj.id)
+            else:
                 continue
-            if traj.id is None:
-                traj = traj.with_id()
-            tid = str(traj.id)
             if tid in seen or tid in _STORED_IDS:
                 result.duplicates += 1
                 continue
             seen.add(tid)
-            row = index_row(traj, str(path))
+            row = (document_row(prepared.doc, prepared.payload, str(path)) if prepared
+                   else index_row(traj, str(path)))  # type: ignore[arg-type]
             rows.append(row)
             size += len(row["payload"])
             if size >= _PART_BYTES:

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from trajectories.model import Trajectory
-from trajectories.scoring import SCORER_VERSION, score_task
+from trajectories.model import ACTION_KINDS, Trajectory
+from trajectories.scoring import SCORER_VERSION, score_task, score_values
 
 #: Bumped when the stored row changes, so files imported before are parsed again.
 SCHEMA_KEY = "1"
@@ -109,6 +109,50 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
         "source_file": source_file,
         # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
         "payload": traj.__pydantic_serializer__.to_json(traj),
+    }
+
+
+_ACTIONS = frozenset(str(kind) for kind in ACTION_KINDS)
+
+
+def document_row(doc: dict[str, Any], payload: bytes,
+                 source_file: str | None = None) -> dict[str, Any]:
+    """``index_row`` of the trajectory whose JSON document (``model_dump(mode="json")`` with
+    its id) is ``doc`` and whose serialised form is ``payload``: the same row, without building
+    the model (the import's fast path)."""
+    task, run, steps = doc["task"], doc["run"], doc["steps"]
+    outcome = doc["outcome"]
+    rules = task.get("rules")
+    return {
+        "id": doc["id"],
+        "run": run["name"],
+        "model": run["model"],
+        "temperature": run["temperature"],
+        "rollout": run["rollout"],
+        "task_id": task["id"],
+        "question": task["question"],
+        "intent": task["intent"],
+        "scope": task["scope"],
+        "template_id": task["template_id"],
+        "split": task["split"],
+        "pair_id": task["pair_id"],
+        "noise_type": task["noise_type"],
+        "variant": task["variant"],
+        "reference_sql": task["reference_sql"],
+        "answer_format": task["answer_format"],
+        "ground_truth": json_text(task["ground_truth"]),
+        "final_answer": json_text(doc["final_answer"]),
+        "n_steps": len(steps),
+        "n_turns": sum(1 for s in steps if s["kind"] in _ACTIONS),
+        "n_errors": sum(1 for s in steps if s["error"]),
+        "recorded_success": outcome["success"] if outcome else None,
+        "recorded_reward": outcome["reward"] if outcome else None,
+        "exact_match": score_values(doc["final_answer"], task["has_ground_truth"],
+                                    task["ground_truth"], task["question"],
+                                    task["answer_format"], rules),
+        "scorer_version": SCORER_VERSION,
+        "source_file": source_file,
+        "payload": payload,
     }
 
 

@@ -22,6 +22,7 @@ Normalisation (documented in docs/scoring.md), applied to both sides before comp
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -137,6 +138,7 @@ def _rows_equal(a: Row, b: Row) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=4096)  # an import asks once per record about few distinct tasks
 def wants_order(question: str | None, answer_format: str | None) -> bool:
     """True when the task explicitly asks for its rows in an order (rule 4 of the module doc).
 
@@ -147,6 +149,7 @@ def wants_order(question: str | None, answer_format: str | None) -> bool:
     return bool(_ORDER_WORDS.search(text))
 
 
+@functools.lru_cache(maxsize=4096)
 def declared_decimals(*texts: str | None) -> int | None:
     """The number of decimals a task's text declares for its answer ("round to 3 decimal
     places", "2 decimals"), or None. When several are declared the first one wins."""
@@ -168,13 +171,22 @@ def _task_texts(task: Task) -> list[str | None]:
 def score_task(final_answer: Any, task: Task) -> bool | None:
     """Exact match of ``final_answer`` against the task's ground truth with the task's own
     rules (order, declared rounding); None ("unscored") when the task has no ground truth."""
-    if not task.has_ground_truth:
+    rules = (task.model_extra or {}).get("rules")
+    return score_values(final_answer, task.has_ground_truth, task.ground_truth, task.question,
+                        task.answer_format, rules)
+
+
+def score_values(final_answer: Any, has_ground_truth: bool, ground_truth: Any,
+                 question: str | None, answer_format: str | None, rules: Any) -> bool | None:
+    """``score_task`` on the task's values (the import scores JSON documents, not models)."""
+    if not has_ground_truth:
         return None
+    texts = (answer_format, question, rules if isinstance(rules, str) else None)
     return exact_match(
         final_answer,
-        task.ground_truth,
-        ordered=wants_order(task.question, task.answer_format),
-        decimals=declared_decimals(*_task_texts(task)),
+        ground_truth,
+        ordered=wants_order(question, answer_format),
+        decimals=declared_decimals(*texts),
     )
 
 

@@ -122,6 +122,10 @@ def _text(content: Any) -> str | None:
 
 
 def _tool_step(name: str | None, raw_args: Any, call_id: str | None) -> Step:
+    if name is not None and not isinstance(name, str):
+        # Said here: ``name.lower()`` below would crash the whole import instead.
+        raise ValueError(f"messages: a tool call's function name must be a string, "
+                         f"not {type(name).__name__}")
     raw = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, ensure_ascii=False)
     parsed: Any = None
     try:
