@@ -12,7 +12,7 @@ import os
 import sys
 import types
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,20 +80,37 @@ def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[s
         finally:
             _worker_init((set(), set()))
         return
+    # The files' keys are read here, before any worker starts: a re-import of files imported
+    # whole before then starts no process at all (starting the pool and its fork server costs
+    # seconds on a loaded machine), and a worker is never sent a file only to skip it. Hashing
+    # here overlaps the workers' parsing of the files submitted before.
+    pool: ProcessPoolExecutor | None = None
+    pending: list[Future[FileResult] | FileResult] = []
+    try:
+        for path in paths:
+            key = source_key(spec, path)
+            if key is not None and key in stored[1]:
+                pending.append(FileResult(source_key=key))
+                continue
+            if pool is None:
+                pool = _start_pool(count, stored)
+            with _without_main_script():  # a submit may start a worker
+                pending.append(pool.submit(_parse_file, spec, path, key=key))
+        for item in pending:
+            yield item if isinstance(item, FileResult) else item.result()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_pool(count: int, stored: tuple[set[str], set[str]]) -> ProcessPoolExecutor:
     # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
     # a threaded process can hang or crash. The server preloads this module, so workers start
     # in milliseconds; the stored ids reach each worker once, pickled.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
+    return ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
                                initargs=(stored,))
-    try:
-        with _without_main_script():
-            futures = [pool.submit(_parse_file, spec, path) for path in paths]
-        for future in futures:
-            yield future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
@@ -103,8 +120,8 @@ def _without_main_script() -> Iterator[None]:
     A new worker (and the fork server) imports the parent's ``__main__`` file before it runs
     anything. Under the CLI that is harmless, but a Streamlit page, or a test that ran one, is a
     script without a ``__name__`` guard, and importing it in a worker crashes that worker. The
-    workers only need this module, so they get an empty main while they start (all of them
-    start on the first submits)."""
+    workers only need this module, so they get an empty main while they start (each submit
+    may start one)."""
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
@@ -114,11 +131,14 @@ def _without_main_script() -> Iterator[None]:
             sys.modules["__main__"] = saved
 
 
-def _parse_file(spec: FileSpec, path: Path,
-                tick: Callable[[int], None] | None = None) -> FileResult:
+_UNREAD = "unread"
+
+
+def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None = None, *,
+                key: str | None = _UNREAD) -> FileResult:
     """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
-    imported whole before is not parsed again."""
-    result = FileResult(source_key=source_key(spec, path))
+    imported whole before is not parsed again. ``key``: its ``source_key``, when known."""
+    result = FileResult(source_key=source_key(spec, path) if key == _UNREAD else key)
     if result.source_key in _KNOWN_SOURCES:
         return result
     seen: set[str] = set()

@@ -53,7 +53,7 @@ from trajectories.objectstore import (
 from trajectories.rows import (
     INDEX_COLUMNS,
     INDEX_SCHEMA,
-    ROW_GROUP_SIZE,
+    PART_OPTIONS,
     index_row,
     part_name,
     reject_line,
@@ -409,7 +409,7 @@ class Workspace:
         table = rows_table(rows)
         name = part_name()
         tmp = self.parts_dir / f".{name}.tmp"
-        pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+        pq.write_table(table, tmp, **PART_OPTIONS)
         return tmp, self.parts_dir / name
 
     def import_files(
@@ -570,8 +570,7 @@ class Workspace:
                     name = part_name().replace(".parquet", f"-c{i:04d}.parquet")
                     final = self.parts_dir / name
                     tmp = final if self.remote else self.parts_dir / f".{name}.tmp"
-                    pq.write_table(table, str(tmp), row_group_size=ROW_GROUP_SIZE,
-                                   compression="zstd", filesystem=self._fs)
+                    pq.write_table(table, str(tmp), **PART_OPTIONS, filesystem=self._fs)
                     staged.append((tmp, final))
                     del table
                 for tmp, final in staged:
@@ -876,9 +875,9 @@ def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = N
         remove_part(part, filesystem)
         return False
     if filesystem is None:
-        pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+        pq.write_table(table, part, **PART_OPTIONS)
     else:
-        pq.write_table(table, str(part), row_group_size=ROW_GROUP_SIZE, compression="zstd",
+        pq.write_table(table, str(part), **PART_OPTIONS,
                        filesystem=filesystem)
     return True
 

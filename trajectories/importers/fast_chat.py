@@ -15,6 +15,7 @@ goes through ``parse_openai_chat`` unchanged: the same trajectory, or the same e
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -103,6 +104,10 @@ _OUTCOME = _defaults(Outcome)
 _TRAJ = _defaults(Trajectory)
 _SQL, _PYTHON, _TOOL, _MESSAGE = (str(StepKind.SQL), str(StepKind.PYTHON),
                                   str(StepKind.TOOL_CALL), str(StepKind.MESSAGE))
+
+
+#: Six regular expressions per record over the same few reference queries: remembered.
+_intent_scope = functools.lru_cache(maxsize=4096)(infer_intent_scope)
 
 
 @dataclass(frozen=True)
@@ -275,7 +280,7 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
     reference_sql = task_info.get("gold_sql") or src_task.get("reference_sql")
     if not _opt_str(reference_sql):
         return None
-    intent, scope = infer_intent_scope(reference_sql)
+    intent, scope = _intent_scope(reference_sql)
     reward = record.get("reward", reward_info.get("reward"))
     outcome: dict[str, Any] | None = None
     if isinstance(reward, int | float) and not isinstance(reward, bool):
