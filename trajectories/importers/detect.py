@@ -80,6 +80,22 @@ def _loads(data: bytes) -> tuple[Any, bool]:
     return json.loads(data.decode("utf-8-sig")), False
 
 
+@dataclass(frozen=True)
+class _Document:
+    """What is known of a whole document's text once it is parsed (its bytes are let go)."""
+
+    plain: bool  # read by orjson (``_loads``)
+    surrogate_hint: bool  # holds an escape that can decode to a surrogate
+
+
+def _read_document(path: Path) -> tuple[Any, _Document]:
+    data = path.read_bytes()
+    doc, plain = _loads(data)
+    # Scanned now, not later from a second read of the file while the parsed records are
+    # held (that was one more file-sized buffer at the worker's peak).
+    return doc, _Document(plain, bool(_SURROGATE_ESCAPE.search(data)))
+
+
 def _plain_line(line: bytes) -> bool:
     """True when the standard parser reads this JSONL line to values orjson would give too."""
     return b"NaN" not in line and b"Infinity" not in line and not _has_long_integer(line)
@@ -90,14 +106,15 @@ def _raw(record: Any) -> str:
     return json.dumps(record, ensure_ascii=False, default=str)
 
 
-def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, bool]]:
-    """Yield (location, record, raw, plain) tuples; raw is None when the record came out of a
-    whole document (its text is made only if it is rejected); plain says its values are plain
-    JSON (``_loads``). A JSON list is one document (read whole); JSONL is streamed line by
-    line so memory stays bounded by one record."""
+def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, _Document | bool]]:
+    """Yield (location, record, raw, source) tuples; raw is None when the record came out of a
+    whole document (its text is made only if it is rejected); source is that document's
+    ``_Document``, or for a JSONL line whether its values are plain JSON (``_plain_line``).
+    A JSON list is one document (read whole); JSONL is streamed line by line so memory stays
+    bounded by one record."""
     if first == "[":
         try:
-            doc, plain = _loads(path.read_bytes())
+            doc, known = _read_document(path)
         except json.JSONDecodeError as err:
             raise ImportProblem(
                 str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
@@ -109,17 +126,17 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, boo
             raise ImportProblem(str(path), "expected a JSON list of records")
         for i in range(len(doc)):
             rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
-            yield f"record {i}", rec, None, plain
+            yield f"record {i}", rec, None, known
         return
     if _single_document(path):
         try:
-            doc, plain = _loads(path.read_bytes())
+            doc, known = _read_document(path)
         except UnicodeDecodeError as err:
             raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
         if not isinstance(doc, dict):
             raise ImportProblem(
                 str(path), "expected a JSON object, a JSON list of records, or JSONL")
-        yield "document", doc, None, plain
+        yield "document", doc, None, known
         return
     with open(path, "rb") as handle:
         for lineno, raw_line in enumerate(handle, start=1):
@@ -265,8 +282,7 @@ def iter_file(
     records = _records(path, _first_char(path))
     identity = identity_from_filename(path, run, model)
     detected = fmt
-    surrogates: bool | None = None
-    for location, record, line, plain in records:
+    for location, record, line, source in records:
         if isinstance(record, _BadJson):
             yield Parsed(location, None, ImportProblem(str(path), record.message, location),
                          line or "")
@@ -274,9 +290,10 @@ def iter_file(
         # A record from a whole document has no text of its own: walk it only when its file
         # could hold a surrogate escape at all (decided once per file).
         if line is None:
-            hint = surrogates if surrogates is not None else _file_has_surrogate_hint(path)
-            surrogates = hint
+            assert isinstance(source, _Document)
+            hint, plain = source.surrogate_hint, source.plain
         else:
+            plain = bool(source)
             hint = bool(_SURROGATE_HINT.search(line))
         bad_text = _surrogate_field(record) if hint else None
         if bad_text is not None:
@@ -314,12 +331,6 @@ def iter_file(
             yield _rejected(path, location, err, line if line is not None else _raw(record))
             continue
         yield Parsed(location, traj, None, "")
-
-
-def _file_has_surrogate_hint(path: Path) -> bool:
-    """True when the file's bytes hold an escape that can decode to a surrogate (UTF-8 text
-    itself cannot hold one)."""
-    return bool(_SURROGATE_ESCAPE.search(path.read_bytes()))
 
 
 def _rejected(path: Path, location: str, err: ValueError, raw: str) -> Parsed:
