@@ -12,7 +12,7 @@ import os
 import sys
 import types
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,11 +84,13 @@ def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[s
     # whole before then starts no process at all (starting the pool and its fork server costs
     # seconds on a loaded machine), and a worker is never sent a file only to skip it. Hashing
     # here overlaps the workers' parsing of the files submitted before.
+    # (Threads: sha256 lets go of the GIL on large buffers, so the files hash on every core.)
     pool: ProcessPoolExecutor | None = None
     pending: list[Future[FileResult] | FileResult] = []
+    hashers = ThreadPoolExecutor(count)
     try:
-        for path in paths:
-            key = source_key(spec, path)
+        keys = hashers.map(lambda path: source_key(spec, path), paths)
+        for path, key in zip(paths, keys, strict=True):
             if key is not None and key in stored[1]:
                 pending.append(FileResult(source_key=key))
                 continue
@@ -99,6 +101,7 @@ def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[s
         for item in pending:
             yield item if isinstance(item, FileResult) else item.result()
     finally:
+        hashers.shutdown(wait=True, cancel_futures=True)
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
