@@ -16,10 +16,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from trajectories.model import ACTION_KINDS, Trajectory
-from trajectories.scoring import SCORER_VERSION, score_task, score_values
+from trajectories.scoring import SCORER_VERSION, score_values
 
 #: Bumped when the stored row changes, so files imported before are parsed again.
-SCHEMA_KEY = "1"
+SCHEMA_KEY = "2"  # 2: cut SQL results (final_answer_rows_total, scorer em-3)
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
 
 INDEX_SCHEMA = pa.schema(
@@ -78,8 +78,12 @@ def reject_line(reject: dict[str, str]) -> str:
 
 
 def score(traj: Trajectory) -> bool | None:
-    """Exact match under the task's own rules; None when the task has no ground truth."""
-    return score_task(traj.final_answer, traj.task)
+    """Exact match under the task's own rules; None when the task has no ground truth or the
+    answer came from a cut or unreadable SQL result that cannot decide (scoring rule 7)."""
+    task, extra = traj.task, traj.model_extra or {}
+    return score_values(traj.final_answer, task.has_ground_truth, task.ground_truth,
+                        task.question, task.answer_format, (task.model_extra or {}).get("rules"),
+                        extra.get("final_answer_source"), extra.get("final_answer_rows_total"))
 
 
 def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
@@ -156,7 +160,9 @@ def document_row(doc: dict[str, Any], payload: bytes,
         "recorded_reward": outcome["reward"] if outcome else None,
         "exact_match": score_values(doc["final_answer"], task["has_ground_truth"],
                                     task["ground_truth"], task["question"],
-                                    task["answer_format"], rules),
+                                    task["answer_format"], rules,
+                                    doc.get("final_answer_source"),
+                                    doc.get("final_answer_rows_total")),
         "scorer_version": SCORER_VERSION,
         "source_file": source_file,
         "payload": payload,

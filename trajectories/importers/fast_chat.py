@@ -29,11 +29,11 @@ from trajectories.importers.openai_chat import (
     PYTHON_TOOLS,
     SQL_TOOLS,
     RunIdentity,
-    _rows,
     _text,
     infer_intent_scope,
     is_substantive,
     looks_like_error,
+    sql_result,
 )
 from trajectories.model import (
     Outcome,
@@ -44,6 +44,7 @@ from trajectories.model import (
     Trajectory,
     canonical_id,
 )
+from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL, ANSWER_SQL_UNREADABLE
 
 #: Per model, each field as this module fills it: its type and constraints, as
 #: ``field_signatures`` reads them from the model (the checks in ``_prepare`` follow them: a
@@ -225,20 +226,25 @@ def _plain_rows(rows: list[list[Any]]) -> bool:
     return True
 
 
-def _answer(steps: list[dict[str, Any]]) -> tuple[Any, int | None, str] | None:
-    """``agent_answer`` on dicts; None when the answer rows are not plain JSON."""
+def _answer(steps: list[dict[str, Any]]) -> tuple[Any, int | None, str, int | None] | None:
+    """``pick_answer`` on dicts; None when the answer rows are not plain JSON."""
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
         if step["kind"] == _SQL and not step["error"]:
-            rows = _rows(step["observation"])
-            if rows is not None:
-                return (rows, index, "last_sql_result") if _plain_rows(rows) else None
+            rows, total = sql_result(step["observation"])
+            if rows is None:
+                return None, index, ANSWER_SQL_UNREADABLE, None
+            if not _plain_rows(rows):
+                return None
+            if total is not None:
+                return rows, index, ANSWER_SQL_PARTIAL, total
+            return rows, index, ANSWER_SQL, None
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
         if step["kind"] == _MESSAGE and step["role"] == "assistant" \
                 and is_substantive(step["content"]):
-            return step["content"], index, "last_answer_message"
-    return None, None, "none"
+            return step["content"], index, "last_answer_message", None
+    return None, None, "none", None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -290,13 +296,14 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
         outcome = {**_OUTCOME, "success": reward >= 1.0 - 1e-9, "reward": value,
                    "source": "reward"}
     answer_step: int | None = None
+    rows_total: int | None = None
     if "final_answer" in record:
         final_answer, answer_source = record["final_answer"], "record"
     else:
         answer = _answer(steps)
         if answer is None:
             return None
-        final_answer, answer_step, answer_source = answer
+        final_answer, answer_step, answer_source, rows_total = answer
     if "pred_answer" in reward_detail or "pred_sql" in reward_detail:
         outcome = outcome or {**_OUTCOME, "source": "harness"}
         outcome["recorded_answer"] = reward_detail.get("pred_answer")
@@ -345,6 +352,8 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
         "outcome": outcome, "source_record": kept, "source_format": "openai-chat",
         "final_answer_step": answer_step, "final_answer_source": answer_source,
     })
+    if rows_total is not None:
+        doc["final_answer_rows_total"] = rows_total
     tid = canonical_id(doc)
     if tid is None:
         return None
