@@ -277,3 +277,75 @@ def test_a_malformed_chat_record_gets_the_same_error(tmp_path: Path) -> None:
     assert problems(fast) == problems(slow)
     assert [field for _, _, field in problems(fast)] == ["messages", "task_idx"]
     assert [p.raw for p in fast] == [p.raw for p in slow]
+
+
+# ------------------------------------------------------------- cut and unreadable SQL results
+
+_CUT = ("[('a',), ('b',)]\n\nNote: There are 1 results not shown (out of 3 total results).")
+
+
+def _ending_with(observation: str, earlier: str = "[('x',)]") -> dict[str, Any]:
+    """A record whose earlier SQL step printed ``earlier`` and whose last one ``observation``."""
+    record = _plain()
+    call = record["messages"][2]
+    again = json.loads(json.dumps(call))
+    again["tool_calls"][0]["id"] = "c2"
+    record["messages"][3]["content"] = earlier
+    record["messages"][4:4] = [again, {"role": "tool", "tool_call_id": "c2",
+                                       "content": observation}]
+    return record
+
+
+@pytest.mark.parametrize(("truth", "expected"), [
+    ([["a"], ["b"], ["c"]], None),  # the visible rows fit: the hidden one decides (unknown)
+    ([["a"], ["b"]], False),  # another full row count
+    ([["a"], ["z"], ["c"]], False),  # a visible row the truth lacks
+])
+def test_a_cut_result_is_the_answer_and_scores_by_its_visible_rows(
+        truth: list[list[str]], expected: bool | None) -> None:
+    record = _ending_with(_CUT)
+    record["info"]["task"]["gold_answer"] = truth
+    assert _check(record)  # both paths agree
+    traj = parse_openai_chat(record, IDENTITY)
+    extra = traj.model_extra or {}
+    assert traj.final_answer == [["a"], ["b"]]  # the last query's visible rows, not step 0's
+    assert extra["final_answer_source"] == "last_sql_result_partial"
+    assert extra["final_answer_rows_total"] == 3
+    assert extra["final_answer_step"] == 3  # system, user, first query, last query
+    assert index_row(traj)["exact_match"] is expected
+
+
+def test_an_unreadable_last_result_is_no_answer_and_never_a_success() -> None:
+    record = _ending_with("[('a',), ('b'", earlier="[(1.5,)]")  # earlier rows match the truth
+    assert _check(record)
+    traj = parse_openai_chat(record, IDENTITY)
+    extra = traj.model_extra or {}
+    assert traj.final_answer is None and extra["final_answer_step"] == 3
+    assert extra["final_answer_source"] == "last_sql_result_unreadable"
+    assert "final_answer_rows_total" not in extra
+    assert index_row(traj)["exact_match"] is None
+
+
+def test_complete_results_keep_their_fields_and_ids() -> None:
+    record = _ending_with("[(1.5,)]")
+    assert _check(record)
+    traj = parse_openai_chat(record, IDENTITY)
+    assert "final_answer_rows_total" not in (traj.model_extra or {})
+    assert index_row(traj)["exact_match"] is True
+
+
+def test_the_real_cut_results_are_answers_of_their_last_query() -> None:
+    cut = []
+    for path in sorted(require_shared(REAL_TRAJECTORIES).glob("*.json")):
+        identity = identity_from_filename(path, None, None)
+        for record in json.loads(path.read_text("utf-8")):
+            traj = parse_openai_chat(record, identity)
+            extra = traj.model_extra or {}
+            if extra.get("final_answer_source") == "last_sql_result_partial":
+                last_sql = max(i for i, s in enumerate(traj.steps)
+                               if s.kind == StepKind.SQL and not s.error)
+                assert extra["final_answer_step"] == last_sql
+                assert extra["final_answer_rows_total"] > len(traj.final_answer)
+                cut.append(index_row(traj)["exact_match"])
+    # The harness cut five last results in these runs; none can be an exact match.
+    assert len(cut) == 5 and True not in cut
