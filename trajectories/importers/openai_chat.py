@@ -250,12 +250,6 @@ def pick_answer(steps: list[Step]) -> tuple[Any, int | None, str, int | None]:
     return None, None, "none", None
 
 
-def agent_answer(steps: list[Step]) -> tuple[Any, int | None, str]:
-    """``pick_answer`` without the row count: (answer, step index, source)."""
-    answer, index, source, _ = pick_answer(steps)
-    return answer, index, source
-
-
 def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
     """One chat record to a native trajectory; raises ``ValueError`` with ``field: message``."""
     if not isinstance(record, dict):
