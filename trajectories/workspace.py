@@ -693,8 +693,10 @@ class Workspace:
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
                            if c != "exact_match" and c not in resolved)
+        overridden = self.task_fields_path.exists()  # else no join with the empty overlay
         fields = ", ".join(
-            f"coalesce(o.{c}, t.{c}, p.{c}) AS {c}" for c in TASK_FIELDS
+            f"coalesce({f'o.{c}, ' if overridden else ''}t.{c}, p.{c}) AS {c}"
+            for c in TASK_FIELDS
         )
         # A task's intent / scope / template are properties of the task: every run sharing a
         # task id shows the same values (a task file's override, else the most frequent known
@@ -717,14 +719,19 @@ class Workspace:
         )
         # An overlay row replaces the stored exact match even when it is NULL (unscored).
         exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
+        scored = "LEFT JOIN scores s USING (id)"
+        if not self.scores_path.exists():
+            # No overlay (nothing re-scored): no join. Probing a million ids against an
+            # empty table still cost a hash join per query (60 ms of a Browse count).
+            exact, scored = "p.exact_match", ""
         con.execute(
             f"""CREATE OR REPLACE VIEW trajectories AS
             SELECT {select}, {fields},
                    {exact} AS exact_match,
                    coalesce(p.recorded_success, {exact}) AS success
-            FROM parts p LEFT JOIN scores s USING (id)
+            FROM parts p {scored}
             LEFT JOIN task_consensus t USING (task_id)
-            LEFT JOIN task_overrides o USING (task_id)"""
+            {"LEFT JOIN task_overrides o USING (task_id)" if overridden else ""}"""
         )
         # Outcomes only (no task consensus, whose window functions dominate at a million
         # rows): what counts and outcome lists need.
@@ -732,7 +739,7 @@ class Workspace:
             f"""CREATE OR REPLACE VIEW outcomes AS
             SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
                    {exact} AS exact_match
-            FROM parts p LEFT JOIN scores s USING (id)"""
+            FROM parts p {scored}"""
         )
         self._local.signature = signature
         return con
