@@ -12,7 +12,7 @@ import os
 import sys
 import types
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
-from trajectories.rows import SCHEMA_KEY, index_row, remove_part, stage_rows
+from trajectories.rows import SCHEMA_KEY, document_row, index_row, remove_part, stage_rows
 
 
 @dataclass(frozen=True)
@@ -80,20 +80,40 @@ def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[s
         finally:
             _worker_init((set(), set()))
         return
+    # The files' keys are read here, before any worker starts: a re-import of files imported
+    # whole before then starts no process at all (starting the pool and its fork server costs
+    # seconds on a loaded machine), and a worker is never sent a file only to skip it. Hashing
+    # here overlaps the workers' parsing of the files submitted before.
+    # (Threads: sha256 lets go of the GIL on large buffers, so the files hash on every core.)
+    pool: ProcessPoolExecutor | None = None
+    pending: list[Future[FileResult] | FileResult] = []
+    hashers = ThreadPoolExecutor(count)
+    try:
+        keys = hashers.map(lambda path: source_key(spec, path), paths)
+        for path, key in zip(paths, keys, strict=True):
+            if key is not None and key in stored[1]:
+                pending.append(FileResult(source_key=key))
+                continue
+            if pool is None:
+                pool = _start_pool(count, stored)
+            with _without_main_script():  # a submit may start a worker
+                pending.append(pool.submit(_parse_file, spec, path, key=key))
+        for item in pending:
+            yield item if isinstance(item, FileResult) else item.result()
+    finally:
+        hashers.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_pool(count: int, stored: tuple[set[str], set[str]]) -> ProcessPoolExecutor:
     # forkserver, not fork: this process may run DuckDB or Arrow threads, and a forked copy of
     # a threaded process can hang or crash. The server preloads this module, so workers start
     # in milliseconds; the stored ids reach each worker once, pickled.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    pool = ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
+    return ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
                                initargs=(stored,))
-    try:
-        with _without_main_script():
-            futures = [pool.submit(_parse_file, spec, path) for path in paths]
-        for future in futures:
-            yield future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
@@ -103,8 +123,8 @@ def _without_main_script() -> Iterator[None]:
     A new worker (and the fork server) imports the parent's ``__main__`` file before it runs
     anything. Under the CLI that is harmless, but a Streamlit page, or a test that ran one, is a
     script without a ``__name__`` guard, and importing it in a worker crashes that worker. The
-    workers only need this module, so they get an empty main while they start (all of them
-    start on the first submits)."""
+    workers only need this module, so they get an empty main while they start (each submit
+    may start one)."""
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
@@ -114,11 +134,14 @@ def _without_main_script() -> Iterator[None]:
             sys.modules["__main__"] = saved
 
 
-def _parse_file(spec: FileSpec, path: Path,
-                tick: Callable[[int], None] | None = None) -> FileResult:
+_UNREAD = "unread"
+
+
+def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None = None, *,
+                key: str | None = _UNREAD) -> FileResult:
     """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
-    imported whole before is not parsed again."""
-    result = FileResult(source_key=source_key(spec, path))
+    imported whole before is not parsed again. ``key``: its ``source_key``, when known."""
+    result = FileResult(source_key=source_key(spec, path) if key == _UNREAD else key)
     if result.source_key in _KNOWN_SOURCES:
         return result
     seen: set[str] = set()
@@ -126,7 +149,7 @@ def _parse_file(spec: FileSpec, path: Path,
     size = 0
     try:
         for item in iter_file(path, spec.fmt, run=spec.run, model=spec.model,
-                              mapping=spec.mapping, tasks=spec.tasks):
+                              mapping=spec.mapping, tasks=spec.tasks, prepare=True):
             result.records += 1
             if tick and result.records % 1000 == 0:
                 tick(result.records)
@@ -135,17 +158,21 @@ def _parse_file(spec: FileSpec, path: Path,
                 if not spec.skip_invalid:
                     break  # the whole import fails on this problem: stop reading
                 continue
-            traj = item.trajectory
-            if traj is None:
+            prepared, traj = item.prepared, item.trajectory
+            if prepared is not None:
+                tid = prepared.id
+            elif traj is not None:
+                if traj.id is None:
+                    traj = traj.with_id()
+                tid = str(traj.id)
+            else:
                 continue
-            if traj.id is None:
-                traj = traj.with_id()
-            tid = str(traj.id)
             if tid in seen or tid in _STORED_IDS:
                 result.duplicates += 1
                 continue
             seen.add(tid)
-            row = index_row(traj, str(path))
+            row = (document_row(prepared.doc, prepared.payload, str(path)) if prepared
+                   else index_row(traj, str(path)))  # type: ignore[arg-type]
             rows.append(row)
             size += len(row["payload"])
             if size >= _PART_BYTES:

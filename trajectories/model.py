@@ -11,6 +11,7 @@ import json
 from enum import StrEnum
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 FORMAT_VERSION = "1"
@@ -127,10 +128,11 @@ class Trajectory(_Open):
     outcome: Outcome | None = None
 
     def content_id(self) -> str:
-        """Content hash: the same record always gets the same id, so re-imports add nothing."""
+        """Content hash: the same record always gets the same id, so re-imports add nothing.
+        This is the definition of an id; ``canonical_id`` is a faster way to the same bytes."""
         payload = self.model_dump(mode="json", exclude={"id"}, exclude_none=False)
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:24]
+        return _digest(canonical.encode("utf-8"))
 
     def with_id(self) -> Trajectory:
         """Return a copy whose ``id`` is its content hash (a producer's own id is kept as
@@ -151,6 +153,53 @@ class Trajectory(_Open):
     def n_turns(self) -> int:
         """Agent turns: steps in which the agent acted on the environment (SQL, Python, tools)."""
         return len(self.actions)
+
+
+def _digest(canonical: bytes) -> str:
+    return hashlib.sha256(canonical).hexdigest()[:24]
+
+
+def _orjson_writes_like_repr(doc: Any) -> bool:
+    """True when every value in ``doc`` is a JSON value orjson writes exactly as ``json.dumps``
+    does: strings (escapes agree for every code point), integers, booleans, null, lists and
+    string-keyed dicts, and floats that are zero or between 1e-4 and 1e16 in size. Outside
+    that range ``repr`` switches to an exponent and orjson's format differs (1e+16 vs 1e16,
+    1e-05 vs 0.00001); NaN and Infinity orjson writes as null. Integers beyond 64 bits,
+    non-string keys and lone surrogates make orjson raise (the caller falls back)."""
+    stack: list[Any] = [doc]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is dict:
+            stack.extend(value.values())
+        elif kind is list:
+            stack.extend(value)
+        elif kind is float:
+            if value != 0.0 and not 1e-4 <= abs(value) < 1e16:  # NaN fails both tests
+                return False
+        elif kind is not str and kind is not int and kind is not bool and value is not None:
+            return False  # tuples, enums, datetimes...: only model_dump knows their JSON
+    return True
+
+
+def canonical_bytes(doc: dict[str, Any]) -> bytes | None:
+    """The bytes ``content_id`` hashes for ``doc`` (a trajectory's ``model_dump(mode="json")``
+    without ``id``), written by orjson; None when orjson could write them differently from
+    ``json.dumps`` (``_orjson_writes_like_repr``). Tests compare the two on every code point,
+    on floats across the range and on real, generated and adversarial trajectories."""
+    if not _orjson_writes_like_repr(doc):
+        return None
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError: big integer, non-str key, lone surrogate
+        return None
+
+
+def canonical_id(doc: dict[str, Any]) -> str | None:
+    """``Trajectory.content_id`` of the trajectory whose JSON document is ``doc``, or None when
+    only the slow path can say (``canonical_bytes``)."""
+    data = canonical_bytes(doc)
+    return None if data is None else _digest(data)
 
 
 SCHEMA_ID = f"https://faillab.invalid/schema/trajectory/{FORMAT_VERSION}"

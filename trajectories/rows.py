@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from trajectories.model import Trajectory
-from trajectories.scoring import SCORER_VERSION, score_task
+from trajectories.model import ACTION_KINDS, Trajectory
+from trajectories.scoring import SCORER_VERSION, score_values
 
 #: Bumped when the stored row changes, so files imported before are parsed again.
-SCHEMA_KEY = "1"
+SCHEMA_KEY = "2"  # 2: cut SQL results (final_answer_rows_total, scorer em-3)
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
 
 INDEX_SCHEMA = pa.schema(
@@ -54,6 +54,13 @@ INDEX_SCHEMA = pa.schema(
     ]
 )
 INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
+#: How every part is written. No dictionary for the columns whose values are all different
+#: (ids, payloads): Arrow would hash every 25 KB payload before giving the dictionary up,
+#: which was most of the write's time.
+PART_OPTIONS: dict[str, Any] = {
+    "row_group_size": ROW_GROUP_SIZE, "compression": "zstd",
+    "use_dictionary": [c for c in INDEX_COLUMNS if c != "id"],
+}
 
 
 def json_text(value: Any) -> str:
@@ -71,8 +78,12 @@ def reject_line(reject: dict[str, str]) -> str:
 
 
 def score(traj: Trajectory) -> bool | None:
-    """Exact match under the task's own rules; None when the task has no ground truth."""
-    return score_task(traj.final_answer, traj.task)
+    """Exact match under the task's own rules; None when the task has no ground truth or the
+    answer came from a cut or unreadable SQL result that cannot decide (scoring rule 7)."""
+    task, extra = traj.task, traj.model_extra or {}
+    return score_values(traj.final_answer, task.has_ground_truth, task.ground_truth,
+                        task.question, task.answer_format, (task.model_extra or {}).get("rules"),
+                        extra.get("final_answer_source"), extra.get("final_answer_rows_total"))
 
 
 def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
@@ -112,6 +123,52 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
     }
 
 
+_ACTIONS = frozenset(str(kind) for kind in ACTION_KINDS)
+
+
+def document_row(doc: dict[str, Any], payload: bytes,
+                 source_file: str | None = None) -> dict[str, Any]:
+    """``index_row`` of the trajectory whose JSON document (``model_dump(mode="json")`` with
+    its id) is ``doc`` and whose serialised form is ``payload``: the same row, without building
+    the model (the import's fast path)."""
+    task, run, steps = doc["task"], doc["run"], doc["steps"]
+    outcome = doc["outcome"]
+    rules = task.get("rules")
+    return {
+        "id": doc["id"],
+        "run": run["name"],
+        "model": run["model"],
+        "temperature": run["temperature"],
+        "rollout": run["rollout"],
+        "task_id": task["id"],
+        "question": task["question"],
+        "intent": task["intent"],
+        "scope": task["scope"],
+        "template_id": task["template_id"],
+        "split": task["split"],
+        "pair_id": task["pair_id"],
+        "noise_type": task["noise_type"],
+        "variant": task["variant"],
+        "reference_sql": task["reference_sql"],
+        "answer_format": task["answer_format"],
+        "ground_truth": json_text(task["ground_truth"]),
+        "final_answer": json_text(doc["final_answer"]),
+        "n_steps": len(steps),
+        "n_turns": sum(1 for s in steps if s["kind"] in _ACTIONS),
+        "n_errors": sum(1 for s in steps if s["error"]),
+        "recorded_success": outcome["success"] if outcome else None,
+        "recorded_reward": outcome["reward"] if outcome else None,
+        "exact_match": score_values(doc["final_answer"], task["has_ground_truth"],
+                                    task["ground_truth"], task["question"],
+                                    task["answer_format"], rules,
+                                    doc.get("final_answer_source"),
+                                    doc.get("final_answer_rows_total")),
+        "scorer_version": SCORER_VERSION,
+        "source_file": source_file,
+        "payload": payload,
+    }
+
+
 def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
     """Rows (sorted by id) as an Arrow table, built column by column (much faster than
     ``from_pylist`` on wide rows)."""
@@ -133,12 +190,12 @@ def stage_rows(parts_dir: Path, rows: list[dict[str, Any]],
     name = part_name()
     if filesystem is not None:
         final = parts_dir / name
-        pq.write_table(table, str(final), row_group_size=ROW_GROUP_SIZE, compression="zstd",
+        pq.write_table(table, str(final), **PART_OPTIONS,
                        filesystem=filesystem)
         return final, final, [r["id"] for r in rows]
     parts_dir.mkdir(parents=True, exist_ok=True)
     tmp = parts_dir / f".{name}.tmp"
-    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+    pq.write_table(table, tmp, **PART_OPTIONS)
     return tmp, parts_dir / name, [r["id"] for r in rows]
 
 

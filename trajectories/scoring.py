@@ -18,10 +18,16 @@ Normalisation (documented in docs/scoring.md), applied to both sides before comp
    (or "N decimal places"), numbers on both sides are rounded half-up to N decimals first.
 6. No ground truth: a task with ``has_ground_truth=False`` cannot be scored (``score_task``
    returns None: "unscored"); a ground truth that is genuinely NULL is still scored.
+7. A final answer taken from a SQL result the harness cut ("Note: There are 73 results not
+   shown (out of 173 total results).") is only its visible rows: it is a failure when the
+   full row count differs from the ground truth's or a visible row is not in the ground
+   truth (in order, for an ordered task), else unknown (None): exact match needs the whole
+   result. A last SQL result that could not be read is unknown too, never a success.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -31,7 +37,15 @@ from typing import Any
 
 from trajectories.model import Task
 
-SCORER_VERSION = "em-2"
+SCORER_VERSION = "em-3"  # em-3: a cut or unreadable last SQL result (rule 7)
+
+#: Where an importer took a trajectory's final answer from (``final_answer_source``), for the
+#: answers rule 7 scores apart: the last successful SQL query's rows, the visible rows of a
+#: result the harness cut (``final_answer_rows_total`` holds its full row count), or nothing
+#: when that result could not be read.
+ANSWER_SQL = "last_sql_result"
+ANSWER_SQL_PARTIAL = "last_sql_result_partial"
+ANSWER_SQL_UNREADABLE = "last_sql_result_unreadable"
 
 _WS = re.compile(r"\s+")
 _NUMERIC = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -137,6 +151,7 @@ def _rows_equal(a: Row, b: Row) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=4096)  # an import asks once per record about few distinct tasks
 def wants_order(question: str | None, answer_format: str | None) -> bool:
     """True when the task explicitly asks for its rows in an order (rule 4 of the module doc).
 
@@ -147,6 +162,7 @@ def wants_order(question: str | None, answer_format: str | None) -> bool:
     return bool(_ORDER_WORDS.search(text))
 
 
+@functools.lru_cache(maxsize=4096)
 def declared_decimals(*texts: str | None) -> int | None:
     """The number of decimals a task's text declares for its answer ("round to 3 decimal
     places", "2 decimals"), or None. When several are declared the first one wins."""
@@ -168,14 +184,53 @@ def _task_texts(task: Task) -> list[str | None]:
 def score_task(final_answer: Any, task: Task) -> bool | None:
     """Exact match of ``final_answer`` against the task's ground truth with the task's own
     rules (order, declared rounding); None ("unscored") when the task has no ground truth."""
-    if not task.has_ground_truth:
+    rules = (task.model_extra or {}).get("rules")
+    return score_values(final_answer, task.has_ground_truth, task.ground_truth, task.question,
+                        task.answer_format, rules)
+
+
+def score_values(final_answer: Any, has_ground_truth: bool, ground_truth: Any,
+                 question: str | None, answer_format: str | None, rules: Any,
+                 source: Any = None, rows_total: Any = None) -> bool | None:
+    """``score_task`` on the task's values (the import scores JSON documents, not models),
+    with rule 7 when the answer's ``source`` (``final_answer_source``) says a cut or an
+    unreadable SQL result (``rows_total``: the cut result's full row count)."""
+    if not has_ground_truth or source == ANSWER_SQL_UNREADABLE:
         return None
-    return exact_match(
-        final_answer,
-        task.ground_truth,
-        ordered=wants_order(task.question, task.answer_format),
-        decimals=declared_decimals(*_task_texts(task)),
-    )
+    texts = (answer_format, question, rules if isinstance(rules, str) else None)
+    ordered = wants_order(question, answer_format)
+    decimals = declared_decimals(*texts)
+    if source == ANSWER_SQL_PARTIAL:
+        total = rows_total if isinstance(rows_total, int) and not isinstance(rows_total, bool) \
+            else None
+        return partial_match(final_answer, ground_truth, total, ordered=ordered,
+                             decimals=decimals)
+    return exact_match(final_answer, ground_truth, ordered=ordered, decimals=decimals)
+
+
+def partial_match(visible: Any, truth: Any, total: int | None, *, ordered: bool = False,
+                  decimals: int | None = None) -> bool | None:
+    """Rule 7: False when a cut result cannot match the ground truth (another full row count,
+    a visible row the truth lacks, or out of order for an ordered task), else None: the rows
+    not shown decide, and they are unknown."""
+    if total is None:
+        return None
+    true_rows = to_rows(truth, decimals)
+    shown = to_rows(visible, decimals)
+    if total != len(true_rows) or len(shown) > len(true_rows):
+        return False
+    if ordered:
+        in_order = all(_rows_equal(a, b) for a, b in zip(shown, true_rows, strict=False))
+        return None if in_order else False
+    remaining = list(true_rows)
+    for row in shown:
+        for i, candidate in enumerate(remaining):
+            if _rows_equal(row, candidate):
+                del remaining[i]
+                break
+        else:
+            return False
+    return None
 
 
 def task_decimals(task: Task) -> int | None:

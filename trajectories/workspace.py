@@ -53,7 +53,7 @@ from trajectories.objectstore import (
 from trajectories.rows import (
     INDEX_COLUMNS,
     INDEX_SCHEMA,
-    ROW_GROUP_SIZE,
+    PART_OPTIONS,
     index_row,
     part_name,
     reject_line,
@@ -409,7 +409,7 @@ class Workspace:
         table = rows_table(rows)
         name = part_name()
         tmp = self.parts_dir / f".{name}.tmp"
-        pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+        pq.write_table(table, tmp, **PART_OPTIONS)
         return tmp, self.parts_dir / name
 
     def import_files(
@@ -570,8 +570,7 @@ class Workspace:
                     name = part_name().replace(".parquet", f"-c{i:04d}.parquet")
                     final = self.parts_dir / name
                     tmp = final if self.remote else self.parts_dir / f".{name}.tmp"
-                    pq.write_table(table, str(tmp), row_group_size=ROW_GROUP_SIZE,
-                                   compression="zstd", filesystem=self._fs)
+                    pq.write_table(table, str(tmp), **PART_OPTIONS, filesystem=self._fs)
                     staged.append((tmp, final))
                     del table
                 for tmp, final in staged:
@@ -657,6 +656,10 @@ class Workspace:
             # Arrow dataset cannot be registered while a caller's result is still open on the
             # old one, and whoever holds the old connection keeps reading the old parts.
             con = duckdb.connect(":memory:")
+            # Parts are immutable files with unique names, so their footers (schema, row-group
+            # statistics) can be kept: a fetch by id then prunes to one row group without
+            # reading any footer again (13 -> 4 ms at 300,000 rows; summary and Browse gain too).
+            con.execute("SET parquet_metadata_cache = true")
             self._local.con = con
         files = [str(f) for f in self.part_files()] if self.exists() else []
         if files and self.remote is not None:
@@ -690,8 +693,10 @@ class Workspace:
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
                            if c != "exact_match" and c not in resolved)
+        overridden = self.task_fields_path.exists()  # else no join with the empty overlay
         fields = ", ".join(
-            f"coalesce(o.{c}, t.{c}, p.{c}) AS {c}" for c in TASK_FIELDS
+            f"coalesce({f'o.{c}, ' if overridden else ''}t.{c}, p.{c}) AS {c}"
+            for c in TASK_FIELDS
         )
         # A task's intent / scope / template are properties of the task: every run sharing a
         # task id shows the same values (a task file's override, else the most frequent known
@@ -714,14 +719,19 @@ class Workspace:
         )
         # An overlay row replaces the stored exact match even when it is NULL (unscored).
         exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
+        scored = "LEFT JOIN scores s USING (id)"
+        if not self.scores_path.exists():
+            # No overlay (nothing re-scored): no join. Probing a million ids against an
+            # empty table still cost a hash join per query (60 ms of a Browse count).
+            exact, scored = "p.exact_match", ""
         con.execute(
             f"""CREATE OR REPLACE VIEW trajectories AS
             SELECT {select}, {fields},
                    {exact} AS exact_match,
                    coalesce(p.recorded_success, {exact}) AS success
-            FROM parts p LEFT JOIN scores s USING (id)
+            FROM parts p {scored}
             LEFT JOIN task_consensus t USING (task_id)
-            LEFT JOIN task_overrides o USING (task_id)"""
+            {"LEFT JOIN task_overrides o USING (task_id)" if overridden else ""}"""
         )
         # Outcomes only (no task consensus, whose window functions dominate at a million
         # rows): what counts and outcome lists need.
@@ -729,7 +739,7 @@ class Workspace:
             f"""CREATE OR REPLACE VIEW outcomes AS
             SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
                    {exact} AS exact_match
-            FROM parts p LEFT JOIN scores s USING (id)"""
+            FROM parts p {scored}"""
         )
         self._local.signature = signature
         return con
@@ -876,9 +886,9 @@ def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = N
         remove_part(part, filesystem)
         return False
     if filesystem is None:
-        pq.write_table(table, part, row_group_size=ROW_GROUP_SIZE, compression="zstd")
+        pq.write_table(table, part, **PART_OPTIONS)
     else:
-        pq.write_table(table, str(part), row_group_size=ROW_GROUP_SIZE, compression="zstd",
+        pq.write_table(table, str(part), **PART_OPTIONS,
                        filesystem=filesystem)
     return True
 

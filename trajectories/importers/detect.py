@@ -12,6 +12,7 @@ from typing import Any, Literal
 import orjson
 
 from trajectories.importers.errors import ImportProblem
+from trajectories.importers.fast_chat import Prepared, prepare_chat
 from trajectories.importers.inspect_ai import (
     eval_archive_samples,
     is_eval_archive,
@@ -66,16 +67,38 @@ def _has_long_integer(data: bytes) -> bool:
     return False
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: bytes) -> tuple[Any, bool]:
     """Parse a whole JSON document: orjson when it accepts the text (several times faster),
     else the standard parser, whose acceptance (NaN, huge integers, lone surrogate escapes)
-    and error messages are the import's contract."""
+    and error messages are the import's contract. The flag says orjson read it (so its
+    values are plain JSON: no NaN, no integer beyond 64 bits)."""
     if not _has_long_integer(data):
         try:
-            return orjson.loads(data)
+            return orjson.loads(data), True
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data.decode("utf-8-sig"))
+    return json.loads(data.decode("utf-8-sig")), False
+
+
+@dataclass(frozen=True)
+class _Document:
+    """What is known of a whole document's text once it is parsed (its bytes are let go)."""
+
+    plain: bool  # read by orjson (``_loads``)
+    surrogate_hint: bool  # holds an escape that can decode to a surrogate
+
+
+def _read_document(path: Path) -> tuple[Any, _Document]:
+    data = path.read_bytes()
+    doc, plain = _loads(data)
+    # Scanned now, not later from a second read of the file while the parsed records are
+    # held (that was one more file-sized buffer at the worker's peak).
+    return doc, _Document(plain, bool(_SURROGATE_ESCAPE.search(data)))
+
+
+def _plain_line(line: bytes) -> bool:
+    """True when the standard parser reads this JSONL line to values orjson would give too."""
+    return b"NaN" not in line and b"Infinity" not in line and not _has_long_integer(line)
 
 
 def _raw(record: Any) -> str:
@@ -83,13 +106,15 @@ def _raw(record: Any) -> str:
     return json.dumps(record, ensure_ascii=False, default=str)
 
 
-def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None]]:
-    """Yield (location, record, raw) triples; raw is None when the record came out of a whole
-    document (its text is made only if it is rejected). A JSON list is one document (read
-    whole); JSONL is streamed line by line so memory stays bounded by one record."""
+def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, _Document | bool]]:
+    """Yield (location, record, raw, source) tuples; raw is None when the record came out of a
+    whole document (its text is made only if it is rejected); source is that document's
+    ``_Document``, or for a JSONL line whether its values are plain JSON (``_plain_line``).
+    A JSON list is one document (read whole); JSONL is streamed line by line so memory stays
+    bounded by one record."""
     if first == "[":
         try:
-            doc = _loads(path.read_bytes())
+            doc, known = _read_document(path)
         except json.JSONDecodeError as err:
             raise ImportProblem(
                 str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
@@ -101,17 +126,17 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None]]:
             raise ImportProblem(str(path), "expected a JSON list of records")
         for i in range(len(doc)):
             rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
-            yield f"record {i}", rec, None
+            yield f"record {i}", rec, None, known
         return
     if _single_document(path):
         try:
-            doc = _loads(path.read_bytes())
+            doc, known = _read_document(path)
         except UnicodeDecodeError as err:
             raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
         if not isinstance(doc, dict):
             raise ImportProblem(
                 str(path), "expected a JSON object, a JSON list of records, or JSONL")
-        yield "document", doc, None
+        yield "document", doc, None, known
         return
     with open(path, "rb") as handle:
         for lineno, raw_line in enumerate(handle, start=1):
@@ -120,13 +145,14 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None]]:
             try:
                 line = raw_line.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError as err:
-                yield f"line {lineno}", _BadJson(f"not UTF-8 text (byte {err.start})"), ""
+                yield (f"line {lineno}", _BadJson(f"not UTF-8 text (byte {err.start})"), "",
+                       False)
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as err:
                 rec = _BadJson(f"not valid JSON ({err.msg} at column {err.colno})")
-            yield f"line {lineno}", rec, line
+            yield f"line {lineno}", rec, line, _plain_line(raw_line)
 
 
 def _single_document(path: Path) -> bool:
@@ -229,6 +255,9 @@ class Parsed:
     trajectory: Trajectory | None
     problem: ImportProblem | None
     raw: str
+    #: The stored document, when ``iter_file(prepare=True)`` took the fast path (then
+    #: ``trajectory`` is None: ``prepared.trajectory()`` builds it).
+    prepared: Prepared | None = None
 
 
 def iter_file(
@@ -239,9 +268,12 @@ def iter_file(
     model: str | None = None,
     mapping: Mapping | None = None,
     tasks: dict[str, dict[str, Any]] | None = None,
+    prepare: bool = False,
 ) -> Iterator[Parsed]:
     """Parse a file record by record (memory stays bounded by one record for JSONL).
-    Whole-file problems raise ``ImportProblem`` before the first record."""
+    Whole-file problems raise ``ImportProblem`` before the first record. With ``prepare``,
+    well-formed chat records come back as ``Parsed.prepared`` documents, built without the
+    pydantic models (``fast_chat``); every other record as before."""
     if fmt not in FORMATS:
         raise ImportProblem(str(path), f"unknown format '{fmt}' (use one of {', '.join(FORMATS)})")
     if fmt in ("auto", "inspect") and mapping is None and is_eval_archive(path):
@@ -250,8 +282,7 @@ def iter_file(
     records = _records(path, _first_char(path))
     identity = identity_from_filename(path, run, model)
     detected = fmt
-    surrogates: bool | None = None
-    for location, record, line in records:
+    for location, record, line, source in records:
         if isinstance(record, _BadJson):
             yield Parsed(location, None, ImportProblem(str(path), record.message, location),
                          line or "")
@@ -259,9 +290,10 @@ def iter_file(
         # A record from a whole document has no text of its own: walk it only when its file
         # could hold a surrogate escape at all (decided once per file).
         if line is None:
-            hint = surrogates if surrogates is not None else _file_has_surrogate_hint(path)
-            surrogates = hint
+            assert isinstance(source, _Document)
+            hint, plain = source.surrogate_hint, source.plain
         else:
+            plain = bool(source)
             hint = bool(_SURROGATE_HINT.search(line))
         bad_text = _surrogate_field(record) if hint else None
         if bad_text is not None:
@@ -286,6 +318,10 @@ def iter_file(
             elif detected == "lmstudio":
                 traj = parse_lmstudio(record, stem=path.stem, run=run, model=model, tasks=tasks)
             elif detected == "openai-chat":
+                prepared = prepare_chat(record, identity) if prepare and plain else None
+                if prepared is not None:
+                    yield Parsed(location, None, None, "", prepared)
+                    continue
                 traj = parse_openai_chat(record, identity)
             else:
                 if run or model:
@@ -295,12 +331,6 @@ def iter_file(
             yield _rejected(path, location, err, line if line is not None else _raw(record))
             continue
         yield Parsed(location, traj, None, "")
-
-
-def _file_has_surrogate_hint(path: Path) -> bool:
-    """True when the file's bytes hold an escape that can decode to a surrogate (UTF-8 text
-    itself cannot hold one)."""
-    return bool(_SURROGATE_ESCAPE.search(path.read_bytes()))
 
 
 def _rejected(path: Path, location: str, err: ValueError, raw: str) -> Parsed:

@@ -26,10 +26,10 @@ from pydantic import ValidationError
 from trajectories.importers.errors import ImportProblem, describe_validation_error
 from trajectories.importers.openai_chat import (
     _tool_step,
-    agent_answer,
     infer_intent_scope,
     is_substantive,
     looks_like_error,
+    pick_answer,
 )
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
 
@@ -233,7 +233,8 @@ def _score_outcome(sample: dict[str, Any], header: dict[str, Any]) -> Outcome | 
     return outcome
 
 
-def _final_answer(sample: dict[str, Any], steps: list[Step]) -> tuple[Any, int | None, str]:
+def _final_answer(sample: dict[str, Any],
+                  steps: list[Step]) -> tuple[Any, int | None, str, int | None]:
     """What Inspect's scorers score: the sample's final completion (``output.completion``),
     located among the steps; without one, the agent's own answer as for chat logs."""
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
@@ -243,9 +244,9 @@ def _final_answer(sample: dict[str, Any], steps: list[Step]) -> tuple[Any, int |
             step = steps[index]
             if step.kind == StepKind.MESSAGE and step.role == "assistant" \
                     and (step.content or "").strip() == completion.strip():
-                return completion, index, "output_completion"
-        return completion, None, "output_completion"
-    return agent_answer(steps)
+                return completion, index, "output_completion", None
+        return completion, None, "output_completion", None
+    return pick_answer(steps)
 
 
 def _ground_truth(target: Any) -> tuple[Any, bool]:
@@ -277,7 +278,7 @@ def parse_inspect_sample(sample: Any, header: dict[str, Any], *, stem: str, run:
                           if isinstance(metadata.get(k), str)), None)
     intent, scope = infer_intent_scope(reference_sql)
     ground_truth, has_ground_truth = _ground_truth(sample.get("target"))
-    final_answer, answer_step, answer_source = _final_answer(sample, steps)
+    final_answer, answer_step, answer_source, rows_total = _final_answer(sample, steps)
     config = ev.get("model_generate_config") or {}
     epoch = sample.get("epoch", 1)
     try:
@@ -309,6 +310,7 @@ def parse_inspect_sample(sample: Any, header: dict[str, Any], *, stem: str, run:
             "task": task, "run": run_record, "steps": steps,
             "final_answer": final_answer, "final_answer_step": answer_step,
             "final_answer_source": answer_source,
+            **({} if rows_total is None else {"final_answer_rows_total": rows_total}),
             "outcome": _score_outcome(sample, header),
             "source_format": "inspect",
             "source_record": {

@@ -26,9 +26,9 @@ from pydantic import ValidationError
 from trajectories.importers.errors import ImportProblem, describe_validation_error
 from trajectories.importers.openai_chat import (
     _tool_step,
-    agent_answer,
     infer_intent_scope,
     looks_like_error,
+    pick_answer,
 )
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
 
@@ -167,7 +167,7 @@ def parse_lmstudio(record: Any, *, stem: str, run: str | None, model: str | None
     entry = None
     if tasks:
         entry = tasks.get(f"id:{name}") or tasks.get(f"q:{_norm(first_user)}")
-    final_answer, answer_step, answer_source = agent_answer(steps)
+    final_answer, answer_step, answer_source, rows_total = pick_answer(steps)
     gold_sql = (entry or {}).get("gold_sql") or None
     intent, scope = infer_intent_scope(gold_sql)
     try:
@@ -185,6 +185,7 @@ def parse_lmstudio(record: Any, *, stem: str, run: str | None, model: str | None
                                        "model": model or sender or "unknown"}),
             "steps": steps, "final_answer": final_answer,
             "final_answer_step": answer_step, "final_answer_source": answer_source,
+            **({} if rows_total is None else {"final_answer_rows_total": rows_total}),
             "source_format": "lmstudio",
             "source_record": {k: v for k, v in record.items() if k != "messages"},
         })

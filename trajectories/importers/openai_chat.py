@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from trajectories.importers.errors import describe_validation_error
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
+from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL, ANSWER_SQL_UNREADABLE
 
 SQL_TOOLS = {"sql_db_query", "execute_sql", "run_sql", "sql", "query_database", "sql_query"}
 PYTHON_TOOLS = {"python", "execute_python", "run_python", "python_repl", "code_interpreter"}
@@ -122,6 +123,10 @@ def _text(content: Any) -> str | None:
 
 
 def _tool_step(name: str | None, raw_args: Any, call_id: str | None) -> Step:
+    if name is not None and not isinstance(name, str):
+        # Said here: ``name.lower()`` below would crash the whole import instead.
+        raise ValueError(f"messages: a tool call's function name must be a string, "
+                         f"not {type(name).__name__}")
     raw = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, ensure_ascii=False)
     parsed: Any = None
     try:
@@ -192,35 +197,57 @@ def is_substantive(text: str | None) -> bool:
     return bool(text and text.strip()) and not _NON_ANSWER.search(text or "")
 
 
-def _rows(observation: str | None) -> list[list[Any]] | None:
-    """The rows a SQL tool printed (a Python-literal list of tuples), or None if not parseable."""
+#: The harness prints at most 100 rows of a result and then says how many it left out.
+_CUT_NOTE = re.compile(
+    r"Note: There are \d+ results not shown \(out of (\d+) total results\)\.?\s*")
+_CUT_MARK = "Note: There are "
+
+
+def sql_result(observation: str | None) -> tuple[list[list[Any]] | None, int | None]:
+    """The rows a SQL tool printed (a Python-literal list of tuples) and, when the harness
+    cut the listing ("Note: There are 73 results not shown (out of 173 total results)."),
+    the result's full row count. Rows are None when the text is not a readable result."""
     if not observation or looks_like_error(observation):
-        return None
+        return None, None
+    text, total = observation, None
+    mark = text.rfind(_CUT_MARK)
+    if mark != -1:
+        note = _CUT_NOTE.fullmatch(text, mark)
+        if note is not None:
+            text, total = text[:mark], int(note.group(1))
     try:
-        value = ast.literal_eval(observation.strip())
+        value = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
+        return None, None
     if not isinstance(value, list):
-        return None
-    return [list(row) if isinstance(row, tuple | list) else [row] for row in value]
+        return None, None
+    return [list(row) if isinstance(row, tuple | list) else [row] for row in value], total
 
 
-def agent_answer(steps: list[Step]) -> tuple[Any, int | None, str]:
-    """The agent's own final answer: the rows of its last successful SQL query (what a
-    SQL-submitting harness scores), else its last substantive assistant message.
-    Returns (answer, index of the step it came from, source)."""
+def pick_answer(steps: list[Step]) -> tuple[Any, int | None, str, int | None]:
+    """The agent's own final answer: the result of its last SQL query that ran without error
+    (what a SQL-submitting harness scores), else its last substantive assistant message.
+    Returns (answer, index of the step it came from, source, full row count of a cut result).
+
+    The last successful query is the answer even when its result cannot be used: a cut
+    listing gives its visible rows (``ANSWER_SQL_PARTIAL``, with the full count), an
+    unreadable one no answer (``ANSWER_SQL_UNREADABLE``); an earlier query's rows would be an
+    answer the agent did not end with."""
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
         if step.kind == StepKind.SQL and not step.error:
-            rows = _rows(step.observation)
-            if rows is not None:
-                return rows, index, "last_sql_result"
+            rows, total = sql_result(step.observation)
+            if rows is None:
+                return None, index, ANSWER_SQL_UNREADABLE, None
+            if total is not None:
+                return rows, index, ANSWER_SQL_PARTIAL, total
+            return rows, index, ANSWER_SQL, None
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
         if step.kind == StepKind.MESSAGE and step.role == "assistant" \
                 and is_substantive(step.content):
-            return step.content, index, "last_answer_message"
-    return None, None, "none"
+            return step.content, index, "last_answer_message", None
+    return None, None, "none", None
 
 
 def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
@@ -249,10 +276,11 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
     if isinstance(reward, int | float) and not isinstance(reward, bool):
         outcome = Outcome(success=reward >= 1.0 - 1e-9, reward=float(reward), source="reward")
     answer_step: int | None = None
+    rows_total: int | None = None
     if "final_answer" in record:
         final_answer, answer_source = record["final_answer"], "record"
     else:
-        final_answer, answer_step, answer_source = agent_answer(steps)
+        final_answer, answer_step, answer_source, rows_total = pick_answer(steps)
     if "pred_answer" in reward_detail or "pred_sql" in reward_detail:
         # The harness's own copy is evidence, not the agent's answer.
         outcome = outcome or Outcome(source="harness")
@@ -291,6 +319,8 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
             "task": task, "run": run, "steps": steps, "final_answer": final_answer,
             "outcome": outcome, "source_record": kept, "source_format": "openai-chat",
             "final_answer_step": answer_step, "final_answer_source": answer_source,
+            # Only on a cut result: every other record keeps the fields (and id) it had.
+            **({} if rows_total is None else {"final_answer_rows_total": rows_total}),
         })
     except ValidationError as err:
         field, msg = describe_validation_error(err)

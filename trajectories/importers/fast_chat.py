@@ -1,0 +1,366 @@
+"""The import's compiled-serializer path for tau-bench chat records.
+
+``parse_openai_chat`` builds ~27 pydantic models per record and hashes the trajectory through
+``model_dump`` + ``json.dumps``; at 50,000 records that per-record Python is most of an import.
+This module builds the very same JSON document (what ``Trajectory.model_dump(mode="json")``
+gives) as plain dicts, hashes it with orjson and serialises the payload with orjson, which
+writes exactly what pydantic's serializer writes (same float and string formatting).
+
+The pydantic models stay the one definition of the format: the field names, order and defaults
+come from them, ``MIRRORED`` records what this module checks for each field, and a test fails
+when the two disagree. Whenever a record is not plainly well formed, or a value could hash
+differently (``model.canonical_bytes`` says when), ``prepare_chat`` returns None and the record
+goes through ``parse_openai_chat`` unchanged: the same trajectory, or the same error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from trajectories.importers.openai_chat import (
+    _SQLISH,
+    PYTHON_TOOLS,
+    SQL_TOOLS,
+    RunIdentity,
+    _text,
+    infer_intent_scope,
+    is_substantive,
+    looks_like_error,
+    sql_result,
+)
+from trajectories.model import (
+    Outcome,
+    Run,
+    Step,
+    StepKind,
+    Task,
+    Trajectory,
+    canonical_id,
+)
+from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL, ANSWER_SQL_UNREADABLE
+
+#: Per model, each field as this module fills it: its type and constraints, as
+#: ``field_signatures`` reads them from the model (the checks in ``_prepare`` follow them: a
+#: ``str`` field gets a ``str``, ``min_length=1`` a non-empty one). A test compares this with
+#: the models: a new, renamed or retyped field fails it until this mirror and the code follow.
+MIRRORED: dict[str, dict[str, str]] = {
+    "Task": {"id": "str MinLen(min_length=1)", "question": "str", "intent": "str",
+             "scope": "str | None", "template_id": "str | None",
+             "reference_sql": "str | None", "ground_truth": "Any",
+             "has_ground_truth": "bool", "answer_format": "str | None",
+             "split": "str | None", "pair_id": "str | None", "noise_type": "str | None",
+             "variant": "str | None", "(config)": "extra=allow"},
+    "Run": {"name": "str MinLen(min_length=1)", "model": "str MinLen(min_length=1)",
+            "configuration": "dict[str, typing.Any]", "temperature": "float | None",
+            "rollout": "int", "(config)": "extra=allow"},
+    "Step": {"kind": "StepKind", "role": "str", "name": "str | None", "code": "str | None",
+             "arguments": "str | None", "content": "str | None",
+             "observation": "str | None", "error": "bool", "duration_ms": "float | None",
+             "tokens": "dict[str, int] | None", "(config)": "extra=allow"},
+    "Outcome": {"success": "bool | None", "reward": "float | None", "source": "str | None",
+                "(config)": "extra=allow"},
+    "Trajectory": {"format_version": "str", "id": "str | None", "task": "Task", "run": "Run",
+                   "steps": "list[trajectories.model.Step]", "final_answer": "Any",
+                   "outcome": "trajectories.model.Outcome | None", "(config)": "extra=allow"},
+}
+_MODELS: dict[str, type[BaseModel]] = {"Task": Task, "Run": Run, "Step": Step,
+                                       "Outcome": Outcome, "Trajectory": Trajectory}
+
+
+def field_signatures() -> dict[str, dict[str, str]]:
+    """What ``MIRRORED`` should say, read from the pydantic models."""
+    out: dict[str, dict[str, str]] = {}
+    for name, model in _MODELS.items():
+        fields: dict[str, str] = {}
+        for field_name, info in model.model_fields.items():
+            kind = info.annotation
+            text = kind.__name__ if isinstance(kind, type) else str(kind)
+            fields[field_name] = " ".join([text, *map(repr, info.metadata)])
+        # The mirror keeps unknown fields as they come and knows no aliases.
+        fields["(config)"] = f"extra={model.model_config.get('extra')}"
+        out[name] = fields
+    return out
+
+
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields in declaration order with their defaults as JSON values (the order
+    pydantic writes them in; required fields hold None until they are set)."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        out[name] = None if info.is_required() else info.get_default(call_default_factory=True)
+    return out
+
+
+_TASK = _defaults(Task)
+_RUN = _defaults(Run)
+_STEP = _defaults(Step)
+_OUTCOME = _defaults(Outcome)
+_TRAJ = _defaults(Trajectory)
+_SQL, _PYTHON, _TOOL, _MESSAGE = (str(StepKind.SQL), str(StepKind.PYTHON),
+                                  str(StepKind.TOOL_CALL), str(StepKind.MESSAGE))
+
+
+#: Six regular expressions per record over the same few reference queries: remembered.
+_intent_scope = functools.lru_cache(maxsize=4096)(infer_intent_scope)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One record ready to store: its content id, its JSON document (with ``id``) and the
+    payload bytes (the document as pydantic's serializer writes it)."""
+
+    id: str
+    doc: dict[str, Any]
+    payload: bytes
+
+    def trajectory(self) -> Trajectory:
+        """The pydantic model, for callers that want one (validates the document)."""
+        return Trajectory.model_validate(self.doc)
+
+
+def _step(kind: str, **values: Any) -> dict[str, Any]:
+    step = dict(_STEP)
+    step["kind"] = kind
+    step.update(values)  # fields keep their place; extras follow in the order given
+    return step
+
+
+def _opt_str(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _tool_step(name: Any, raw_args: Any, call_id: Any) -> dict[str, Any] | None:
+    if not _opt_str(name):
+        return None  # pydantic refuses a non-string name: the slow path reports it
+    raw = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, ensure_ascii=False)
+    parsed: Any = None
+    if raw:
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            # orjson refuses what the standard parser takes (NaN, huge integers): ask it too.
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+    args = parsed if isinstance(parsed, dict) else {}
+    tool = (name or "").lower()
+    sql = args.get("query") or args.get("sql")
+    code = args.get("code")
+    if isinstance(sql, str) and (tool in SQL_TOOLS or _SQLISH.match(sql)):
+        return _step(_SQL, name=name, code=sql, arguments=raw, tool_call_id=call_id,
+                     arguments_valid_json=parsed is not None)
+    if isinstance(code, str) and tool in PYTHON_TOOLS:
+        return _step(_PYTHON, name=name, code=code, arguments=raw, tool_call_id=call_id,
+                     arguments_valid_json=parsed is not None)
+    return _step(_TOOL, name=name, arguments=raw, tool_call_id=call_id,
+                 arguments_valid_json=parsed is not None)
+
+
+def _steps(messages: list[Any]) -> list[dict[str, Any]] | None:
+    """``steps_from_messages`` on dicts; None where a Step would not validate."""
+    steps: list[dict[str, Any]] = []
+    open_calls: dict[Any, dict[str, Any]] = {}
+    for msg in messages:
+        if not isinstance(msg, dict):
+            continue
+        role = str(msg.get("role") or "assistant")
+        content = _text(msg.get("content"))
+        if role in {"tool", "function"}:
+            call_id = msg.get("tool_call_id")
+            step = open_calls.pop(call_id, None) if call_id else None
+            if step is None:
+                waiting = [s for s in steps
+                           if s["kind"] != _MESSAGE and s["observation"] is None]
+                step = waiting[0] if waiting else None
+            if step is None:
+                name = msg.get("name")
+                if not _opt_str(name):
+                    return None
+                steps.append(_step(_MESSAGE, role="tool", name=name, content=content))
+            else:
+                step["observation"] = content
+                step["error"] = looks_like_error(content)
+            continue
+        if role == "assistant":
+            if content and content.strip():
+                steps.append(_step(_MESSAGE, role="assistant", content=content))
+            calls = msg.get("tool_calls") or []
+            if msg.get("function_call"):
+                calls = [*calls, {"function": msg["function_call"], "id": None}]
+            for call in calls:
+                if not isinstance(call, dict):
+                    continue
+                fn = call.get("function") or {}
+                tool_step = _tool_step(fn.get("name"), fn.get("arguments"), call.get("id"))
+                if tool_step is None:
+                    return None
+                steps.append(tool_step)
+                if call.get("id"):
+                    open_calls[call["id"]] = tool_step
+            continue
+        steps.append(_step(_MESSAGE, role=role, content=content))
+    return steps
+
+
+_PLAIN_CELL = (str, int, bool, type(None))
+
+
+def _plain_rows(rows: list[list[Any]]) -> bool:
+    """True when SQL rows read by ``ast.literal_eval`` hold only JSON scalars (no complex,
+    bytes, sets, tuples in cells, non-finite floats): anything else takes the slow path."""
+    for row in rows:
+        for cell in row:
+            if type(cell) is float:
+                if not math.isfinite(cell):
+                    return False
+            elif type(cell) not in _PLAIN_CELL:
+                return False
+    return True
+
+
+def _answer(steps: list[dict[str, Any]]) -> tuple[Any, int | None, str, int | None] | None:
+    """``pick_answer`` on dicts; None when the answer rows are not plain JSON."""
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step["kind"] == _SQL and not step["error"]:
+            rows, total = sql_result(step["observation"])
+            if rows is None:
+                return None, index, ANSWER_SQL_UNREADABLE, None
+            if not _plain_rows(rows):
+                return None
+            if total is not None:
+                return rows, index, ANSWER_SQL_PARTIAL, total
+            return rows, index, ANSWER_SQL, None
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step["kind"] == _MESSAGE and step["role"] == "assistant" \
+                and is_substantive(step["content"]):
+            return step["content"], index, "last_answer_message", None
+    return None, None, "none", None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def prepare_chat(record: Any, identity: RunIdentity) -> Prepared | None:
+    """``parse_openai_chat(record, identity)`` as a stored document, or None when the record
+    must go through the pydantic path (anything unusual: the slow path decides, and words any
+    error). Only for records parsed by orjson: values the standard parser alone produces (NaN,
+    Infinity, integers beyond 64 bits) never reach this function."""
+    try:
+        return _prepare(record, identity)
+    except Exception:  # whatever it is, the slow path raises it or words it
+        return None
+
+
+def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
+    if not isinstance(record, dict):
+        return None
+    messages = record.get("messages")
+    if not isinstance(messages, list):
+        return None
+    info = _dict(record.get("info"))
+    task_info = _dict(info.get("task"))
+    reward_info = _dict(info.get("reward_info"))
+    reward_detail = _dict(reward_info.get("info"))
+    src_task = _dict(record.get("task"))
+
+    steps = _steps(messages)
+    if steps is None:
+        return None
+    first_user = next((s["content"] for s in steps if s["role"] == "user" and s["content"]),
+                      None)
+    question = task_info.get("instruction") or src_task.get("question") or record.get("question")
+    task_id = task_info.get("task_id", record.get("task_idx", src_task.get("id")))
+    if task_id is None:
+        return None
+    reference_sql = task_info.get("gold_sql") or src_task.get("reference_sql")
+    if not _opt_str(reference_sql):
+        return None
+    intent, scope = _intent_scope(reference_sql)
+    reward = record.get("reward", reward_info.get("reward"))
+    outcome: dict[str, Any] | None = None
+    if isinstance(reward, int | float) and not isinstance(reward, bool):
+        value = float(reward)
+        if not math.isfinite(value):
+            return None
+        outcome = {**_OUTCOME, "success": reward >= 1.0 - 1e-9, "reward": value,
+                   "source": "reward"}
+    answer_step: int | None = None
+    rows_total: int | None = None
+    if "final_answer" in record:
+        final_answer, answer_source = record["final_answer"], "record"
+    else:
+        answer = _answer(steps)
+        if answer is None:
+            return None
+        final_answer, answer_step, answer_source, rows_total = answer
+    if "pred_answer" in reward_detail or "pred_sql" in reward_detail:
+        outcome = outcome or {**_OUTCOME, "source": "harness"}
+        outcome["recorded_answer"] = reward_detail.get("pred_answer")
+        outcome["recorded_sql"] = reward_detail.get("pred_sql")
+    rollout = record.get("trial", record.get("rollout", 0))
+    kept = {k: v for k, v in record.items() if k != "messages"}
+
+    task_intent = src_task.get("intent") or intent
+    task_scope = src_task.get("scope") or scope
+    task_id_text = str(task_id)
+    if type(task_intent) is not str or not _opt_str(task_scope) or not task_id_text:
+        return None
+    task = dict(_TASK)
+    task.update({
+        "id": task_id_text,
+        "question": str(question or first_user or ""),
+        "intent": task_intent,
+        "scope": task_scope,
+        "reference_sql": reference_sql,
+        "ground_truth": task_info.get("gold_answer", src_task.get("ground_truth")),
+        "has_ground_truth": not (
+            task_info.get("gold_answer") is None and not reference_sql
+            and src_task.get("ground_truth") is None
+        ),
+        "split": identity.split,
+        "intent_inferred": not src_task.get("intent"),
+    })
+    model = identity.model if identity.model_overridden \
+        else str(record.get("model") or identity.model)
+    temperature = identity.temperature
+    if not identity.run or not model or (temperature is not None
+                                         and not math.isfinite(temperature)):
+        return None
+    run = dict(_RUN)
+    run.update({
+        "name": identity.run,
+        "model": model,
+        "temperature": temperature,
+        "rollout": int(rollout) if isinstance(rollout, int | float) else 0,
+        "display_name": identity.display_name or identity.run,
+    })
+    doc = dict(_TRAJ)
+    del doc["id"]  # the hash covers everything but the id
+    doc.update({
+        "task": task, "run": run, "steps": steps, "final_answer": final_answer,
+        "outcome": outcome, "source_record": kept, "source_format": "openai-chat",
+        "final_answer_step": answer_step, "final_answer_source": answer_source,
+    })
+    if rows_total is not None:
+        doc["final_answer_rows_total"] = rows_total
+    tid = canonical_id(doc)
+    if tid is None:
+        return None
+    stored = {"format_version": doc.pop("format_version"), "id": tid, **doc}
+    try:
+        payload = orjson.dumps(stored)
+    except TypeError:
+        return None
+    return Prepared(tid, stored, payload)
+
