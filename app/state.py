@@ -13,8 +13,8 @@ and open the workspace from the root they were given, never from a global.
 
 from __future__ import annotations
 
-import contextlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,6 +153,18 @@ def trajectory_frame(source: str) -> pd.DataFrame:
     return _frame_cached(root, signature, source)
 
 
+def _quietly(work: Callable[[], None]) -> Callable[[], None]:
+    """``work`` for a warm-up thread: a failure only means the page computes it itself."""
+
+    def run() -> None:
+        try:
+            work()
+        except Exception:  # nothing waits on a warm-up; the page redoes the work
+            return
+
+    return run
+
+
 # --- the EHR database --------------------------------------------------------------------------
 @st.cache_data(max_entries=256, show_spinner=False)
 def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
@@ -178,13 +190,12 @@ def rerun_sql(ehr_path: Path, sql: str) -> dict[str, object]:
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _sandbox_warmer(ehr: EhrKey) -> threading.Thread:
     def warm() -> None:
-        from trajectories.sql import SandboxError, run_isolated
+        from trajectories.sql import run_isolated
 
         # A failed warm-up costs nothing: the click then starts the worker as before.
-        with contextlib.suppress(SandboxError, OSError):
-            run_isolated(Path(ehr[0]), "SELECT 1", timeout_s=30.0, row_cap=1)
+        run_isolated(Path(ehr[0]), "SELECT 1", timeout_s=30.0, row_cap=1)
 
-    thread = threading.Thread(target=warm, name="sandbox-warm-up", daemon=True)
+    thread = threading.Thread(target=_quietly(warm), name="sandbox-warm-up", daemon=True)
     thread.start()
     return thread
 
