@@ -3,9 +3,10 @@
 Starts `faillab serve` on a workspace (the demo, or one built by bench_import.py) and times, from
 the user's action to the end of the app's script run as the browser sees it:
 
+- a near-empty page in a new session (the floor every page load pays)
 - a trajectory deep link (`/trajectory?id=`) until fully rendered      target <= 1.0 s
 - J/K (next/previous failure) on the trajectory page                    target <= 0.5 s
-- Browse: a filter change and a page change                              target <= 0.5 s
+- Browse: a page change, a sort change and a filter change              target <= 0.5 s
 - Statistics: the first visit                                            target <= 2 s
   (and in a new tab of a browser that has the app's scripts cached)
 - the first SQL re-run on a trajectory                                   target <= 0.5 s
@@ -259,6 +260,11 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
         warm.context.close()
 
         page = new_page()
+        # The floor of any page in a new session (websocket, main.py, the sidebar, a script
+        # run): the trajectory page for an id that does not exist draws one error line.
+        section(results, "near_empty_page", lambda: figures(
+            [timed_load(page, f"{url}/trajectory?id=no-such-id-{i}", "No trajectory with id")
+             for i in range(repeat)]))
         section(results, "trajectory_deep_link", lambda: figures(
             [timed_load(page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
              for tid in ids[:repeat]]))
