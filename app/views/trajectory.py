@@ -3,7 +3,8 @@
 Deep link: /trajectory?id=<trajectory id>.
 
 Everything that depends on the shown trajectory is one ``st.fragment``: J/K (prev/next failure),
-"Expand all", opening a step and a SQL re-run rerun only the fragment, in one script run.
+"Expand all" and opening a step rerun only the fragment, in one script run; each "Re-run"
+button with its result is a fragment inside it, so a re-run redraws only itself.
 Before, J/K went through ``st.switch_page``: a run of the whole app to register the press, then a
 second full run (main.py, sign-in, sidebar, this page) to show the next trajectory.
 """
@@ -23,6 +24,13 @@ from trajectories.views import BrowseFilter
 # Start the SQL sandbox's worker now, in the background, so the first "Re-run" click does not
 # wait for a new interpreter to import DuckDB (a no-op once it runs).
 warm_sandbox()
+
+
+@st.fragment
+def _rerun_box(key: str, sql: str, label: str = "Re-run SQL") -> None:
+    # A fragment of its own: a click re-runs and redraws this button and its result only, not
+    # the whole trajectory around it (which cost about 1 s of browser work per click).
+    rerun_button(key, sql, label=label)
 
 
 def _show(trajectory_id: str) -> None:
@@ -82,7 +90,7 @@ def trajectory_view() -> None:
         shown_id = traj.id
 
         def rerun(index: int, sql: str) -> None:
-            rerun_button(f"{shown_id}_{index}", sql)
+            _rerun_box(f"{shown_id}_{index}", sql)
 
         # The steps scroll in their own pane so the answer column stays in view beside them.
         with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
@@ -94,8 +102,7 @@ def trajectory_view() -> None:
         st.markdown("**Reference SQL**")
         if task.reference_sql:
             st.code(task.reference_sql, language="sql", wrap_lines=True)
-            rerun_button(f"{traj.id}_reference", task.reference_sql,
-                         label="Re-run reference SQL")
+            _rerun_box(f"{traj.id}_reference", task.reference_sql, label="Re-run reference SQL")
         else:
             st.caption("The task carries no reference SQL.")
 
