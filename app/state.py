@@ -13,6 +13,8 @@ and open the workspace from the root they were given, never from a global.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,8 @@ from trajectories.workspace import Workspace
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from trajectories.views import BrowseFilter
 
 #: Identity of an EHR database file: resolved path, modification time (ns) and size.
 EhrKey = tuple[str, int, int]
@@ -90,6 +94,40 @@ def load_trajectory(trajectory_id: str) -> Trajectory | None:
     return _trajectory_cached(root, signature, trajectory_id)
 
 
+@st.cache_data(max_entries=2048, show_spinner=False)
+def _neighbours_cached(root: str, signature: tuple[Any, ...], trajectory_id: str,
+                       where: tuple[str, tuple[Any, ...]],
+                       _flt: BrowseFilter | None) -> tuple[str | None, str | None]:
+    # Keyed by the filter's SQL (what the query depends on), not the filter object itself.
+    from trajectories.views import failure_neighbours
+
+    return failure_neighbours(get_workspace(root), trajectory_id, _flt)
+
+
+def failure_neighbours_of(trajectory_id: str,
+                          flt: BrowseFilter | None) -> tuple[str | None, str | None]:
+    """The previous and next failure around ``trajectory_id`` (in Browse's filter when given).
+
+    Cached: the window query over every failure took 40-150 ms at 50,000 trajectories, on
+    every run of the trajectory page (each J/K, each re-run click)."""
+    from trajectories.views import BrowseFilter
+
+    sql, params = (flt or BrowseFilter()).where()
+    return _neighbours_cached(*data_key(), trajectory_id, (sql, tuple(map(str, params))), flt)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _first_failure_cached(root: str, signature: tuple[Any, ...]) -> str | None:
+    from trajectories.views import first_failure
+
+    return first_failure(get_workspace(root))
+
+
+def first_failure_id() -> str | None:
+    """The first failed trajectory in browse order (the trajectory page without an id)."""
+    return _first_failure_cached(*data_key())
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def _facets_cached(root: str, signature: tuple[Any, ...]) -> dict[str, list[str]]:
     from trajectories.views import facets
@@ -115,6 +153,18 @@ def trajectory_frame(source: str) -> pd.DataFrame:
     return _frame_cached(root, signature, source)
 
 
+def _quietly(work: Callable[[], None]) -> Callable[[], None]:
+    """``work`` for a warm-up thread: a failure only means the page computes it itself."""
+
+    def run() -> None:
+        try:
+            work()
+        except Exception:  # nothing waits on a warm-up; the page redoes the work
+            return
+
+    return run
+
+
 # --- the EHR database --------------------------------------------------------------------------
 @st.cache_data(max_entries=256, show_spinner=False)
 def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
@@ -135,6 +185,32 @@ def rerun_sql(ehr_path: Path, sql: str) -> dict[str, object]:
     key = ehr_key(ehr_path)
     assert key is not None
     return _rerun_cached(key, sql, settings.sql_timeout_s, settings.sql_row_cap)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _sandbox_warmer(ehr: EhrKey) -> threading.Thread:
+    def warm() -> None:
+        from trajectories.sql import run_isolated
+
+        # A failed warm-up costs nothing: the click then starts the worker as before.
+        run_isolated(Path(ehr[0]), "SELECT 1", timeout_s=30.0, row_cap=1)
+
+    thread = threading.Thread(target=_quietly(warm), name="sandbox-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def warm_sandbox() -> None:
+    """Start a SQL sandbox worker in the background, once per process and EHR file.
+
+    A new worker is a fresh interpreter that imports DuckDB and opens the EHR file: on a loaded
+    machine that took most of the first re-run's wait. Started when a page that can re-run
+    SQL opens, it is ready by the time anyone clicks."""
+    path = workspace().ehr_path
+    if path is not None and path.is_file():
+        key = ehr_key(path)
+        assert key is not None
+        _sandbox_warmer(key)
 
 
 def open_trajectory_link(trajectory_id: str) -> None:

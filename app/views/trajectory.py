@@ -1,83 +1,110 @@
 """One trajectory: question and metadata on top, steps on the left, the answer on the right.
 
-Deep link: /trajectory?id=<trajectory id>."""
+Deep link: /trajectory?id=<trajectory id>.
+
+Everything that depends on the shown trajectory is one ``st.fragment``: J/K (prev/next failure),
+"Expand all" and opening a step rerun only the fragment, in one script run; each "Re-run"
+button with its result is a fragment inside it, so a re-run redraws only itself.
+Before, J/K went through ``st.switch_page``: a run of the whole app to register the press, then a
+second full run (main.py, sign-in, sidebar, this page) to show the next trajectory.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from faillab.app.state import load_trajectory, open_trajectory_link, workspace
+from faillab.app.state import failure_neighbours_of, first_failure_id, load_trajectory, warm_sandbox
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import render_evidence
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.steps import render_steps
-from trajectories.views import BrowseFilter, failure_neighbours, first_failure
+from trajectories.views import BrowseFilter
 
-ws = workspace()
+# Start the SQL sandbox's worker now, in the background, so the first "Re-run" click does not
+# wait for a new interpreter to import DuckDB (a no-op once it runs).
+warm_sandbox()
 
 
-trajectory_id = st.query_params.get("id") or first_failure(ws)
-if not trajectory_id:
-    st.title("Trajectory")
-    st.info("No trajectory to show: the workspace is empty.")
-    st.stop()
+@st.fragment
+def _rerun_box(key: str, sql: str, label: str = "Re-run SQL") -> None:
+    # A fragment of its own: a click re-runs and redraws this button and its result only, not
+    # the whole trajectory around it (which cost about 1 s of browser work per click).
+    rerun_button(key, sql, label=label)
 
-traj = load_trajectory(trajectory_id)
-if traj is None:
-    st.title("Trajectory")
-    st.error(f"No trajectory with id {escape_markdown(trajectory_id)} in this workspace.")
-    st.stop()
-if st.query_params.get("id") != trajectory_id:
+
+def _show(trajectory_id: str) -> None:
+    # A callback: it runs before the fragment's rerun, so that run draws the new trajectory and
+    # the URL (the deep link) follows it.
     st.query_params["id"] = trajectory_id
 
-task, run = traj.task, traj.run
-flt = st.session_state.get("browse_filter")
-prev_id, next_id = failure_neighbours(ws, trajectory_id,
-                                      flt if isinstance(flt, BrowseFilter) else None)
 
-top = st.columns([3, 1, 1])  # room for each button and its key hint, unclipped
-with top[0]:
-    st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
-               f"{escape_markdown(run.model)} · rollout {run.rollout} · "
-               f"outcome: **{outcome_of(traj)}**")
-if top[1].button("◀ Prev failure", key="prev_failure", shortcut="K", disabled=prev_id is None,
-                 help="Previous failed trajectory (K)"):
-    open_trajectory_link(str(prev_id))
-if top[2].button("Next failure ▶", key="next_failure", shortcut="J", disabled=next_id is None,
-                 help="Next failed trajectory (J)"):
-    open_trajectory_link(str(next_id))
+@st.fragment
+def trajectory_view() -> None:
+    trajectory_id = st.query_params.get("id") or first_failure_id()
+    if not trajectory_id:
+        st.title("Trajectory")
+        st.info("No trajectory to show: the workspace is empty.")
+        return
 
-st.subheader("Question")
-plain(task.question)
-meta = {
-    "intent": task.intent, "scope": task.scope, "template": task.template_id,
-    "split": task.split, "task": task.id,
-    "noise pair": (f"{task.pair_id} ({', '.join(v for v in (task.variant, task.noise_type) if v)})"
-                   if task.pair_id else None),
-}
-st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
+    traj = load_trajectory(trajectory_id)
+    if traj is None:
+        st.title("Trajectory")
+        st.error(f"No trajectory with id {escape_markdown(trajectory_id)} in this workspace.")
+        return
+    if st.query_params.get("id") != trajectory_id:
+        st.query_params["id"] = trajectory_id
 
-left, right = st.columns([3, 2], gap="medium")
-with left:
-    head = st.columns([3, 1])
-    head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
-    expand_all = head[1].toggle("Expand all", key="expand_all")
+    task, run = traj.task, traj.run
+    flt = st.session_state.get("browse_filter")
+    prev_id, next_id = failure_neighbours_of(trajectory_id,
+                                             flt if isinstance(flt, BrowseFilter) else None)
 
-    shown_id = traj.id
+    top = st.columns([3, 1, 1])  # room for each button and its key hint, unclipped
+    with top[0]:
+        st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
+                   f"{escape_markdown(run.model)} · rollout {run.rollout} · "
+                   f"outcome: **{outcome_of(traj)}**")
+    top[1].button("◀ Prev failure", key="prev_failure", shortcut="K", disabled=prev_id is None,
+                  help="Previous failed trajectory (K)", on_click=_show, args=(str(prev_id),))
+    top[2].button("Next failure ▶", key="next_failure", shortcut="J", disabled=next_id is None,
+                  help="Next failed trajectory (J)", on_click=_show, args=(str(next_id),))
 
-    def rerun(index: int, sql: str) -> None:
-        rerun_button(f"{shown_id}_{index}", sql)
+    st.subheader("Question")
+    plain(task.question)
+    meta = {
+        "intent": task.intent, "scope": task.scope, "template": task.template_id,
+        "split": task.split, "task": task.id,
+        "noise pair": (f"{task.pair_id} "
+                       f"({', '.join(v for v in (task.variant, task.noise_type) if v)})"
+                       if task.pair_id else None),
+    }
+    st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
 
-    # The steps scroll in their own pane so the answer column stays in view beside them.
-    with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
-        render_steps(traj.steps, expand_all=expand_all, rerun=rerun, key_prefix=trajectory_id)
-with right:
-    render_evidence(traj, key=trajectory_id)
-    render_answer_panel(traj)
-    st.markdown("**Reference SQL**")
-    if task.reference_sql:
-        st.code(task.reference_sql, language="sql", wrap_lines=True)
-        rerun_button(f"{traj.id}_reference", task.reference_sql, label="Re-run reference SQL")
-    else:
-        st.caption("The task carries no reference SQL.")
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        head = st.columns([3, 1])
+        head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
+        expand_all = head[1].toggle("Expand all", key="expand_all")
+
+        shown_id = traj.id
+
+        def rerun(index: int, sql: str) -> None:
+            _rerun_box(f"{shown_id}_{index}", sql)
+
+        # The steps scroll in their own pane so the answer column stays in view beside them.
+        with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
+            render_steps(traj.steps, expand_all=expand_all, rerun=rerun,
+                         key_prefix=trajectory_id)
+    with right:
+        render_evidence(traj, key=trajectory_id)
+        render_answer_panel(traj)
+        st.markdown("**Reference SQL**")
+        if task.reference_sql:
+            st.code(task.reference_sql, language="sql", wrap_lines=True)
+            _rerun_box(f"{traj.id}_reference", task.reference_sql, label="Re-run reference SQL")
+        else:
+            st.caption("The task carries no reference SQL.")
+
+
+trajectory_view()

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.state import rerun_sql, workspace
+from faillab.app.widgets.safe import escape_markdown
 
 
 def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
@@ -22,7 +23,9 @@ def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
     if outcome is None:
         return
     if "error" in outcome:
-        st.error(str(outcome["error"]))
+        # Named as the re-run's, so it is never mistaken for the recorded error of the step.
+        st.error("**Re-run error:** " + escape_markdown(str(outcome["error"])),
+                 icon=":material/error:")
         return
     rows = outcome["rows"]
     assert isinstance(rows, list)

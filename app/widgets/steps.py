@@ -10,7 +10,13 @@ import streamlit as st
 
 from faillab.app.widgets.safe import escape_markdown, plain
 from trajectories.model import Step, StepKind
-from trajectories.render import parse_tabular, pretty_arguments, preview, should_collapse
+from trajectories.render import (
+    Tabular,
+    parse_tabular,
+    pretty_arguments,
+    preview,
+    should_collapse,
+)
 
 KIND_LABEL = {StepKind.SQL: "SQL", StepKind.PYTHON: "Python", StepKind.TOOL_CALL: "Tool call",
               StepKind.MESSAGE: "Message", StepKind.THINKING: "Thinking"}
@@ -56,11 +62,36 @@ def _observation(step: Step, expand_all: bool, key: str) -> None:
     _observation_body(text, scroll=False)
 
 
-def _observation_body(text: str, *, scroll: bool) -> None:
+#: Longest trailing note read as a remark under a table (one line, e.g. the producer's
+#: "Note: There are 73 results not shown (out of 173 total results).").
+MAX_NOTE_CHARS = 300
+
+
+def table_and_note(text: str) -> tuple[Tabular | None, str]:
+    """The observation as a table, and the one-line note that follows it, if any.
+
+    Some producers cut long results and append a note after a blank line; the rows before it
+    are still a table (about one SQL observation in ten in the real trajectories), and were
+    shown as wrapped text while a re-run of the same query showed a table."""
     table = parse_tabular(text)
+    if table is not None:
+        return table, ""
+    head, blank, note = text.strip().rpartition("\n\n")
+    note = note.strip()
+    if blank and head and note and "\n" not in note and len(note) <= MAX_NOTE_CHARS:
+        table = parse_tabular(head)
+        if table is not None:
+            return table, note
+    return None, ""
+
+
+def _observation_body(text: str, *, scroll: bool) -> None:
+    table, note = table_and_note(text)
     if table is not None:
         st.dataframe(pd.DataFrame(table.rows, columns=table.columns), hide_index=True,
                      height=min(38 + 35 * len(table.rows), 320))
+        if note:
+            st.caption(escape_markdown(note))
     else:
         # Short observations show whole; long ones (already in an expander) scroll.
         st.code(text, language=None, wrap_lines=True, height=400 if scroll else "content")

@@ -228,3 +228,62 @@ def test_collapsed_steps_are_built_only_when_opened(
     assert long_output in codes and thought in codes  # opened: built
     st.cache_resource.clear()
     st.cache_data.clear()
+
+
+def test_next_and_previous_failure_move_the_deep_link(app: AppTest, demo_workspace: Path) -> None:
+    from trajectories.views import failure_neighbours
+
+    ws = Workspace(demo_workspace)
+    failed = ws.list(failed=True)[5]["id"]
+    _, after = failure_neighbours(ws, failed)
+    assert after is not None
+    app.switch_page("views/trajectory.py")
+    app.query_params["id"] = failed
+    app.run()
+    app.button(key="next_failure").click().run()
+    assert not app.exception
+    assert app.query_params["id"] == after
+    assert any(f"Trajectory {after}" in c.value for c in app.caption)
+    app.button(key="prev_failure").click().run()
+    assert app.query_params["id"] == failed
+    assert any(f"Trajectory {failed}" in c.value for c in app.caption)
+
+
+def test_recorded_and_rerun_errors_are_named_and_cut_tables_stay_tables(
+    demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import streamlit as st
+
+    from tests.support import make_trajectory
+    from trajectories.model import Step, StepKind
+
+    root = tmp_path / "ws"
+    shutil.copytree(demo_workspace, root)
+    note = "Note: There are 73 results not shown (out of 76 total results)."
+    cut = "[('insulin', 3), ('heparin', 2), ('aspirin', 1)]\n\n" + note
+    traj = make_trajectory(steps=[
+        Step(kind=StepKind.SQL, code="SELECT drug, n FROM prescriptions", observation=cut),
+        Step(kind=StepKind.SQL, code="SELECT nope FROM nowhere",
+             observation="no such table: nowhere", error=True),
+    ]).with_id()
+    Workspace(root).add([(traj, None)])
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = str(traj.id)
+    at.run()
+    at.button(key=f"rerun_btn_{traj.id}_1").click().run()
+    assert not at.exception
+    # The cut result is a table of its rows, with the producer's note under it.
+    assert list(at.dataframe[0].value.iloc[:, 0]) == ["insulin", "heparin", "aspirin"]
+    assert any("73 results not shown" in c.value for c in at.caption)
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("**Recorded error:**") and "nowhere" in e for e in errors), errors
+    assert any(e.startswith("**Re-run error:**") for e in errors), errors
+    st.cache_resource.clear()
+    st.cache_data.clear()

@@ -94,9 +94,15 @@ def test_browse_filter_open_rerun(viewer_server: tuple[StreamlitServer, Workspac
     rerun_caption = re.compile(r"Re-run against mimic_iv\.sqlite: \d+ row")
     expect(page.get_by_text(rerun_caption)).to_be_visible()
     screenshot(page, "trajectory-rerun")
-    # Keyboard: J goes to the next failure.
+    # Keyboard: J goes to the next failure (a fragment rerun: the deep link follows it), K back.
     page.locator("body").press("j")
     page.wait_for_url(lambda url: "id=" in url and url.split("id=")[1] != tid, timeout=30_000)
+    after = page.url.split("id=")[1]
+    expect(page.get_by_text(f"Trajectory {after}", exact=False)).to_be_visible()
+    wait_idle(page)
+    page.locator("body").press("k")
+    page.wait_for_url(lambda url: url.endswith(f"id={tid}"), timeout=30_000)
+    expect(page.get_by_text(f"Trajectory {tid}", exact=False)).to_be_visible()
 
 
 def test_deep_link_opens_the_trajectory(viewer_server: tuple[StreamlitServer, Workspace, str],
