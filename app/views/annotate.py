@@ -189,8 +189,9 @@ def labelling_panel(me: User) -> None:
         # Steps scroll in their own pane so the answer and the form stay in view beside them.
         with st.container(height=330, border=True, key="annotate_steps_pane", autoscroll=False):
             # The evidence leads the pane; its suggested category stays hidden with the pre-label.
-            render_evidence(traj, key=f"annotate_{tid}", show_category=not st.session_state.get(
-                "annotate_hide_prelabel", settings.hide_prelabel))
+            render_evidence(traj, key=f"annotate_{tid}", compact=True,
+                            show_category=not st.session_state.get(
+                                "annotate_hide_prelabel", settings.hide_prelabel))
             render_steps(traj.steps, expand_all=False, pick=pick_step, rerun=rerun,
                          key_prefix=tid)
         ans, ref = st.columns(2, gap="small")

@@ -33,9 +33,32 @@ def _evidence(trajectory_json: str, ehr: EhrKey | None) -> dict[str, object]:
     return find_divergence(traj, probe=probe).to_dict()
 
 
-def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True) -> None:
+def _title(found: dict[str, object], show_category: bool, *, bold: bool) -> str:
+    step, part = found.get("step"), found.get("part")
+    b = "**" if bold else ""
+    title = f"{b}Evidence{b} · first divergence at step {b}{step}{b} · part `{part}`"
+    if show_category and found.get("category"):
+        title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
+                  f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
+    return title
+
+
+def _details(found: dict[str, object]) -> None:
+    st.markdown(escape_markdown(str(found.get("reason", ""))))
+    if not found.get("executed"):
+        st.caption("Structural comparison only: no EHR database to execute on.")
+    rows = found.get("rows") or []
+    assert isinstance(rows, list)
+    if rows:
+        st.code("\n".join(str(r) for r in rows), language=None, wrap_lines=True)
+
+
+def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True,
+                    compact: bool = False) -> None:
     """Evidence for ``traj`` (failed trajectories only; nothing for None); ``show_category=False``
-    hides the suggestion where annotators label blind."""
+    hides the suggestion where annotators label blind. ``compact``: one line (diverging step,
+    part, suggested category) with the reason and rows on expand, where the evidence shares a
+    pane with the steps (Annotate) and must not crowd them out."""
     out = traj.outcome if traj is not None else None
     if traj is None or out is None:
         return
@@ -44,21 +67,22 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
     ehr = workspace().ehr_path
     found = _evidence(traj.model_dump_json(),
                       ehr_key(ehr) if ehr is not None and ehr.is_file() else None)
+    if compact:
+        if found.get("part") is None:
+            st.caption("Evidence · nothing decides: " + escape_markdown(str(found.get("reason",
+                                                                                     ""))))
+            return
+        # Built only while open (the expander reruns on toggle): the closed line costs nothing.
+        box = st.expander(_title(found, show_category, bold=False), icon=":material/search:",
+                          key=f"evidence_{key}", on_change="rerun")
+        with box:
+            if box.open:
+                _details(found)
+        return
     with st.container(border=True, key=f"evidence_{key}"):
-        step = found.get("step")
         if found.get("part") is None:
             st.markdown("**Evidence** · nothing decides")
             st.caption(escape_markdown(str(found.get("reason", ""))))
             return
-        title = f"**Evidence** · first divergence at step **{step}** · part `{found['part']}`"
-        if show_category and found.get("category"):
-            title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
-                      f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
-        st.markdown(title)
-        st.markdown(escape_markdown(str(found.get("reason", ""))))
-        if not found.get("executed"):
-            st.caption("Structural comparison only: no EHR database to execute on.")
-        rows = found.get("rows") or []
-        assert isinstance(rows, list)
-        if rows:
-            st.code("\n".join(str(r) for r in rows), language=None, wrap_lines=True)
+        st.markdown(_title(found, show_category, bold=True))
+        _details(found)

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.state import rerun_sql, workspace
+from faillab.app.widgets.safe import escape_markdown
 
 
 def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
@@ -22,7 +23,9 @@ def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
     if outcome is None:
         return
     if "error" in outcome:
-        st.error(str(outcome["error"]))
+        # Named as the re-run's, so it is never mistaken for the step's recorded error nearby.
+        st.error(f"**Re-run error** (against {ehr.name}): " + escape_markdown(str(outcome["error"])),
+                 icon=":material/replay:")
         return
     rows = outcome["rows"]
     assert isinstance(rows, list)
