@@ -30,6 +30,13 @@ from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.steps import render_steps
+from faillab.app.widgets.undo import (
+    DONE_KEY,
+    REVISIT_KEY,
+    UNDONE_KEY,
+    render_undo,
+    render_undo_note,
+)
 from labeling.queue import (
     classifier_ranking,
     failed_frame,
@@ -42,10 +49,6 @@ from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
 
 SKIPPED_KEY = "annotate_skipped"
-#: Items this session saved, newest last: U/Z and "Back" reopen them (labels are append-only,
-#: so reopening and saving again adds a superseding label; the earlier one stays in history).
-DONE_KEY = "annotate_done"
-REVISIT_KEY = "annotate_revisit"
 TAKE_N = 25
 
 user = require_user()
@@ -142,6 +145,13 @@ def labelling_panel(me: User) -> None:
     done: list[str] = st.session_state.setdefault(DONE_KEY, [])
     revisit = st.session_state.get(REVISIT_KEY)
     todo = [tid for tid in state.waiting if tid not in skipped]
+    undone = st.session_state.get(UNDONE_KEY)
+    if isinstance(undone, str) and not isinstance(revisit, str):
+        if undone in todo:
+            todo.remove(undone)
+            todo.insert(0, undone)
+        else:  # an earlier label of theirs counts again: show it, to change if they wish
+            revisit = undone
     skipped_now = [tid for tid in skipped if tid in state.waiting]
     if msg := st.session_state.pop("annotate_take_msg", None):
         st.toast(msg)
@@ -149,9 +159,11 @@ def labelling_panel(me: User) -> None:
     tid = revisit if isinstance(revisit, str) else (todo[0] if todo else None)
     if tid is None:
         render_last_saved(taxonomy)
+        render_undo_note()
         if note := st.session_state.get("annotate_take_note"):
             st.caption(note)
         _empty_queue(me, skipped, state.waiting)
+        render_undo(store, me, taxonomy)  # the last save of a queue can be undone too
         return
     traj = load_trajectory(tid)
     if traj is None:
@@ -210,16 +222,16 @@ def labelling_panel(me: User) -> None:
             done.remove(done_tid)
         done.append(done_tid)
         st.session_state.pop(REVISIT_KEY, None)
+        st.session_state.pop(UNDONE_KEY, None)
 
     def skip(skip_tid: str) -> None:
+        st.session_state.pop(UNDONE_KEY, None)
         skipped.append(skip_tid)
         st.session_state["annotate_skip_note"] = f"Skipped {skip_tid[:12]}: it waits at the end."
 
-    def undo(back_tid: str | None) -> None:
-        st.session_state[REVISIT_KEY] = back_tid
-
     def leave_revisit() -> None:
         st.session_state.pop(REVISIT_KEY, None)
+        st.session_state.pop(UNDONE_KEY, None)
 
     with right, st.container(key="annotate_form"):
         render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
@@ -227,24 +239,16 @@ def labelling_panel(me: User) -> None:
                                                              settings.hide_prelabel),
                           hooks=Hooks(saved=saved, skipped=skip))
         nav = st.columns(2)
-        back = done[-1] if done and not isinstance(revisit, str) else None
         # Callbacks, like the label buttons: the run they trigger already shows the new item.
-        nav[0].button("Undo last label", key="annotate_undo", shortcut="U",
-                      icon=":material/undo:", disabled=back is None, width="stretch",
-                      on_click=undo, args=(back,),
-                      help="Reopen the item you labelled last (U or Z) to change its "
-                           "label; labels are never deleted, a new one supersedes.")
+        render_undo(store, me, taxonomy, enabled=not isinstance(revisit, str), container=nav[0])
         if isinstance(revisit, str):
             nav[1].button("Back to the queue", key="annotate_leave_revisit", width="stretch",
                           on_click=leave_revisit)
-        # Z undoes too; a hidden twin keeps one button on screen.
-        with st.container(key="annotate_undo_z"):
-            st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z",
-                      disabled=back is None, on_click=undo, args=(back,))
         # Banners go under the form, so the buttons never move when one appears.
         render_last_saved(taxonomy)
         if note := st.session_state.pop("annotate_skip_note", None):
             st.info(note, icon=":material/skip_next:")
+        render_undo_note()
         render_visible_labels(store, tid, me, blind=settings.blind, taxonomy=taxonomy)
 
 

@@ -24,8 +24,8 @@ def rerun_button(key: str, sql: str, label: str = "Re-run SQL") -> None:
         return
     if "error" in outcome:
         # Named as the re-run's, so it is never mistaken for the step's recorded error nearby.
-        st.error(f"**Re-run error** (against {ehr.name}): " + escape_markdown(str(outcome["error"])),
-                 icon=":material/replay:")
+        st.error(f"**Re-run error** (against {ehr.name}): "
+                 + escape_markdown(str(outcome["error"])), icon=":material/replay:")
         return
     rows = outcome["rows"]
     assert isinstance(rows, list)

@@ -44,7 +44,7 @@ def test_retracted_label_reopens_the_item_and_counts_nowhere(team: Store) -> Non
     assert when is not None
     actions = [(h.action, h.actor) for h in team.history.entries("label", "t1")]
     assert ("retract", "ana") in actions
-    retract = [h for h in team.history.entries("label", "t1") if h.action == "retract"][0]
+    retract = next(h for h in team.history.entries("label", "t1") if h.action == "retract")
     assert retract.before is not None and retract.before["retracted_at"] is None
     assert retract.after is not None and retract.after["retracted_at"] is not None
 
