@@ -198,8 +198,9 @@ def labelling_panel(me: User) -> None:
         def rerun(index: int, sql: str, tid: str = tid) -> None:
             rerun_button(f"{tid}_{index}", sql)
 
-        # Steps scroll in their own pane so the answer and the form stay in view beside them.
-        with st.container(height=330, border=True, key="annotate_steps_pane", autoscroll=False):
+        # Steps scroll in their own pane so the answer and the form stay in view beside them
+        # (290 px: the answer row and its Re-run button still fit a 1280x800 screen).
+        with st.container(height=290, border=True, key="annotate_steps_pane", autoscroll=False):
             # The evidence leads the pane; its suggested category stays hidden with the pre-label.
             render_evidence(traj, key=f"annotate_{tid}", compact=True,
                             show_category=not st.session_state.get(
@@ -212,7 +213,7 @@ def labelling_panel(me: User) -> None:
         with ref, st.container(key="annotate_reference"):
             st.markdown("**Reference SQL**")
             if traj.task.reference_sql:
-                st.code(traj.task.reference_sql, language="sql", wrap_lines=True, height=150)
+                st.code(traj.task.reference_sql, language="sql", wrap_lines=True, height=130)
                 rerun_button(f"{tid}_reference", traj.task.reference_sql,
                              label="Re-run reference SQL")
             else:
@@ -234,15 +235,14 @@ def labelling_panel(me: User) -> None:
         st.session_state.pop(UNDONE_KEY, None)
 
     with right, st.container(key="annotate_form"):
-        render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
-                          hide_prelabel=st.session_state.get("annotate_hide_prelabel",
-                                                             settings.hide_prelabel),
-                          hooks=Hooks(saved=saved, skipped=skip))
-        nav = st.columns(2)
+        nav = render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
+                                hide_prelabel=st.session_state.get("annotate_hide_prelabel",
+                                                                   settings.hide_prelabel),
+                                hooks=Hooks(saved=saved, skipped=skip))
         # Callbacks, like the label buttons: the run they trigger already shows the new item.
-        render_undo(store, me, taxonomy, enabled=not isinstance(revisit, str), container=nav[0])
+        render_undo(store, me, taxonomy, enabled=not isinstance(revisit, str), container=nav[1])
         if isinstance(revisit, str):
-            nav[1].button("Back to the queue", key="annotate_leave_revisit", width="stretch",
+            nav[2].button("Back to queue", key="annotate_leave_revisit", width="stretch",
                           on_click=leave_revisit)
         # Banners go under the form, so the buttons never move when one appears.
         render_last_saved(taxonomy)

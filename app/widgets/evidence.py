@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from faillab.app.state import EhrKey, ehr_key, workspace
+from faillab.app.widgets.answer import outcome_of
 from faillab.app.widgets.safe import escape_markdown
 from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
@@ -31,6 +32,16 @@ def _evidence(trajectory_json: str, ehr: EhrKey | None) -> dict[str, object]:
     # Agent SQL runs in the sandbox's worker processes, never in the server's own memory.
     probe = Probe.isolated(Path(ehr[0])) if ehr else None
     return find_divergence(traj, probe=probe).to_dict()
+
+
+def _failed(traj: Trajectory) -> bool:
+    """A recorded failure (or partial reward), else a wrong answer under exact match: demo and
+    many imported trajectories record no outcome, and the Annotate queue holds them as
+    failures all the same."""
+    out = traj.outcome
+    if out is not None and out.reward is not None and out.reward < 1:
+        return True
+    return outcome_of(traj) == "failure"
 
 
 def _title(found: dict[str, object], show_category: bool, *, bold: bool) -> str:
@@ -59,10 +70,7 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
     hides the suggestion where annotators label blind. ``compact``: one line (diverging step,
     part, suggested category) with the reason and rows on expand, where the evidence shares a
     pane with the steps (Annotate) and must not crowd them out."""
-    out = traj.outcome if traj is not None else None
-    if traj is None or out is None:
-        return
-    if out.success is not False and (out.reward is None or out.reward >= 1):
+    if traj is None or not _failed(traj):
         return  # not a failure: nothing diverged
     ehr = workspace().ehr_path
     found = _evidence(traj.model_dump_json(),

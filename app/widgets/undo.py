@@ -8,6 +8,7 @@ further back through this session's saves.
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.widgets.rubric import category_label
 from labeling.store import Store, StoreError, User
@@ -41,13 +42,13 @@ def undo_label(store: Store, me: User, taxonomy: Taxonomy, back_tid: str) -> Non
 
 
 def render_undo(store: Store, me: User, taxonomy: Taxonomy, *, enabled: bool = True,
-                container: st.delta_generator.DeltaGenerator | None = None) -> None:
+                container: DeltaGenerator | None = None) -> None:
     """The Undo button (U) and its hidden twin (Z); disabled when nothing is left to undo."""
     done: list[str] = st.session_state.setdefault(DONE_KEY, [])
     back = done[-1] if done and enabled else None
     where = container if container is not None else st
     args = (store, me, taxonomy, back)
-    where.button("Undo last label", key="annotate_undo", shortcut="U", icon=":material/undo:",
+    where.button("Undo", key="annotate_undo", shortcut="U", icon=":material/undo:",
                  disabled=back is None, width="stretch", on_click=undo_label, args=args,
                  help="Retract the label you saved last (U or Z) and reopen its item: the "
                       "label stays in the history but no longer counts.")
