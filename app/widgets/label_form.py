@@ -150,7 +150,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     nav[0].button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY, width="stretch",
                   icon=":material/skip_next:", help="Put this item aside for now (S).",
                   on_click=hooks.skipped, args=(tid,))
-    return nav
+    return list(nav)
 
 
 @dataclass(frozen=True)
