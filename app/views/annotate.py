@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
 from faillab.app.auth import require_user
 from faillab.app.state import data_key, get_settings, get_store, load_trajectory, workspace
@@ -79,36 +78,29 @@ def _failed_ids() -> list[str]:
     return _failed_ids_cached(*data_key())
 
 
-def _next_item() -> None:
-    """Re-run only the panel (the page around it stays as it is) to show the next item."""
-    try:
-        st.rerun(scope="fragment")
-    except StreamlitAPIException:
-        # The panel ran as part of a full-page run (first load, AppTest): rerun the page.
-        st.rerun()
+def _take(me: User) -> None:
+    """Button callback (one script run shows the first item, not a run plus a rerun)."""
+    n = take_unassigned(store, ws, me.name, TAKE_N, prelabel_threshold=settings.prelabel_threshold)
+    if n == TAKE_N:
+        msg = f"{n} failures added to your queue."
+    elif n:
+        msg = (f"Only {n} unassigned failures need a person (the others are assigned, or "
+               f"confidently pre-labelled and left to the LLM); {n} added.")
+    else:
+        msg = ("No unassigned failure needs a person: every failure is assigned or "
+               "confidently pre-labelled.")
+    st.session_state["annotate_take_msg"] = msg
 
 
 def _empty_queue(me: User, skipped: list[str], queue: list[str]) -> None:
     if skipped and queue:
         st.info(f"You skipped {len(skipped)} item(s); nothing else is waiting.")
-        if st.button("Revisit skipped items", key="annotate_revisit_skipped"):
-            skipped.clear()
-            _next_item()
+        st.button("Revisit skipped items", key="annotate_revisit_skipped",
+                  on_click=skipped.clear)
         return
     st.success("Your queue is empty. A lead assigns more work on this page.")
-    if st.button(f"Take {TAKE_N} unassigned failures", key="annotate_take"):
-        n = take_unassigned(store, ws, me.name, TAKE_N,
-                            prelabel_threshold=settings.prelabel_threshold)
-        if n == TAKE_N:
-            msg = f"{n} failures added to your queue."
-        elif n:
-            msg = (f"Only {n} unassigned failures need a person (the others are assigned, or "
-                   f"confidently pre-labelled and left to the LLM); {n} added.")
-        else:
-            msg = ("No unassigned failure needs a person: every failure is assigned or "
-                   "confidently pre-labelled.")
-        st.session_state["annotate_take_msg"] = msg
-        _next_item()
+    st.button(f"Take {TAKE_N} unassigned failures", key="annotate_take", on_click=_take,
+              args=(me,))
 
 
 def _my_labels(me: User) -> None:

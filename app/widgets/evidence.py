@@ -77,8 +77,9 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
                       ehr_key(ehr) if ehr is not None and ehr.is_file() else None)
     if compact:
         if found.get("part") is None:
-            st.caption("Evidence · nothing decides: " + escape_markdown(str(found.get("reason",
-                                                                                     ""))))
+            with st.container(key=f"evidence_{key}"):
+                st.caption("Evidence · nothing decides: "
+                           + escape_markdown(str(found.get("reason", ""))))
             return
         # Built only while open (the expander reruns on toggle): the closed line costs nothing.
         box = st.expander(_title(found, show_category, bold=False), icon=":material/search:",

@@ -1,7 +1,8 @@
 """Page-level keyboard and scroll behaviour Streamlit has no API for.
 
 A zero-height component runs a small script in the page: it scrolls the page to the top when
-`scroll_token` changes (the next item starts at its question), and lets Ctrl+Enter (or Escape)
+`scroll_token` changes (the next item starts at its question) and takes the focus off a clicked
+button (so the keys work at once on the next item), and lets Ctrl+Enter (or Escape)
 in a text box commit the text and leave the box, so the page's single-key shortcuts work again
 without reaching for the mouse.
 """
@@ -27,6 +28,9 @@ _SCRIPT = """
       if (el) { el.scrollTop = 0; }
     }
     window.parent.scrollTo(0, 0);
+    // Belt and braces for the click handler below (installed once per browser tab).
+    const active = doc.activeElement;
+    if (active && active.tagName === 'BUTTON') { active.blur(); }
     const pane = doc.querySelector('.st-key-annotate_steps_pane');
     if (pane) {
       const inner = pane.querySelector('[data-testid="stVerticalBlock"]') || pane;
@@ -35,6 +39,14 @@ _SCRIPT = """
   }
   if (!window.parent.__faillabKeys) {
     window.parent.__faillabKeys = true;
+    // A clicked button (Take, a category, Skip) keeps the focus while the next item renders,
+    // and shortcut keys pressed on a focused button do nothing: let go of it at once.
+    doc.addEventListener('click', function (ev) {
+      const button = ev.target && ev.target.closest ? ev.target.closest('button') : null;
+      if (button && button.closest('[class*="st-key-annotate_"], [class*="st-key-lf_"]')) {
+        setTimeout(function () { button.blur(); }, 0);
+      }
+    }, true);
     doc.addEventListener('keydown', function (ev) {
       const el = ev.target;
       if (!el || el.tagName !== 'TEXTAREA') { return; }
