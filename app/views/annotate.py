@@ -16,7 +16,7 @@ import streamlit as st
 from faillab.app.auth import require_user
 from faillab.app.state import data_key, get_settings, get_store, load_trajectory, workspace
 from faillab.app.widgets.answer import render_answer_compact
-from faillab.app.widgets.evidence import render_evidence
+from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
     Hooks,
     render_label_form,
@@ -49,6 +49,8 @@ from taxonomy import Taxonomy, default_taxonomy
 
 SKIPPED_KEY = "annotate_skipped"
 TAKE_N = 25
+#: Items ahead whose data and evidence are warmed while the current one is read.
+PREFETCH = 3
 
 user = require_user()
 settings = get_settings()
@@ -164,6 +166,8 @@ def labelling_panel(me: User) -> None:
         return
     # The next item always opens at its question (a mouse save used to leave it mid-page).
     page_keys(scroll_token=tid)
+    # While this item is read, load the next ones and execute their evidence in the background.
+    prefetch_evidence([t for t in todo[:PREFETCH + 1] if t != tid][:PREFETCH])
 
     left, right = st.columns([11, 9], gap="medium")
     with left:
