@@ -23,12 +23,12 @@ from faillab.app.widgets.label_form import (
     render_last_saved,
     render_visible_labels,
 )
-from faillab.app.widgets.page_keys import page_keys
+from faillab.app.widgets.page_keys import item_key, page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
-from faillab.app.widgets.steps import render_steps
+from faillab.app.widgets.step_outline import render_step_outline
 from faillab.app.widgets.undo import (
     DONE_KEY,
     REVISIT_KEY,
@@ -165,7 +165,7 @@ def labelling_panel(me: User) -> None:
         st.session_state.pop(REVISIT_KEY, None)
         return
     # The next item always opens at its question (a mouse save used to leave it mid-page).
-    page_keys(scroll_token=tid)
+    page_keys()
     # While this item is read, load the next ones and execute their evidence in the background.
     prefetch_evidence([t for t in todo[:PREFETCH + 1] if t != tid][:PREFETCH])
 
@@ -180,7 +180,7 @@ def labelling_panel(me: User) -> None:
         st.markdown(head, help=(f"{state.not_for_you} assigned item(s) need no label from "
                                 "you: confidently pre-labelled (left to the LLM) or no longer "
                                 "failures.") if state.not_for_you else None)
-        with st.container(key="annotate_question"):
+        with st.container(key="annotate_question"), st.container(key=item_key(tid)):
             plain(traj.task.question)
         meta = {"intent": traj.task.intent, "scope": traj.task.scope, "run": traj.run.name,
                 "model": traj.run.model, "template": traj.task.template_id}
@@ -198,11 +198,12 @@ def labelling_panel(me: User) -> None:
         # (290 px: the answer row and its Re-run button still fit a 1280x800 screen).
         with st.container(height=290, border=True, key="annotate_steps_pane", autoscroll=False):
             # The evidence leads the pane; its suggested category stays hidden with the pre-label.
-            render_evidence(traj, key=f"annotate_{tid}", compact=True,
-                            show_category=not st.session_state.get(
-                                "annotate_hide_prelabel", settings.hide_prelabel))
-            render_steps(traj.steps, expand_all=False, pick=pick_step, rerun=rerun,
-                         key_prefix=tid)
+            step = render_evidence(traj, key=f"annotate_{tid}", compact=True,
+                                   show_category=not st.session_state.get(
+                                       "annotate_hide_prelabel", settings.hide_prelabel))
+            # The diverging step (and the one before it) in full; far steps as one-liners.
+            render_step_outline(traj.steps, full={step - 1, step} if step is not None else (),
+                                pick=pick_step, rerun=rerun, key_prefix=tid)
         ans, ref = st.columns(2, gap="small")
         with ans, st.container(key="annotate_answer"):
             render_answer_compact(traj)

@@ -104,13 +104,14 @@ def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
 
 
 def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True,
-                    compact: bool = False) -> None:
+                    compact: bool = False) -> int | None:
     """Evidence for ``traj`` (failed trajectories only; nothing for None); ``show_category=False``
     hides the suggestion where annotators label blind. ``compact``: one line (diverging step,
     part, suggested category) with the reason and rows on expand, where the evidence shares a
-    pane with the steps (Annotate) and must not crowd them out."""
+    pane with the steps (Annotate) and must not crowd them out. Returns the diverging step's
+    index (None: nothing diverged or nothing decides)."""
     if traj is None or not _failed(traj):
-        return  # not a failure: nothing diverged
+        return None  # not a failure: nothing diverged
     ehr = workspace().ehr_path
     found = _evidence(traj.model_dump_json(),
                       ehr_key(ehr) if ehr is not None and ehr.is_file() else None)
@@ -119,18 +120,24 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
             with st.container(key=f"evidence_{key}"):
                 st.caption("Evidence · nothing decides: "
                            + escape_markdown(str(found.get("reason", ""))))
-            return
+            return None
         # Built only while open (the expander reruns on toggle): the closed line costs nothing.
         box = st.expander(_title(found, show_category, bold=False), icon=":material/search:",
                           key=f"evidence_{key}", on_change="rerun")
         with box:
             if box.open:
                 _details(found)
-        return
+        return _step(found)
     with st.container(border=True, key=f"evidence_{key}"):
         if found.get("part") is None:
             st.markdown("**Evidence** · nothing decides")
             st.caption(escape_markdown(str(found.get("reason", ""))))
-            return
+            return None
         st.markdown(_title(found, show_category, bold=True))
         _details(found)
+    return _step(found)
+
+
+def _step(found: dict[str, object]) -> int | None:
+    step = found.get("step")
+    return step if isinstance(step, int) else None
