@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from faillab.app.state import EhrKey, ehr_key, load_trajectory, workspace
 from faillab.app.widgets.answer import outcome_of
@@ -100,7 +101,11 @@ def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
                 with _WARMING_LOCK:
                     _WARMING.discard(tid)
 
-    threading.Thread(target=warm, name="faillab-prefetch", daemon=True).start()
+    thread = threading.Thread(target=warm, name="faillab-prefetch", daemon=True)
+    # The page's run context, so Streamlit's caches know the thread (no "missing context" log
+    # line per call); the thread draws nothing, it only fills the process-wide caches.
+    add_script_run_ctx(thread, get_script_run_ctx())
+    thread.start()
 
 
 def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True,
