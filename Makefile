@@ -8,6 +8,8 @@ DEV_STAMP := $(VENV)/.installed-dev-$(HASH)
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 WORKSPACE ?= workspace
 PORT ?= 8501
+# Extra `faillab demo` options for `make run` (a test builds a small demo with them).
+DEMO_ARGS ?=
 
 .PHONY: run test install install-dev browser postgres lint docs bench demo clean
 
@@ -27,9 +29,13 @@ install: $(APP_STAMP)
 
 install-dev: $(DEV_STAMP)
 
-## make run: set up, build the demo workspace when absent, serve http://localhost:$(PORT)
+## make run: set up, build the demo workspace when absent (with offline heuristic pre-labels, so
+## Annotate shows them), serve http://localhost:$(PORT)
 run: install
-	$(BIN)/faillab demo --workspace $(WORKSPACE) --if-missing
+	@if $(BIN)/faillab demo --workspace $(WORKSPACE) --if-missing --json $(DEMO_ARGS) | grep -q '"skipped": true'; \
+	then echo "workspace $(WORKSPACE) already has trajectories; leaving it as it is"; \
+	else echo "demo workspace $(WORKSPACE) built; pre-labelling its failures offline (heuristic)"; \
+	  $(BIN)/faillab prelabel --workspace $(WORKSPACE) --labeler heuristic --json; fi
 	$(BIN)/faillab serve --workspace $(WORKSPACE) --port $(PORT)
 
 ## make test: set up everything the tests need (chromium, PostgreSQL) and run the whole suite

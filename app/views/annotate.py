@@ -12,24 +12,30 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
 from faillab.app.auth import require_user
 from faillab.app.state import data_key, get_settings, get_store, load_trajectory, workspace
 from faillab.app.widgets.answer import render_answer_compact
-from faillab.app.widgets.evidence import render_evidence
+from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
     Hooks,
     render_label_form,
     render_last_saved,
     render_visible_labels,
 )
-from faillab.app.widgets.page_keys import page_keys
+from faillab.app.widgets.page_keys import item_key, page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
-from faillab.app.widgets.steps import render_steps
+from faillab.app.widgets.step_outline import render_step_outline
+from faillab.app.widgets.undo import (
+    DONE_KEY,
+    REVISIT_KEY,
+    UNDONE_KEY,
+    render_undo,
+    render_undo_note,
+)
 from labeling.queue import (
     classifier_ranking,
     failed_frame,
@@ -42,11 +48,9 @@ from labeling.store.records import LEAD_ROLES
 from taxonomy import Taxonomy, default_taxonomy
 
 SKIPPED_KEY = "annotate_skipped"
-#: Items this session saved, newest last: U/Z and "Back" reopen them (labels are append-only,
-#: so reopening and saving again adds a superseding label; the earlier one stays in history).
-DONE_KEY = "annotate_done"
-REVISIT_KEY = "annotate_revisit"
 TAKE_N = 25
+#: Items ahead whose data and evidence are warmed while the current one is read.
+PREFETCH = 3
 
 user = require_user()
 settings = get_settings()
@@ -76,36 +80,29 @@ def _failed_ids() -> list[str]:
     return _failed_ids_cached(*data_key())
 
 
-def _next_item() -> None:
-    """Re-run only the panel (the page around it stays as it is) to show the next item."""
-    try:
-        st.rerun(scope="fragment")
-    except StreamlitAPIException:
-        # The panel ran as part of a full-page run (first load, AppTest): rerun the page.
-        st.rerun()
+def _take(me: User) -> None:
+    """Button callback (one script run shows the first item, not a run plus a rerun)."""
+    n = take_unassigned(store, ws, me.name, TAKE_N, prelabel_threshold=settings.prelabel_threshold)
+    if n == TAKE_N:
+        msg = f"{n} failures added to your queue."
+    elif n:
+        msg = (f"Only {n} unassigned failures need a person (the others are assigned, or "
+               f"confidently pre-labelled and left to the LLM); {n} added.")
+    else:
+        msg = ("No unassigned failure needs a person: every failure is assigned or "
+               "confidently pre-labelled.")
+    st.session_state["annotate_take_msg"] = msg
 
 
 def _empty_queue(me: User, skipped: list[str], queue: list[str]) -> None:
     if skipped and queue:
         st.info(f"You skipped {len(skipped)} item(s); nothing else is waiting.")
-        if st.button("Revisit skipped items", key="annotate_revisit_skipped"):
-            skipped.clear()
-            _next_item()
+        st.button("Revisit skipped items", key="annotate_revisit_skipped",
+                  on_click=skipped.clear)
         return
     st.success("Your queue is empty. A lead assigns more work on this page.")
-    if st.button(f"Take {TAKE_N} unassigned failures", key="annotate_take"):
-        n = take_unassigned(store, ws, me.name, TAKE_N,
-                            prelabel_threshold=settings.prelabel_threshold)
-        if n == TAKE_N:
-            msg = f"{n} failures added to your queue."
-        elif n:
-            msg = (f"Only {n} unassigned failures need a person (the others are assigned, or "
-                   f"confidently pre-labelled and left to the LLM); {n} added.")
-        else:
-            msg = ("No unassigned failure needs a person: every failure is assigned or "
-                   "confidently pre-labelled.")
-        st.session_state["annotate_take_msg"] = msg
-        _next_item()
+    st.button(f"Take {TAKE_N} unassigned failures", key="annotate_take", on_click=_take,
+              args=(me,))
 
 
 def _my_labels(me: User) -> None:
@@ -142,6 +139,13 @@ def labelling_panel(me: User) -> None:
     done: list[str] = st.session_state.setdefault(DONE_KEY, [])
     revisit = st.session_state.get(REVISIT_KEY)
     todo = [tid for tid in state.waiting if tid not in skipped]
+    undone = st.session_state.get(UNDONE_KEY)
+    if isinstance(undone, str) and not isinstance(revisit, str):
+        if undone in todo:
+            todo.remove(undone)
+            todo.insert(0, undone)
+        else:  # an earlier label of theirs counts again: show it, to change if they wish
+            revisit = undone
     skipped_now = [tid for tid in skipped if tid in state.waiting]
     if msg := st.session_state.pop("annotate_take_msg", None):
         st.toast(msg)
@@ -149,9 +153,11 @@ def labelling_panel(me: User) -> None:
     tid = revisit if isinstance(revisit, str) else (todo[0] if todo else None)
     if tid is None:
         render_last_saved(taxonomy)
+        render_undo_note()
         if note := st.session_state.get("annotate_take_note"):
             st.caption(note)
         _empty_queue(me, skipped, state.waiting)
+        render_undo(store, me, taxonomy)  # the last save of a queue can be undone too
         return
     traj = load_trajectory(tid)
     if traj is None:
@@ -159,7 +165,9 @@ def labelling_panel(me: User) -> None:
         st.session_state.pop(REVISIT_KEY, None)
         return
     # The next item always opens at its question (a mouse save used to leave it mid-page).
-    page_keys(scroll_token=tid)
+    page_keys()
+    # While this item is read, load the next ones and execute their evidence in the background.
+    prefetch_evidence([t for t in todo[:PREFETCH + 1] if t != tid][:PREFETCH])
 
     left, right = st.columns([11, 9], gap="medium")
     with left:
@@ -172,7 +180,7 @@ def labelling_panel(me: User) -> None:
         st.markdown(head, help=(f"{state.not_for_you} assigned item(s) need no label from "
                                 "you: confidently pre-labelled (left to the LLM) or no longer "
                                 "failures.") if state.not_for_you else None)
-        with st.container(key="annotate_question"):
+        with st.container(key="annotate_question"), st.container(key=item_key(tid)):
             plain(traj.task.question)
         meta = {"intent": traj.task.intent, "scope": traj.task.scope, "run": traj.run.name,
                 "model": traj.run.model, "template": traj.task.template_id}
@@ -186,20 +194,23 @@ def labelling_panel(me: User) -> None:
         def rerun(index: int, sql: str, tid: str = tid) -> None:
             rerun_button(f"{tid}_{index}", sql)
 
-        # Steps scroll in their own pane so the answer and the form stay in view beside them.
-        with st.container(height=330, border=True, key="annotate_steps_pane", autoscroll=False):
+        # Steps scroll in their own pane so the answer and the form stay in view beside them
+        # (290 px: the answer row and its Re-run button still fit a 1280x800 screen).
+        with st.container(height=290, border=True, key="annotate_steps_pane", autoscroll=False):
             # The evidence leads the pane; its suggested category stays hidden with the pre-label.
-            render_evidence(traj, key=f"annotate_{tid}", show_category=not st.session_state.get(
-                "annotate_hide_prelabel", settings.hide_prelabel))
-            render_steps(traj.steps, expand_all=False, pick=pick_step, rerun=rerun,
-                         key_prefix=tid)
+            step = render_evidence(traj, key=f"annotate_{tid}", compact=True,
+                                   show_category=not st.session_state.get(
+                                       "annotate_hide_prelabel", settings.hide_prelabel))
+            # The diverging step (and the one before it) in full; far steps as one-liners.
+            render_step_outline(traj.steps, full={step - 1, step} if step is not None else (),
+                                pick=pick_step, rerun=rerun, key_prefix=tid)
         ans, ref = st.columns(2, gap="small")
         with ans, st.container(key="annotate_answer"):
             render_answer_compact(traj)
         with ref, st.container(key="annotate_reference"):
             st.markdown("**Reference SQL**")
             if traj.task.reference_sql:
-                st.code(traj.task.reference_sql, language="sql", wrap_lines=True, height=150)
+                st.code(traj.task.reference_sql, language="sql", wrap_lines=True, height=130)
                 rerun_button(f"{tid}_reference", traj.task.reference_sql,
                              label="Re-run reference SQL")
             else:
@@ -209,41 +220,32 @@ def labelling_panel(me: User) -> None:
             done.remove(done_tid)
         done.append(done_tid)
         st.session_state.pop(REVISIT_KEY, None)
+        st.session_state.pop(UNDONE_KEY, None)
 
     def skip(skip_tid: str) -> None:
+        st.session_state.pop(UNDONE_KEY, None)
         skipped.append(skip_tid)
         st.session_state["annotate_skip_note"] = f"Skipped {skip_tid[:12]}: it waits at the end."
 
-    def undo(back_tid: str | None) -> None:
-        st.session_state[REVISIT_KEY] = back_tid
-
     def leave_revisit() -> None:
         st.session_state.pop(REVISIT_KEY, None)
+        st.session_state.pop(UNDONE_KEY, None)
 
     with right, st.container(key="annotate_form"):
-        render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
-                          hide_prelabel=st.session_state.get("annotate_hide_prelabel",
-                                                             settings.hide_prelabel),
-                          hooks=Hooks(saved=saved, skipped=skip))
-        nav = st.columns(2)
-        back = done[-1] if done and not isinstance(revisit, str) else None
+        nav = render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
+                                hide_prelabel=st.session_state.get("annotate_hide_prelabel",
+                                                                   settings.hide_prelabel),
+                                hooks=Hooks(saved=saved, skipped=skip))
         # Callbacks, like the label buttons: the run they trigger already shows the new item.
-        nav[0].button("Undo last label", key="annotate_undo", shortcut="U",
-                      icon=":material/undo:", disabled=back is None, width="stretch",
-                      on_click=undo, args=(back,),
-                      help="Reopen the item you labelled last (U or Z) to change its "
-                           "label; labels are never deleted, a new one supersedes.")
+        render_undo(store, me, taxonomy, enabled=not isinstance(revisit, str), container=nav[1])
         if isinstance(revisit, str):
-            nav[1].button("Back to the queue", key="annotate_leave_revisit", width="stretch",
+            nav[2].button("Back to queue", key="annotate_leave_revisit", width="stretch",
                           on_click=leave_revisit)
-        # Z undoes too; a hidden twin keeps one button on screen.
-        with st.container(key="annotate_undo_z"):
-            st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z",
-                      disabled=back is None, on_click=undo, args=(back,))
         # Banners go under the form, so the buttons never move when one appears.
         render_last_saved(taxonomy)
         if note := st.session_state.pop("annotate_skip_note", None):
             st.info(note, icon=":material/skip_next:")
+        render_undo_note()
         render_visible_labels(store, tid, me, blind=settings.blind, taxonomy=taxonomy)
 
 

@@ -3,9 +3,14 @@ the rows the sandbox returned and the suggested category. Pages call ``render_ev
 
 from __future__ import annotations
 
-import streamlit as st
+import threading
+from collections.abc import Sequence
 
-from faillab.app.state import EhrKey, ehr_key, workspace
+import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+from faillab.app.state import EhrKey, ehr_key, load_trajectory, workspace
+from faillab.app.widgets.answer import outcome_of
 from faillab.app.widgets.safe import escape_markdown
 from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
@@ -33,32 +38,111 @@ def _evidence(trajectory_json: str, ehr: EhrKey | None) -> dict[str, object]:
     return find_divergence(traj, probe=probe).to_dict()
 
 
-def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True) -> None:
-    """Evidence for ``traj`` (failed trajectories only; nothing for None); ``show_category=False``
-    hides the suggestion where annotators label blind."""
-    out = traj.outcome if traj is not None else None
-    if traj is None or out is None:
+def _failed(traj: Trajectory) -> bool:
+    """A recorded failure (or partial reward), else a wrong answer under exact match: demo and
+    many imported trajectories record no outcome, and the Annotate queue holds them as
+    failures all the same."""
+    out = traj.outcome
+    if out is not None and out.reward is not None and out.reward < 1:
+        return True
+    return outcome_of(traj) == "failure"
+
+
+def _title(found: dict[str, object], show_category: bool, *, bold: bool) -> str:
+    step, part = found.get("step"), found.get("part")
+    b = "**" if bold else ""
+    title = f"{b}Evidence{b} · first divergence at step {b}{step}{b} · part `{part}`"
+    if show_category and found.get("category"):
+        title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
+                  f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
+    return title
+
+
+def _details(found: dict[str, object]) -> None:
+    st.markdown(escape_markdown(str(found.get("reason", ""))))
+    if not found.get("executed"):
+        st.caption("Structural comparison only: no EHR database to execute on.")
+    rows = found.get("rows") or []
+    assert isinstance(rows, list)
+    if rows:
+        st.code("\n".join(str(r) for r in rows), language=None, wrap_lines=True)
+
+
+_WARMING: set[str] = set()
+_WARMING_LOCK = threading.Lock()
+
+
+def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
+    """Warm the trajectory and evidence caches for the items the annotator will see next.
+
+    A new item's evidence executes the agent's SQL in the sandbox (0.2-0.8 s at 50K
+    trajectories) and loading the item costs another 0.1-0.4 s; done in a background thread
+    while the annotator reads the current item, the next label key finds both cached. The
+    caches are Streamlit's process-wide ones, so the thread needs no session; an item already
+    being warmed is not queued twice.
+    """
+    ehr = workspace().ehr_path
+    key = ehr_key(ehr) if ehr is not None and ehr.is_file() else None
+    with _WARMING_LOCK:
+        todo = [tid for tid in trajectory_ids if tid not in _WARMING]
+        _WARMING.update(todo)
+    if not todo:
         return
-    if out.success is not False and (out.reward is None or out.reward >= 1):
-        return  # not a failure: nothing diverged
+
+    def warm() -> None:
+        for tid in todo:
+            try:
+                traj = load_trajectory(tid)
+                if traj is not None and _failed(traj):
+                    _evidence(traj.model_dump_json(), key)
+            except Exception:  # a warm-up failure only means a cold cache later
+                pass
+            finally:
+                with _WARMING_LOCK:
+                    _WARMING.discard(tid)
+
+    thread = threading.Thread(target=warm, name="faillab-prefetch", daemon=True)
+    # The page's run context, so Streamlit's caches know the thread (no "missing context" log
+    # line per call); the thread draws nothing, it only fills the process-wide caches.
+    add_script_run_ctx(thread, get_script_run_ctx())
+    thread.start()
+
+
+def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True,
+                    compact: bool = False) -> int | None:
+    """Evidence for ``traj`` (failed trajectories only; nothing for None); ``show_category=False``
+    hides the suggestion where annotators label blind. ``compact``: one line (diverging step,
+    part, suggested category) with the reason and rows on expand, where the evidence shares a
+    pane with the steps (Annotate) and must not crowd them out. Returns the diverging step's
+    index (None: nothing diverged or nothing decides)."""
+    if traj is None or not _failed(traj):
+        return None  # not a failure: nothing diverged
     ehr = workspace().ehr_path
     found = _evidence(traj.model_dump_json(),
                       ehr_key(ehr) if ehr is not None and ehr.is_file() else None)
+    if compact:
+        if found.get("part") is None:
+            with st.container(key=f"evidence_{key}"):
+                st.caption("Evidence · nothing decides: "
+                           + escape_markdown(str(found.get("reason", ""))))
+            return None
+        # Built only while open (the expander reruns on toggle): the closed line costs nothing.
+        box = st.expander(_title(found, show_category, bold=False), icon=":material/search:",
+                          key=f"evidence_{key}", on_change="rerun")
+        with box:
+            if box.open:
+                _details(found)
+        return _step(found)
     with st.container(border=True, key=f"evidence_{key}"):
-        step = found.get("step")
         if found.get("part") is None:
             st.markdown("**Evidence** · nothing decides")
             st.caption(escape_markdown(str(found.get("reason", ""))))
-            return
-        title = f"**Evidence** · first divergence at step **{step}** · part `{found['part']}`"
-        if show_category and found.get("category"):
-            title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
-                      f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
-        st.markdown(title)
-        st.markdown(escape_markdown(str(found.get("reason", ""))))
-        if not found.get("executed"):
-            st.caption("Structural comparison only: no EHR database to execute on.")
-        rows = found.get("rows") or []
-        assert isinstance(rows, list)
-        if rows:
-            st.code("\n".join(str(r) for r in rows), language=None, wrap_lines=True)
+            return None
+        st.markdown(_title(found, show_category, bold=True))
+        _details(found)
+    return _step(found)
+
+
+def _step(found: dict[str, object]) -> int | None:
+    step = found.get("step")
+    return step if isinstance(step, int) else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_label
@@ -79,14 +80,15 @@ def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy) -> None:
         st.markdown(f"**LLM pre-label:** {name}{conf}{step}")
         if prelabel.rationale:
             # A long rationale scrolls in place, so the buttons below keep their position.
-            with st.container(height=96, border=False, key="lf_rationale"):
+            with st.container(height=72, border=False, key="lf_rationale"):
                 plain(prelabel.rationale, caption=True)
 
 
 def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User, *,
                       prelabel: PrelabelView | None, hide_prelabel: bool,
-                      hooks: Hooks | None = None) -> None:
-    """The form for one item; `hooks` hear of a save or a skip."""
+                      hooks: Hooks | None = None) -> list[DeltaGenerator]:
+    """The form for one item; `hooks` hear of a save or a skip. Returns the row of Skip: its
+    other two cells are free for the page's buttons."""
     tid = str(traj.id)
     started_at(tid)
     show_prelabel = prelabel is not None and not hide_prelabel
@@ -143,10 +145,12 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
                                       shortcut=str(number), width="stretch",
                                       help=cat.definition, on_click=_save,
                                       args=(*args, cat.key))
-    st.button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY, width="stretch",
-              icon=":material/skip_next:", help="Put this item aside for now (S).",
-              on_click=hooks.skipped, args=(tid,))
-    return None
+    # Skip shares its row with the page's own buttons (Undo, Back), which go in the other cells.
+    nav = st.columns(3, gap="small")
+    nav[0].button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY, width="stretch",
+                  icon=":material/skip_next:", help="Put this item aside for now (S).",
+                  on_click=hooks.skipped, args=(tid,))
+    return list(nav)
 
 
 @dataclass(frozen=True)

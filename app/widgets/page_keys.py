@@ -1,62 +1,113 @@
 """Page-level keyboard and scroll behaviour Streamlit has no API for.
 
-A zero-height component runs a small script in the page: it scrolls the page to the top when
-`scroll_token` changes (the next item starts at its question), and lets Ctrl+Enter (or Escape)
-in a text box commit the text and leave the box, so the page's single-key shortcuts work again
-without reaching for the mouse.
+A zero-height component runs a small script in the page. It watches for a new item (the
+container keyed ``annotate_item_<id>`` around the question) and then scrolls the page and the
+steps pane to the top (the next item starts at its question); it takes the focus off a clicked
+button (shortcut keys pressed on a focused button do nothing); and Ctrl+Enter (or Escape) in a
+text box commits the text and leaves the box, so the single-key shortcuts work again without
+reaching for the mouse.
+
+The component's HTML never changes, so the browser keeps one iframe for the whole session
+instead of loading a new one for every item (that load sat between a label key and the next
+item). Each load of the iframe replaces the listeners an earlier one installed.
 """
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 import streamlit.components.v1 as components
+
+ITEM_KEY_PREFIX = "annotate_item_"
 
 _SCRIPT = """
 <script>
 (function () {
-  const doc = window.parent.document;
-  const token = %s;
-  // Scroll only when the item changed, not on every rerun of the same item.
-  if (window.parent.__faillabScrollToken !== token) {
-    window.parent.__faillabScrollToken = token;
+  const top = window.parent;
+  const doc = top.document;
+  const old = top.__faillabPageKeys;
+  if (old) {
+    old.observer.disconnect();
+    doc.removeEventListener('click', old.onClick, true);
+    doc.removeEventListener('keydown', old.onKey, true);
+  }
+  function toTop() {
     for (const sel of ['[data-testid="stMain"]', '[data-testid="stAppViewContainer"]',
                        'section.main']) {
       const el = doc.querySelector(sel);
       if (el) { el.scrollTop = 0; }
     }
-    window.parent.scrollTo(0, 0);
+    top.scrollTo(0, 0);
     const pane = doc.querySelector('.st-key-annotate_steps_pane');
     if (pane) {
       const inner = pane.querySelector('[data-testid="stVerticalBlock"]') || pane;
       pane.scrollTop = 0; inner.scrollTop = 0;
     }
+    const active = doc.activeElement;
+    if (active && active.tagName === 'BUTTON') { active.blur(); }
   }
-  if (!window.parent.__faillabKeys) {
-    window.parent.__faillabKeys = true;
-    doc.addEventListener('keydown', function (ev) {
-      const el = ev.target;
-      if (!el || el.tagName !== 'TEXTAREA') { return; }
-      const commit = (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) || ev.key === 'Escape';
-      // Streamlit commits the text on Ctrl+Enter itself; leaving the box afterwards hands the
-      // keys back to the page's shortcuts.
-      if (commit) { setTimeout(function () { el.blur(); }, 0); }
-    }, true);
+  function itemToken() {
+    const el = doc.querySelector('[class*="st-key-__PREFIX__"]');
+    if (!el) { return null; }
+    for (const c of el.classList) { if (c.indexOf('st-key-__PREFIX__') === 0) { return c; } }
+    return null;
   }
+  let pending = false;
+  const observer = new MutationObserver(function () {
+    if (pending) { return; }
+    pending = true;
+    top.requestAnimationFrame(function () {
+      pending = false;
+      const token = itemToken();
+      // Scroll only when the item changed, not on every rerun of the same item.
+      if (token && top.__faillabScrollToken !== token) {
+        top.__faillabScrollToken = token;
+        toTop();
+      }
+    });
+  });
+  observer.observe(doc.body, {childList: true, subtree: true});
+  const first = itemToken();
+  if (first && top.__faillabScrollToken !== first) { top.__faillabScrollToken = first; toTop(); }
+  function onClick(ev) {
+    // A clicked button (Take, a category, Skip) keeps the focus while the next item renders.
+    const button = ev.target && ev.target.closest ? ev.target.closest('button') : null;
+    if (button && button.closest('[class*="st-key-annotate_"], [class*="st-key-lf_"]')) {
+      setTimeout(function () { button.blur(); }, 0);
+    }
+  }
+  function onKey(ev) {
+    const el = ev.target;
+    if (!el || el.tagName !== 'TEXTAREA') { return; }
+    const commit = (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) || ev.key === 'Escape';
+    // Streamlit commits the text on Ctrl+Enter itself; leaving the box afterwards hands the
+    // keys back to the page's shortcuts.
+    if (commit) { setTimeout(function () { el.blur(); }, 0); }
+  }
+  doc.addEventListener('click', onClick, true);
+  doc.addEventListener('keydown', onKey, true);
+  top.__faillabPageKeys = {observer: observer, onClick: onClick, onKey: onKey};
 })();
 </script>
-"""
+""".replace("__PREFIX__", ITEM_KEY_PREFIX)
 
 _CSS = """
 <style>
 .st-key-annotate_undo_z { display: none; }
 /* The decision screen needs the height Streamlit leaves empty above the first element. */
-[data-testid="stMainBlockContainer"] { padding-top: 2.5rem !important; }
+[data-testid="stMainBlockContainer"] { padding-top: 1.25rem !important; }
+/* Tighter rows in the label form, so every control it has fits 1280x800 without scrolling. */
+.st-key-annotate_form, .st-key-annotate_form [data-testid="stVerticalBlock"] { gap: 0.5rem; }
 </style>
 """
 
 
-def page_keys(*, scroll_token: str) -> None:
+def page_keys() -> None:
+    """Install the page script (same HTML on every run: one iframe per session)."""
     st.html(_CSS)
-    components.html(_SCRIPT % json.dumps(scroll_token), height=0)
+    components.html(_SCRIPT, height=0)
+
+
+def item_key(trajectory_id: str) -> str:
+    """Key of the container around the item's question: the script's sign of a new item."""
+    return ITEM_KEY_PREFIX + "".join(c if c.isalnum() or c in "-_" else "_"
+                                     for c in trajectory_id)

@@ -163,7 +163,7 @@ class Adjudications(Part):
         with self._read() as s:
             version = s.scalars(
                 select(LabelRow.taxonomy_version)
-                .where(LabelRow.trajectory_id == trajectory_id)
+                .where(LabelRow.trajectory_id == trajectory_id, LabelRow.retracted_at.is_(None))
                 .order_by(LabelRow.created_at.desc(), LabelRow.id.desc())
                 .limit(1)
             ).first()

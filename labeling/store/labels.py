@@ -8,7 +8,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import ColumnElement, insert, select, update
 from sqlalchemy.orm import Session
 
 from labeling.store import policy
@@ -16,7 +16,7 @@ from labeling.store.base import Part, jsonable, snapshot
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import LabelRow, UserRow, utcnow
 from labeling.store.policy import Viewer
-from labeling.store.records import SOURCES, Label
+from labeling.store.records import LEAD_ROLES, SOURCES, Label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,6 +56,11 @@ def label_record(row: LabelRow, names: Mapping[int, str]) -> Label:
         seconds_on_item=row.seconds_on_item,
         created_at=row.created_at,
     )
+
+
+#: Only labels that were not retracted count: queues, progress, agreement, statistics and
+#: exports all read through this condition (a retracted label stays in the table as history).
+LIVE: ColumnElement[bool] = LabelRow.retracted_at.is_(None)
 
 
 def _visible(scope: policy.Scope, row: LabelRow, include_llm: bool = True) -> bool:
@@ -115,7 +120,8 @@ class Labels(Part):
                             UserRow.__table__.outerjoin(
                                 labels,
                                 (labels.c.annotator_id == UserRow.__table__.c.id)
-                                & (labels.c.trajectory_id == trajectory_id),
+                                & (labels.c.trajectory_id == trajectory_id)
+                                & labels.c.retracted_at.is_(None),
                             )
                         )
                         .where(UserRow.__table__.c.name == annotator)
@@ -129,7 +135,8 @@ class Labels(Part):
                     raise NotFoundError(f"unknown user {annotator!r}")
                 annotator_id = found["user_id"]
                 if found["id"] is not None:
-                    previous = {k: v for k, v in found.items() if k != "user_id"}
+                    previous = {k: v for k, v in found.items()
+                                if k not in ("user_id", "retracted_at", "retracted_by_id")}
             values: dict[str, Any] = {
                 "trajectory_id": trajectory_id,
                 "annotator_id": annotator_id,
@@ -182,10 +189,91 @@ class Labels(Part):
             names = self._user_names(s)
             rows = s.scalars(
                 select(LabelRow)
-                .where(LabelRow.trajectory_id == trajectory_id)
+                .where(LabelRow.trajectory_id == trajectory_id, LIVE)
                 .order_by(LabelRow.created_at, LabelRow.id)
             ).all()
             return [label_record(r, names) for r in rows if _visible(scope, r, include_llm)]
+
+    def retract_latest(self, trajectory_id: str, *, annotator: str) -> Label | None:
+        """Undo: retract `annotator`'s latest counted label on the item (None: there was none).
+
+        The row stays (history, with who retracted it and when) but counts nowhere any more:
+        the annotator's previous label on the item, if any, counts again; without one the item
+        is open in their queue again.
+        """
+        with self._read() as s:
+            user = self._user_row(s, annotator)
+            row_id = s.scalars(
+                select(LabelRow.id)
+                .where(
+                    LabelRow.trajectory_id == trajectory_id,
+                    LabelRow.annotator_id == user.id,
+                    LabelRow.source == "human",
+                    LIVE,
+                )
+                .order_by(LabelRow.created_at.desc(), LabelRow.id.desc())
+                .limit(1)
+            ).first()
+        return None if row_id is None else self.retract(row_id, actor=annotator)
+
+    def retract(self, label_id: int, *, actor: str) -> Label:
+        """Retract one human label: its annotator may (Undo), and so may leads and admins.
+
+        Raises NotFoundError for an unknown label or actor, StoreError for an LLM label, a label
+        already retracted, or an actor who may not retract it.
+        """
+        with self._write() as s:
+            who = self._user_row(s, actor)
+            row = s.get(LabelRow, label_id, with_for_update=True)
+            if row is None:
+                raise NotFoundError(f"no label {label_id}")
+            if row.source != "human":
+                raise StoreError("only human labels are retracted (LLM opinions are re-run)")
+            if row.retracted_at is not None:
+                raise StoreError(f"label {label_id} is already retracted")
+            if row.annotator_id != who.id and who.role not in LEAD_ROLES:
+                raise StoreError(f"{actor} may not retract another annotator's label")
+            before = snapshot(row)
+            at = utcnow()
+            # A guarded UPDATE, so two racing undos cannot both retract the same row.
+            done = s.execute(
+                update(LabelRow)
+                .where(LabelRow.id == label_id, LIVE)
+                .values(retracted_at=at, retracted_by_id=who.id)
+            )
+            if done.rowcount != 1:  # type: ignore[attr-defined]
+                raise StoreError(f"label {label_id} is already retracted")
+            s.refresh(row)
+            self._log(
+                s,
+                entity="label",
+                entity_id=row.trajectory_id,
+                action="retract",
+                actor=actor,
+                before=before,
+                after=snapshot(row),
+                at=at,
+            )
+            return label_record(row, self._user_names(s))
+
+    def retracted(self, trajectory_id: str) -> list[tuple[Label, str | None, datetime]]:
+        """The item's retracted labels, oldest first, with who retracted each and when."""
+        with self._read() as s:
+            names = self._user_names(s)
+            rows = s.scalars(
+                select(LabelRow)
+                .where(LabelRow.trajectory_id == trajectory_id, LabelRow.retracted_at.is_not(None))
+                .order_by(LabelRow.created_at, LabelRow.id)
+            ).all()
+            return [
+                (
+                    label_record(r, names),
+                    names.get(r.retracted_by_id) if r.retracted_by_id is not None else None,
+                    r.retracted_at,
+                )
+                for r in rows
+                if r.retracted_at is not None
+            ]
 
     def frame(
         self, *, taxonomy_version: str | None = None, viewer: Viewer = policy.OPERATOR
@@ -194,7 +282,7 @@ class Labels(Part):
         with self._read() as s:
             scope = self._gate.scope(s, viewer)
             names = self._user_names(s)
-            query = select(LabelRow).order_by(LabelRow.created_at, LabelRow.id)
+            query = select(LabelRow).where(LIVE).order_by(LabelRow.created_at, LabelRow.id)
             if taxonomy_version is not None:
                 query = query.where(LabelRow.taxonomy_version == taxonomy_version)
             records = [
@@ -209,7 +297,9 @@ class Labels(Part):
         with self._read() as s:
             scope = self._gate.scope(s, viewer)
             names = self._user_names(s)
-            rows = s.scalars(select(LabelRow).order_by(LabelRow.created_at, LabelRow.id))
+            rows = s.scalars(
+                select(LabelRow).where(LIVE).order_by(LabelRow.created_at, LabelRow.id)
+            )
             return [label_record(r, names) for r in rows if _visible(scope, r)]
 
     def import_rows(self, rows: Sequence[Mapping[str, Any]], *, actor: str | None) -> int:
@@ -250,7 +340,7 @@ def latest_human_labels(
     names = {uid: name for uid, name in s.execute(select(UserRow.id, UserRow.name))}
     query = (
         select(LabelRow)
-        .where(LabelRow.source == "human")
+        .where(LabelRow.source == "human", LIVE)
         .order_by(LabelRow.created_at, LabelRow.id)
     )
     if taxonomy_version is not None:

@@ -121,6 +121,10 @@ class LabelRow(Base):
     )
     seconds_on_item: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Added in revision 0007: a retracted label (undone by its annotator) stays as history but
+    # no longer counts anywhere; who retracted it and when. NULL: the label counts.
+    retracted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    retracted_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
 
 
 class AssignmentRow(Base):

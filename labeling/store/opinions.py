@@ -60,7 +60,7 @@ def latest_opinions(
         literal("llm"),
         literal(1),
         LabelRow.id,
-    ).where(LabelRow.source == "llm")
+    ).where(LabelRow.source == "llm", LabelRow.retracted_at.is_(None))
     if taxonomy_version is not None:
         pre = pre.where(PrelabelRow.taxonomy_version == taxonomy_version)
         llm = llm.where(LabelRow.taxonomy_version == taxonomy_version)

@@ -108,7 +108,9 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     committed = frozenset(
         session.scalars(
             select(LabelRow.trajectory_id).where(
-                LabelRow.annotator_id == row.id, LabelRow.source == "human"
+                LabelRow.annotator_id == row.id,
+                LabelRow.source == "human",
+                LabelRow.retracted_at.is_(None),
             )
         )
     )

@@ -140,7 +140,9 @@ class Queues(Part):
             assigned = list(s.scalars(query))
             done = set(
                 s.scalars(
-                    select(LabelRow.trajectory_id).where(LabelRow.annotator_id == user_row.id)
+                    select(LabelRow.trajectory_id).where(
+                        LabelRow.annotator_id == user_row.id, LabelRow.retracted_at.is_(None)
+                    )
                 )
             )
             opinions = latest_opinions(s)
@@ -174,7 +176,7 @@ class Queues(Part):
             labelled: dict[int, set[str]] = defaultdict(set)
             for tid, annotator_id in s.execute(
                 select(LabelRow.trajectory_id, LabelRow.annotator_id).where(
-                    LabelRow.annotator_id.is_not(None)
+                    LabelRow.annotator_id.is_not(None), LabelRow.retracted_at.is_(None)
                 )
             ):
                 if annotator_id is not None:

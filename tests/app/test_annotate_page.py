@@ -238,7 +238,8 @@ def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, 
     assert any(p.proto.text.startswith("ana: 1 of 2 labelled") for p in at.get("progress"))
 
 
-def test_undo_reopens_the_last_label_and_keeps_history(env: tuple[Workspace, Store]) -> None:
+def test_undo_retracts_the_last_label_and_reopens_the_item(
+        env: tuple[Workspace, Store]) -> None:
     ws, store = env
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3)
     at = open_page("ana")
@@ -246,15 +247,20 @@ def test_undo_reopens_the_last_label_and_keeps_history(env: tuple[Workspace, Sto
     at.button(key=f"lf_{first}_cat_sql_logic_error").click()
     at.run()
     assert current_item(at) != first
+    assert position(at).startswith("Item 2 of 3 · 1 labelled")
     at.button(key="annotate_undo").click()
     at.run()
+    # The item is back in the queue and opens first; the label no longer counts.
     assert current_item(at) == first
-    assert "Changing your label" in texts(at)
+    assert position(at).startswith("Item 1 of 3 · 0 labelled")
+    assert any("Undone" in i.value for i in at.info)
+    assert store.labels.for_item(first, viewer=None, blind=False, include_llm=False) == []
+    assert [lab.category for lab, _, _ in store.labels.retracted(first)] == ["sql_logic_error"]
+    assert at.button(key="annotate_undo").disabled  # nothing else saved in this session
     at.button(key=f"lf_{first}_cat_answer_format_error").click()
     at.run()
     history = store.labels.for_item(first, viewer=None, blind=False, include_llm=False)
-    # Append-only: the first label stays, the new one supersedes it.
-    assert [lab.category for lab in history] == ["sql_logic_error", "answer_format_error"]
+    assert [lab.category for lab in history] == ["answer_format_error"]
     assert position(at).startswith("Item 2 of 3 · 1 labelled")
 
 

@@ -180,7 +180,7 @@ def test_take_label_skip_undo_in_one_viewport(
         inside_viewport(page.get_by_text(text, exact=True).first)
     inside_viewport(page.get_by_label("Note", exact=True).and_(page.locator("textarea")))
     inside_viewport(page.locator("[data-testid='stDataFrame']").first)  # the answer diff
-    for name in (r"^Accept pre-label", r"^Skip", r"^SQL Logic Error", r"^Stuck-in-Loop",
+    for name in (r"^Accept pre-label", r"^Skip", r"^Undo", r"^SQL Logic Error", r"^Stuck-in-Loop",
                  r"^Re-run reference SQL"):
         inside_viewport(page.get_by_role("button", name=re.compile(name)).first)
     first = waiting[0]
@@ -208,15 +208,22 @@ def test_take_label_skip_undo_in_one_viewport(
     expect(page.get_by_text(f"Skipped {second[:12]}")).to_be_visible()
     expect_position(page, 3, 25, 1, 1)
 
-    # U reopens the last label; saving again appends, the first label stays in history.
+    # U retracts the last label: the item is open again (first), progress drops back to 0.
     page.keyboard.press("u")
     wait_idle(page)
-    expect(page.get_by_text("Changing your label")).to_be_visible()
+    expect_position(page, 2, 25, 0, 1)
+    expect(page.get_by_text("Undone: your label SQL Logic Error")).to_be_visible()
     assert page.get_by_text(first).first.is_visible()
+    assert [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
+            if lab.source == "human"] == []
+    assert {p.annotator: p.done for p in store.queues.progress()}["sol"] == 0
     page.keyboard.press("5")
     wait_idle(page)
     expect_position(page, 3, 25, 1, 1)
-    history = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
+    counted = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
                if lab.source == "human"]
-    assert [lab.category for lab in history] == ["sql_logic_error", "answer_format_error"]
+    assert [lab.category for lab in counted] == ["answer_format_error"]
+    # The retracted label stays in the history, with who retracted it.
+    assert [(lab.category, by) for lab, by, _ in store.labels.retracted(first)] == [
+        ("sql_logic_error", "sol")]
     page.context.close()

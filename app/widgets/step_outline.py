@@ -1,0 +1,57 @@
+"""The Annotate steps pane: the first steps and the diverging one in full, the rest one line each.
+
+Drawing every step of a long trajectory in full was most of the time between a label key and
+the next item (about 0.6 s of 1.2 s at 50K trajectories), while the pane shows two or three
+steps at a time. Steps beyond the first few are one-line expanders whose body is built only
+when opened (opening one re-runs the panel, which is cheap: the item is cached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+import streamlit as st
+
+from faillab.app.widgets.safe import escape_markdown
+from faillab.app.widgets.steps import KIND_LABEL, render_action, render_message
+from trajectories.model import Step, StepKind
+from trajectories.render import preview
+
+#: Steps shown in full from the start of the trajectory (the pane shows about this many).
+FULL_HEAD = 4
+
+
+def _one(index: int, step: Step, rerun: Callable[[int, str], None] | None,
+         pick: Callable[[int], None] | None, key_prefix: str) -> None:
+    if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
+        render_message(index, step, False, key_prefix)
+    else:
+        render_action(index, step, False, rerun, pick, key_prefix)
+
+
+def outline_label(index: int, step: Step) -> str:
+    """"i. kind · name · error · preview" as an expander label (data escaped, never markup)."""
+    if step.kind == StepKind.MESSAGE:
+        kind = f"{step.role or 'assistant'} message"
+    else:
+        kind = KIND_LABEL.get(step.kind, str(step.kind))
+    body = step.code or step.arguments or step.content or step.observation or ""
+    name = f" · {step.name}" if step.name else ""
+    text = escape_markdown(f"{kind}{name} · {preview(body, 70)}")
+    return f"{index}. {text}" + (" · :red[error]" if step.error else "")
+
+
+def render_step_outline(steps: list[Step], *, full: Collection[int],
+                        rerun: Callable[[int, str], None] | None = None,
+                        pick: Callable[[int], None] | None = None,
+                        key_prefix: str = "") -> None:
+    """Steps ``< FULL_HEAD`` and those in ``full`` drawn whole; the others as lazy one-liners."""
+    for index, step in enumerate(steps):
+        if index < FULL_HEAD or index in full:
+            _one(index, step, rerun, pick, key_prefix)
+            continue
+        box = st.expander(outline_label(index, step), key=f"outline_{key_prefix}_{index}",
+                          on_change="rerun")
+        with box:
+            if box.open:
+                _one(index, step, rerun, pick, key_prefix)

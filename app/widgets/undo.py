@@ -1,0 +1,63 @@
+"""Undo on the Annotate screen: retract the label saved last and reopen its item.
+
+The store keeps the retracted label as history (who retracted it, when) and counts it nowhere,
+so the item is back in the annotator's queue and their progress drops by one; undo again walks
+further back through this session's saves.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from faillab.app.widgets.rubric import category_label
+from labeling.store import Store, StoreError, User
+from taxonomy import Taxonomy
+
+#: Items this session saved, newest last (what U/Z walks back through).
+DONE_KEY = "annotate_done"
+#: The item whose label was just undone: it opens first (it is back in the queue), or as a
+#: revisit when an earlier label of the person's on it counts again.
+UNDONE_KEY = "annotate_undone"
+REVISIT_KEY = "annotate_revisit"
+NOTE_KEY = "annotate_undo_note"
+
+
+def undo_label(store: Store, me: User, taxonomy: Taxonomy, back_tid: str) -> None:
+    """Button callback: runs before the next script run, which then shows the reopened item."""
+    done: list[str] = st.session_state.setdefault(DONE_KEY, [])
+    try:
+        gone = store.labels.retract_latest(back_tid, annotator=me.name)
+    except StoreError as err:
+        st.session_state[NOTE_KEY] = f"Undo failed: {err}"
+        return
+    if back_tid in done:
+        done.remove(back_tid)
+    st.session_state.pop("annotate_last_saved", None)
+    st.session_state.pop(REVISIT_KEY, None)
+    st.session_state[UNDONE_KEY] = back_tid
+    what = category_label(taxonomy, gone.category) if gone is not None else "nothing"
+    st.session_state[NOTE_KEY] = (f"Undone: your label {what} on {back_tid[:12]} no longer "
+                                  "counts (kept in the history); the item is open again.")
+
+
+def render_undo(store: Store, me: User, taxonomy: Taxonomy, *, enabled: bool = True,
+                container: DeltaGenerator | None = None) -> None:
+    """The Undo button (U) and its hidden twin (Z); disabled when nothing is left to undo."""
+    done: list[str] = st.session_state.setdefault(DONE_KEY, [])
+    back = done[-1] if done and enabled else None
+    where = container if container is not None else st
+    args = (store, me, taxonomy, back)
+    where.button("Undo", key="annotate_undo", shortcut="U", icon=":material/undo:",
+                 disabled=back is None, width="stretch", on_click=undo_label, args=args,
+                 help="Retract the label you saved last (U or Z) and reopen its item: the "
+                      "label stays in the history but no longer counts.")
+    # Z undoes too; a hidden twin keeps one button on screen.
+    with st.container(key="annotate_undo_z"):
+        st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z", disabled=back is None,
+                  on_click=undo_label, args=args)
+
+
+def render_undo_note() -> None:
+    if note := st.session_state.pop(NOTE_KEY, None):
+        st.info(note, icon=":material/undo:")
