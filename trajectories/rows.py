@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from trajectories.model import ACTION_KINDS, Trajectory
-from trajectories.scoring import SCORER_VERSION, score_values
+from trajectories.scoring import SCORER_VERSION, score_trajectory, score_values
 
 #: Bumped when the stored row changes, so files imported before are parsed again.
 SCHEMA_KEY = "2"  # 2: cut SQL results (final_answer_rows_total, scorer em-3)
@@ -78,12 +78,8 @@ def reject_line(reject: dict[str, str]) -> str:
 
 
 def score(traj: Trajectory) -> bool | None:
-    """Exact match under the task's own rules; None when the task has no ground truth or the
-    answer came from a cut or unreadable SQL result that cannot decide (scoring rule 7)."""
-    task, extra = traj.task, traj.model_extra or {}
-    return score_values(traj.final_answer, task.has_ground_truth, task.ground_truth,
-                        task.question, task.answer_format, (task.model_extra or {}).get("rules"),
-                        extra.get("final_answer_source"), extra.get("final_answer_rows_total"))
+    """Exact match under the task's own rules (``scoring.score_trajectory``)."""
+    return score_trajectory(traj)
 
 
 def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:

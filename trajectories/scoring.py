@@ -35,7 +35,7 @@ from collections import Counter
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from trajectories.model import Task
+from trajectories.model import Task, Trajectory
 
 SCORER_VERSION = "em-3"  # em-3: a cut or unreadable last SQL result (rule 7)
 
@@ -230,6 +230,31 @@ def partial_match(visible: Any, truth: Any, total: int | None, *, ordered: bool 
                 break
         else:
             return False
+    return None
+
+
+def score_trajectory(traj: Trajectory) -> bool | None:
+    """Exact match of a trajectory's own final answer under its task's rules; None when the
+    task has no ground truth or the answer came from a cut or unreadable SQL result that cannot
+    decide (rule 7). Every place that scores one trajectory (the import, re-scoring, the answer
+    panel) calls this, so they agree."""
+    task, extra = traj.task, traj.model_extra or {}
+    return score_values(traj.final_answer, task.has_ground_truth, task.ground_truth,
+                        task.question, task.answer_format, (task.model_extra or {}).get("rules"),
+                        extra.get("final_answer_source"), extra.get("final_answer_rows_total"))
+
+
+def answer_cut(traj: Trajectory) -> str | None:
+    """Why the final answer is incomplete, in words, or None when it is whole."""
+    extra = traj.model_extra or {}
+    source = extra.get("final_answer_source")
+    if source == ANSWER_SQL_UNREADABLE:
+        return "the last SQL query's recorded result could not be read"
+    if source == ANSWER_SQL_PARTIAL:
+        total = extra.get("final_answer_rows_total")
+        shown = len(traj.final_answer) if isinstance(traj.final_answer, list) else 0
+        of = f" of {total}" if isinstance(total, int) else ""
+        return f"the producer recorded {shown}{of} rows of the last SQL query's result"
     return None
 
 

@@ -10,7 +10,13 @@ import streamlit as st
 
 from faillab.app.widgets.safe import plain
 from trajectories.model import Trajectory
-from trajectories.scoring import answer_diff, score_task, task_decimals, wants_order
+from trajectories.scoring import (
+    answer_cut,
+    answer_diff,
+    score_trajectory,
+    task_decimals,
+    wants_order,
+)
 from trajectories.workspace import outcome_name
 
 #: How each outcome is shown on the page (``unscored``: no ground truth, no recorded outcome).
@@ -33,26 +39,30 @@ def outcome_of(traj: Trajectory) -> str:
     """``success``, ``failure`` or ``unscored`` under the default success source (the recorded
     verdict, else exact match under the task's rules; docs/scoring.md)."""
     recorded = traj.outcome.success if traj.outcome else None
-    return outcome_name(recorded if recorded is not None else score_task(traj.final_answer,
-                                                                         traj.task))
+    return outcome_name(recorded if recorded is not None else score_trajectory(traj))
 
 
 def render_answer_panel(traj: Trajectory) -> None:
     task = traj.task
     ordered = wants_order(task.question, task.answer_format)
-    em = score_task(traj.final_answer, task)  # None: the task has no ground truth
+    em = score_trajectory(traj)  # None: no ground truth, or a cut answer that cannot decide
+    cut = answer_cut(traj)
     recorded = traj.outcome.success if traj.outcome else None
     c1, c2 = st.columns(2)
-    c1.metric("Exact match", OUTCOME_TEXT[outcome_name(em)],
-              help="unscored: the task has no ground truth" if em is None else None)
+    c1.metric("Exact match", OUTCOME_TEXT[outcome_name(em)] if em is not None or not cut
+              else "unknown",
+              help=(f"unknown: {cut}" if cut else "unscored: the task has no ground truth")
+              if em is None else None)
     c2.metric("Recorded outcome", "none" if recorded is None else
               OUTCOME_TEXT[outcome_name(recorded)])
     if recorded is not None and em is not None and recorded != em:
         st.warning("The producer's recorded outcome and our exact match disagree.")
-    if em is None and recorded is None:
+    if em is None and recorded is None and not cut:
         st.info("Unscored: the task has no ground truth and the producer recorded no outcome, "
                 "so this trajectory is left out of success rates and Pass^k.")
     st.markdown("**Final answer vs ground truth**")
+    if cut:
+        st.caption(f"Incomplete final answer: {cut}.")
     a, b = st.columns(2)
     with a:
         st.caption("Final answer")
@@ -77,11 +87,14 @@ def render_answer_panel(traj: Trajectory) -> None:
 def render_answer_compact(traj: Trajectory) -> None:
     """The answer against the ground truth in little height, for the Annotate screen."""
     task = traj.task
-    em = score_task(traj.final_answer, task)
+    em = score_trajectory(traj)
+    cut = answer_cut(traj)
     recorded = traj.outcome.success if traj.outcome else None
-    verdict = "unscored" if em is None else OUTCOME_TEXT[outcome_name(em)]
+    verdict = ("unknown" if cut else "unscored") if em is None else OUTCOME_TEXT[outcome_name(em)]
     rec = "none" if recorded is None else OUTCOME_TEXT[outcome_name(recorded)]
     st.markdown(f"**Answer vs ground truth** · exact match: {verdict} · recorded: {rec}")
+    if cut:
+        st.caption(f"Incomplete final answer: {cut}.")
     if task.has_ground_truth:
         frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
         if frame.empty:

@@ -55,3 +55,38 @@ def test_unscored_task_is_not_an_audit_candidate(tmp_path: Path) -> None:
     pool = candidate_pool(_workspace(tmp_path))
     assert [c.task_id for c in pool.candidates] == []
     assert pool.n_total_tasks == 1
+
+
+def test_a_cut_answer_is_unknown_or_a_failure_everywhere_it_is_scored() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from trajectories.rows import score
+    from trajectories.scoring import answer_cut, score_trajectory
+
+    whole = make_trajectory(final_answer=[[52]])
+    # The producer showed 1 of 1 rows: the visible row is the truth's only row, yet the
+    # result is marked cut, so nothing decides: unknown, never a success.
+    undecided = make_trajectory(final_answer=[[52]], final_answer_source="last_sql_result_partial",
+                                final_answer_rows_total=1)
+    too_many = make_trajectory(final_answer=[[52]], final_answer_source="last_sql_result_partial",
+                               final_answer_rows_total=173)
+    unreadable = make_trajectory(final_answer=None,
+                                 final_answer_source="last_sql_result_unreadable")
+    assert [score_trajectory(t) for t in (whole, undecided, too_many, unreadable)] == [
+        True, None, False, None]
+    assert all(score(t) == score_trajectory(t) for t in (whole, undecided, too_many, unreadable))
+    assert answer_cut(whole) is None
+    assert answer_cut(too_many) == (
+        "the producer recorded 1 of 173 rows of the last SQL query's result")
+    assert "could not be read" in (answer_cut(unreadable) or "")
+
+    def panel(traj_json: str) -> None:
+        from faillab.app.widgets.answer import render_answer_panel
+        from trajectories.model import Trajectory
+
+        render_answer_panel(Trajectory.model_validate_json(traj_json))
+
+    at = AppTest.from_function(panel, args=(undecided.model_dump_json(),)).run()
+    assert not at.exception
+    assert at.metric[0].value == "unknown"
+    assert any("Incomplete final answer" in c.value for c in at.caption)
