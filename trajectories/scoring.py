@@ -208,6 +208,20 @@ def score_values(final_answer: Any, has_ground_truth: bool, ground_truth: Any,
     return exact_match(final_answer, ground_truth, ordered=ordered, decimals=decimals)
 
 
+def _unmatched(rows: list[Row], truth: list[Row]) -> list[Row] | None:
+    """The truth's rows left after pairing each of ``rows`` with an equal one (greedy, under
+    the numeric tolerance); None when some row has no partner."""
+    remaining = list(truth)
+    for row in rows:
+        for i, candidate in enumerate(remaining):
+            if _rows_equal(row, candidate):
+                del remaining[i]
+                break
+        else:
+            return None
+    return remaining
+
+
 def partial_match(visible: Any, truth: Any, total: int | None, *, ordered: bool = False,
                   decimals: int | None = None) -> bool | None:
     """Rule 7: False when a cut result cannot match the ground truth (another full row count,
@@ -222,15 +236,7 @@ def partial_match(visible: Any, truth: Any, total: int | None, *, ordered: bool 
     if ordered:
         in_order = all(_rows_equal(a, b) for a, b in zip(shown, true_rows, strict=False))
         return None if in_order else False
-    remaining = list(true_rows)
-    for row in shown:
-        for i, candidate in enumerate(remaining):
-            if _rows_equal(row, candidate):
-                del remaining[i]
-                break
-        else:
-            return False
-    return None
+    return None if _unmatched(shown, true_rows) is not None else False
 
 
 def score_trajectory(traj: Trajectory) -> bool | None:
@@ -277,15 +283,8 @@ def exact_match(
     ):
         return True
     # Fall back to a tolerant greedy match when rounding put near-equal numbers in two buckets.
-    remaining = list(true_rows)
-    for row in pred_rows:
-        for i, candidate in enumerate(remaining):
-            if _rows_equal(row, candidate):
-                del remaining[i]
-                break
-        else:
-            return False
-    return not remaining
+    remaining = _unmatched(pred_rows, true_rows)
+    return remaining is not None and not remaining
 
 
 def answer_diff(
