@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.widgets.safe import escape_markdown, plain
+from trajectories.importers.sql_reply import split_cut_note
 from trajectories.model import Step, StepKind
 from trajectories.render import (
     Tabular,
@@ -62,23 +63,18 @@ def _observation(step: Step, expand_all: bool, key: str) -> None:
     _observation_body(text, scroll=False)
 
 
-#: Longest trailing note read as a remark under a table (one line, e.g. the producer's
-#: "Note: There are 73 results not shown (out of 173 total results).").
-MAX_NOTE_CHARS = 300
-
-
 def table_and_note(text: str) -> tuple[Tabular | None, str]:
-    """The observation as a table, and the one-line note that follows it, if any.
+    """The observation as a table, and the harness's note on a cut listing, if any.
 
-    Some producers cut long results and append a note after a blank line; the rows before it
-    are still a table (about one SQL observation in ten in the real trajectories), and were
-    shown as wrapped text while a re-run of the same query showed a table."""
+    The harness cuts long results and appends "Note: There are 73 results not shown (out of
+    173 total results)."; the rows before it are still a table (about one SQL observation in
+    ten in the real trajectories), shown with the note under it. The note is read by the
+    importer's parser (``split_cut_note``), so the page and the answer agree on what is cut."""
     table = parse_tabular(text)
     if table is not None:
         return table, ""
-    head, blank, note = text.strip().rpartition("\n\n")
-    note = note.strip()
-    if blank and head and note and "\n" not in note and len(note) <= MAX_NOTE_CHARS:
+    head, note, total = split_cut_note(text)
+    if total is not None and head.strip():
         table = parse_tabular(head)
         if table is not None:
             return table, note

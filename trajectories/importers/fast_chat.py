@@ -16,7 +16,6 @@ goes through ``parse_openai_chat`` unchanged: the same trajectory, or the same e
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,27 +23,17 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from trajectories.importers.openai_chat import (
-    _SQLISH,
-    PYTHON_TOOLS,
-    SQL_TOOLS,
-    RunIdentity,
-    _text,
-    infer_intent_scope,
-    is_substantive,
-    looks_like_error,
-    sql_result,
-)
+from trajectories.importers.chat_steps import answer_of, steps_as_dicts
+from trajectories.importers.openai_chat import RunIdentity, infer_intent_scope
 from trajectories.model import (
     Outcome,
     Run,
     Step,
-    StepKind,
     Task,
     Trajectory,
     canonical_id,
 )
-from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL, ANSWER_SQL_UNREADABLE
+from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL
 
 #: Per model, each field as this module fills it: its type and constraints, as
 #: ``field_signatures`` reads them from the model (the checks in ``_prepare`` follow them: a
@@ -100,11 +89,12 @@ def _defaults(model: type[BaseModel]) -> dict[str, Any]:
 
 _TASK = _defaults(Task)
 _RUN = _defaults(Run)
-_STEP = _defaults(Step)
 _OUTCOME = _defaults(Outcome)
 _TRAJ = _defaults(Trajectory)
-_SQL, _PYTHON, _TOOL, _MESSAGE = (str(StepKind.SQL), str(StepKind.PYTHON),
-                                  str(StepKind.TOOL_CALL), str(StepKind.MESSAGE))
+
+
+def _opt_str(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 #: Six regular expressions per record over the same few reference queries: remembered.
@@ -125,96 +115,12 @@ class Prepared:
         return Trajectory.model_validate(self.doc)
 
 
-def _step(kind: str, **values: Any) -> dict[str, Any]:
-    step = dict(_STEP)
-    step["kind"] = kind
-    step.update(values)  # fields keep their place; extras follow in the order given
-    return step
-
-
-def _opt_str(value: Any) -> bool:
-    return value is None or type(value) is str
-
-
-def _tool_step(name: Any, raw_args: Any, call_id: Any) -> dict[str, Any] | None:
-    if not _opt_str(name):
-        return None  # pydantic refuses a non-string name: the slow path reports it
-    raw = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, ensure_ascii=False)
-    parsed: Any = None
-    if raw:
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            # orjson refuses what the standard parser takes (NaN, huge integers): ask it too.
-            try:
-                parsed = json.loads(raw)
-            except ValueError:
-                parsed = None
-    args = parsed if isinstance(parsed, dict) else {}
-    tool = (name or "").lower()
-    sql = args.get("query") or args.get("sql")
-    code = args.get("code")
-    if isinstance(sql, str) and (tool in SQL_TOOLS or _SQLISH.match(sql)):
-        return _step(_SQL, name=name, code=sql, arguments=raw, tool_call_id=call_id,
-                     arguments_valid_json=parsed is not None)
-    if isinstance(code, str) and tool in PYTHON_TOOLS:
-        return _step(_PYTHON, name=name, code=code, arguments=raw, tool_call_id=call_id,
-                     arguments_valid_json=parsed is not None)
-    return _step(_TOOL, name=name, arguments=raw, tool_call_id=call_id,
-                 arguments_valid_json=parsed is not None)
-
-
-def _steps(messages: list[Any]) -> list[dict[str, Any]] | None:
-    """``steps_from_messages`` on dicts; None where a Step would not validate."""
-    steps: list[dict[str, Any]] = []
-    open_calls: dict[Any, dict[str, Any]] = {}
-    for msg in messages:
-        if not isinstance(msg, dict):
-            continue
-        role = str(msg.get("role") or "assistant")
-        content = _text(msg.get("content"))
-        if role in {"tool", "function"}:
-            call_id = msg.get("tool_call_id")
-            step = open_calls.pop(call_id, None) if call_id else None
-            if step is None:
-                waiting = [s for s in steps
-                           if s["kind"] != _MESSAGE and s["observation"] is None]
-                step = waiting[0] if waiting else None
-            if step is None:
-                name = msg.get("name")
-                if not _opt_str(name):
-                    return None
-                steps.append(_step(_MESSAGE, role="tool", name=name, content=content))
-            else:
-                step["observation"] = content
-                step["error"] = looks_like_error(content)
-            continue
-        if role == "assistant":
-            if content and content.strip():
-                steps.append(_step(_MESSAGE, role="assistant", content=content))
-            calls = msg.get("tool_calls") or []
-            if msg.get("function_call"):
-                calls = [*calls, {"function": msg["function_call"], "id": None}]
-            for call in calls:
-                if not isinstance(call, dict):
-                    continue
-                fn = call.get("function") or {}
-                tool_step = _tool_step(fn.get("name"), fn.get("arguments"), call.get("id"))
-                if tool_step is None:
-                    return None
-                steps.append(tool_step)
-                if call.get("id"):
-                    open_calls[call["id"]] = tool_step
-            continue
-        steps.append(_step(_MESSAGE, role=role, content=content))
-    return steps
-
-
+_ROWS_ANSWERS = (ANSWER_SQL, ANSWER_SQL_PARTIAL)
 _PLAIN_CELL = (str, int, bool, type(None))
 
 
 def _plain_rows(rows: list[list[Any]]) -> bool:
-    """True when SQL rows read by ``ast.literal_eval`` hold only JSON scalars (no complex,
+    """True when the rows read from a SQL reply hold only JSON scalars (no complex,
     bytes, sets, tuples in cells, non-finite floats): anything else takes the slow path."""
     for row in rows:
         for cell in row:
@@ -227,24 +133,11 @@ def _plain_rows(rows: list[list[Any]]) -> bool:
 
 
 def _answer(steps: list[dict[str, Any]]) -> tuple[Any, int | None, str, int | None] | None:
-    """``pick_answer`` on dicts; None when the answer rows are not plain JSON."""
-    for index in range(len(steps) - 1, -1, -1):
-        step = steps[index]
-        if step["kind"] == _SQL and not step["error"]:
-            rows, total = sql_result(step["observation"])
-            if rows is None:
-                return None, index, ANSWER_SQL_UNREADABLE, None
-            if not _plain_rows(rows):
-                return None
-            if total is not None:
-                return rows, index, ANSWER_SQL_PARTIAL, total
-            return rows, index, ANSWER_SQL, None
-    for index in range(len(steps) - 1, -1, -1):
-        step = steps[index]
-        if step["kind"] == _MESSAGE and step["role"] == "assistant" \
-                and is_substantive(step["content"]):
-            return step["content"], index, "last_answer_message", None
-    return None, None, "none", None
+    """``answer_of``; None when the answer rows are not plain JSON."""
+    answer = answer_of(steps)
+    if answer[2] in _ROWS_ANSWERS and not _plain_rows(answer[0]):
+        return None
+    return answer
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -274,9 +167,7 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
     reward_detail = _dict(reward_info.get("info"))
     src_task = _dict(record.get("task"))
 
-    steps = _steps(messages)
-    if steps is None:
-        return None
+    steps = steps_as_dicts(messages)
     first_user = next((s["content"] for s in steps if s["role"] == "user" and s["content"]),
                       None)
     question = task_info.get("instruction") or src_task.get("question") or record.get("question")
