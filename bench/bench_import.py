@@ -146,15 +146,20 @@ def main() -> None:
                         help="Also time a second import of the same files (all duplicates).")
     parser.add_argument("--profile", action="store_true",
                         help="Profile a single-process import instead of timing one.")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="Keep the generated files in this folder and reuse them when they "
+                             "are there (before/after runs on the very same files).")
     parser.add_argument("--keep", type=Path, default=None,
                         help="Keep the workspace here (bench_viewer.py can reuse it).")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="faillab-bench-"))
     try:
-        src = tmp / "src"
+        src = args.data or (tmp / "src")
         t0 = time.perf_counter()
-        files = (write_real_layout(src, args.n) if args.layout == "real"
-                 else write_files(src, args.n))
+        files = sorted(src.glob("*")) if args.data and args.data.is_dir() else []
+        if not files:
+            files = (write_real_layout(src, args.n) if args.layout == "real"
+                     else write_files(src, args.n))
         gen_s = time.perf_counter() - t0
         size_mb = sum(f.stat().st_size for f in files) / 1e6
         ws = args.keep or (tmp / "ws")

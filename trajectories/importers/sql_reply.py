@@ -48,7 +48,7 @@ def split_cut_note(text: str) -> tuple[str, str, int | None]:
 # ------------------------------------------------------------------ the Python-literal reader
 
 #: One scalar as ``repr`` writes it, once every string literal has become ``\x00`` (see
-#: ``_literal_rows``): a string, None/True/False, an integer or a float in JSON's number syntax.
+#: ``literal_rows``): a string, None/True/False, an integer or a float in JSON's number syntax.
 #: (An integer of at most 18 digits: orjson reads longer ones as floats.)
 _SCALAR = (r"(?:\x00|None|True|False|-?(?:0|[1-9][0-9]{0,17})(?![0-9.eE])"
            r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+))")
@@ -60,7 +60,7 @@ _ROWS = re.compile(rf"\[(?:{_ROW}(?:, {_ROW})*)?\]")
 _TO_JSON = str.maketrans({"(": "[", ")": "]"})
 
 
-def _literal_rows(text: str) -> list[Any] | None:
+def literal_rows(text: str) -> list[Any] | None:
     """``ast.literal_eval(text)`` for the common reply, ``repr`` of a list of flat tuples of
     strings, numbers, None and booleans, read as JSON (compiled code, several times faster);
     None for anything else, which the caller reads with ``ast.literal_eval``.
@@ -99,7 +99,7 @@ def sql_result(observation: str | None) -> tuple[list[list[Any]] | None, int | N
         return None, None
     text, _, total = split_cut_note(observation)
     text = text.strip()
-    fast = _literal_rows(text)
+    fast = literal_rows(text)
     if fast is not None:
         return [row if type(row) is list else [row] for row in fast], total
     try:
