@@ -44,11 +44,8 @@ def message_text(content: Any) -> str | None:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _step(kind: str, **values: Any) -> dict[str, Any]:
-    step = dict(STEP_DEFAULTS)
-    step["kind"] = kind
-    step.update(values)  # fields keep their place; extras follow in the order given
-    return step
+# Steps are written as ``{**STEP_DEFAULTS, ...}``: the fields keep their declared place (a key
+# given again keeps its first position) and the extras follow in the order given.
 
 
 def _name(value: Any, what: str) -> str | None:
@@ -79,13 +76,13 @@ def tool_step_dict(name: Any, raw_args: Any, call_id: Any) -> dict[str, Any]:
     code = args.get("code")
     valid = parsed is not None
     if isinstance(sql, str) and (tool in SQL_TOOLS or SQLISH.match(sql)):
-        return _step(SQL, name=name, code=sql, arguments=raw, tool_call_id=call_id,
-                     arguments_valid_json=valid)
+        return {**STEP_DEFAULTS, "kind": SQL, "name": name, "code": sql, "arguments": raw,
+                "tool_call_id": call_id, "arguments_valid_json": valid}
     if isinstance(code, str) and tool in PYTHON_TOOLS:
-        return _step(PYTHON, name=name, code=code, arguments=raw, tool_call_id=call_id,
-                     arguments_valid_json=valid)
-    return _step(TOOL, name=name, arguments=raw, tool_call_id=call_id,
-                 arguments_valid_json=valid)
+        return {**STEP_DEFAULTS, "kind": PYTHON, "name": name, "code": code, "arguments": raw,
+                "tool_call_id": call_id, "arguments_valid_json": valid}
+    return {**STEP_DEFAULTS, "kind": TOOL, "name": name, "arguments": raw,
+            "tool_call_id": call_id, "arguments_valid_json": valid}
 
 
 def steps_as_dicts(messages: list[Any]) -> list[dict[str, Any]]:
@@ -97,7 +94,9 @@ def steps_as_dicts(messages: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(msg, dict):
             continue
         role = str(msg.get("role") or "assistant")
-        content = message_text(msg.get("content"))
+        content = msg.get("content")
+        if type(content) is not str:
+            content = message_text(content)
         if role in {"tool", "function"}:
             call_id = msg.get("tool_call_id")
             step = open_calls.pop(call_id, None) if call_id else None
@@ -105,16 +104,17 @@ def steps_as_dicts(messages: list[Any]) -> list[dict[str, Any]]:
                 step = next((s for s in steps
                              if s["kind"] != MESSAGE and s["observation"] is None), None)
             if step is None:
-                steps.append(_step(MESSAGE, role="tool",
-                                   name=_name(msg.get("name"), "a tool message's name"),
-                                   content=content))
+                steps.append({**STEP_DEFAULTS, "kind": MESSAGE, "role": "tool",
+                              "name": _name(msg.get("name"), "a tool message's name"),
+                              "content": content})
             else:
                 step["observation"] = content
                 step["error"] = looks_like_error(content)
             continue
         if role == "assistant":
             if content and content.strip():
-                steps.append(_step(MESSAGE, role="assistant", content=content))
+                steps.append({**STEP_DEFAULTS, "kind": MESSAGE, "role": "assistant",
+                              "content": content})
             calls = msg.get("tool_calls") or []
             if msg.get("function_call"):
                 calls = [*calls, {"function": msg["function_call"], "id": None}]
@@ -127,7 +127,7 @@ def steps_as_dicts(messages: list[Any]) -> list[dict[str, Any]]:
                 if call.get("id"):
                     open_calls[call["id"]] = tool_step
             continue
-        steps.append(_step(MESSAGE, role=role, content=content))
+        steps.append({**STEP_DEFAULTS, "kind": MESSAGE, "role": role, "content": content})
     return steps
 
 

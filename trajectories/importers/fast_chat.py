@@ -168,6 +168,12 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
     src_task = _dict(record.get("task"))
 
     steps = steps_as_dicts(messages)
+    for step in steps:
+        # A step holds strings, booleans and None (the hash's value check skips the steps),
+        # except the producer's call id, which may be any JSON value: the slow path takes those.
+        call_id = step.get("tool_call_id")
+        if call_id is not None and type(call_id) is not str:
+            return None
     first_user = next((s["content"] for s in steps if s["role"] == "user" and s["content"]),
                       None)
     question = task_info.get("instruction") or src_task.get("question") or record.get("question")
@@ -245,7 +251,7 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
     })
     if rows_total is not None:
         doc["final_answer_rows_total"] = rows_total
-    tid = canonical_id(doc)
+    tid = canonical_id(doc, plain="steps")
     if tid is None:
         return None
     stored = {"format_version": doc.pop("format_version"), "id": tid, **doc}
