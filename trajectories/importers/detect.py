@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import re
 from collections.abc import Iterator
@@ -88,9 +90,24 @@ class _Document:
     surrogate_hint: bool  # holds an escape that can decode to a surrogate
 
 
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cycle collector off while a whole document is parsed: parsing a 25 MB file makes
+    millions of containers, and each collection run while they are made walks all made so far
+    (about a tenth of the import's CPU). Parsed JSON holds no reference cycles to collect."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _read_document(path: Path) -> tuple[Any, _Document]:
     data = path.read_bytes()
-    doc, plain = _loads(data)
+    with _no_cycle_collection():
+        doc, plain = _loads(data)
     # Scanned now, not later from a second read of the file while the parsed records are
     # held (that was one more file-sized buffer at the worker's peak).
     return doc, _Document(plain, bool(_SURROGATE_ESCAPE.search(data)))
@@ -124,9 +141,16 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, _Do
             raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
         if not isinstance(doc, list):
             raise ImportProblem(str(path), "expected a JSON list of records")
-        for i in range(len(doc)):
-            rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
-            yield f"record {i}", rec, None, known
+        # The parsed records are set aside from the cycle collector while they are read (they
+        # are freed by reference counting as each is let go): otherwise every full collection
+        # walks the whole parsed file again.
+        gc.freeze()
+        try:
+            for i in range(len(doc)):
+                rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
+                yield f"record {i}", rec, None, known
+        finally:
+            gc.unfreeze()
         return
     if _single_document(path):
         try:
