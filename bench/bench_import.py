@@ -10,6 +10,10 @@ JSONL. Both are generated in a temporary directory at bench time and deleted aft
 
     .venv/bin/python bench/bench_import.py --n 50000 [--layout real] [--reimport] [--profile]
 
+``--data DIR`` keeps the generated files there and reuses them on the next run, so two
+versions of the code can be compared on the very same files (run one with ``PYTHONPATH``
+pointing at the other checkout).
+
 Targets (issue 14, 50,000 real-layout trajectories on 2 cores): <= 10 s wall, <= 1 GB peak
 RSS, idempotent re-import <= 5 s.
 """

@@ -367,3 +367,31 @@ def test_lmstudio_bad_task_file_is_one_line(tmp_path: Path) -> None:
     bad.write_text("id,question\n,missing id\n")
     with pytest.raises(ImportProblem, match="id and a question"):
         load_tasks(bad)
+
+
+def test_reading_a_json_list_leaves_the_cycle_collector_as_it_was(tmp_path: Path) -> None:
+    import gc
+
+    from trajectories.importers.detect import iter_file
+
+    record = {"task_idx": 1, "messages": [{"role": "user", "content": "q"}]}
+    path = tmp_path / "mimic_iv-tool-calling-gpt-x-0.0_range_0--1_valid.json"
+    path.write_text(json.dumps([record, record, record]), "utf-8")
+    assert gc.isenabled()
+    # While the records are read, the parsed file is set aside from the collector...
+    items = iter_file(path, prepare=True)
+    first = next(items)
+    assert first.prepared is not None
+    assert gc.isenabled() and gc.get_freeze_count() > 0
+    # ...and given back once the file is read, or the reader stops early.
+    assert len(list(items)) == 2
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    stopped = iter_file(path, prepare=True)
+    next(stopped)
+    del stopped  # an abandoned reader is closed when it is let go
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    # A file that is not JSON leaves it enabled too.
+    path.write_text("[{", "utf-8")
+    with pytest.raises(ImportProblem):
+        list(iter_file(path, prepare=True))
+    assert gc.isenabled()
