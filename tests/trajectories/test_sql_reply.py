@@ -75,7 +75,8 @@ def test_replies_of_every_kind_read_as_literal_eval_reads_them() -> None:
                "[('a\\'b',)]", '[("a\'b",)]', "[('\\x41\\u00e9\\N{BULLET}',)]",
                "[('unterminated,)]", "[('a', 'b'", "[('a', 'b')", "[('a',), ('b'",
                "[(None, True, False)]", "[(none,)]", "[(Null,)]", "[(null,)]", "[(true,)]",
-               "[(1, 2)] + [(3,)]", "[(1+2j,)]", "[((1, 2),)]", "[([1, 2],)]", "[({},)]"]
+               "[(1, 2)] + [(3,)]", "[(1+2j,)]", "[((1, 2),)]", "[([1, 2],)]", "[({},)]",
+               "[('\ud800',)]", "[('a\tb',)]", "[('a\rb',)]", "[('\x7f\x85',)]"]
     for text in replies:
         _agrees(text)
     # The plain ones are read without literal_eval (one-element tuples, words and brackets

@@ -66,10 +66,10 @@ def literal_rows(text: str) -> list[Any] | None:
     None for anything else, which the caller reads with ``ast.literal_eval``.
 
     Exact, not approximate: only text of that grammar is read here, where JSON and Python agree
-    on every value (a string holds no quote, backslash or control character, so its JSON and
-    Python spellings are the same characters; numbers use the syntax both share and orjson
-    rounds floats correctly; an integer of more than 18 digits, which orjson would read as a
-    float, falls back). Rows
+    on every value. A string holds no quote or backslash (checked here) and no control
+    character or lone surrogate (orjson refuses those), so its JSON and Python spellings are
+    the same characters; numbers use the syntax both share and orjson rounds floats correctly;
+    an integer of more than 18 digits, which orjson would read as a float, falls back. Rows
     come back as lists, as ``sql_result`` makes them anyway."""
     if '"' in text or "\\" in text or "\x00" in text:
         return None  # a string repr'd with escapes or double quotes: literal_eval reads it
