@@ -224,7 +224,14 @@ def test_known_differences_take_the_slow_path() -> None:
     named = json.loads(json.dumps(record))
     named["messages"][2]["tool_calls"][0]["function"]["name"] = 5
     assert prepare_chat(named, IDENTITY) is None
-    assert isinstance(_slow(named, IDENTITY), str)  # pydantic's error, worded by the importer
+    assert _slow(named, IDENTITY) == ("ValueError: messages: a tool call's function name must "
+                                      "be a string, not int")
+    # A tool reply answering no call keeps its name: it must be a string too, said alike.
+    stray = json.loads(json.dumps(record))
+    stray["messages"].append({"role": "tool", "name": 5, "content": "late"})
+    assert prepare_chat(stray, IDENTITY) is None
+    assert _slow(stray, IDENTITY) == ("ValueError: messages: a tool message's name must be a "
+                                      "string, not int")
 
 
 def test_canonical_bytes_equal_json_dumps_on_every_code_point_and_float() -> None:
