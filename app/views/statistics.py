@@ -5,12 +5,15 @@ Open to everyone (no sign-in): it only reads trajectories and the final labels.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.charts import robustness_bars
+from analysis.quick_charts import quick_chart
 from analysis.sources import (
     DESCRIPTIONS,
     HUMAN_PROVENANCES,
@@ -27,10 +30,13 @@ from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_va
 from faillab.app.auth import current_user
 from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.downloads import chart_downloads, charts_bundle_download, table_downloads
+from faillab.app.widgets.downloads import charts_bundle_download, table_downloads
+from faillab.app.widgets.stats_chart import chart_panel, figure_downloads
 from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
     LABEL_SCOPES,
+    SCOPED_TABLES,
+    chart_label_note,
     label_scope_choice,
     label_scope_note,
     passk_view,
@@ -51,8 +57,6 @@ TITLES = {
     "robustness": "Robustness",
     "labeller": "Pre-labeller vs human",
 }
-#: Label tables whose counts depend on the "Labels counted" choice.
-SCOPED = frozenset({"taxonomy", "taxonomy_turns"})
 #: How long label frames stay cached: labelling goes on while people look at this page, so
 #: they must refresh soon, but not on every widget click.
 LABELS_TTL_S = 30
@@ -170,18 +174,27 @@ st.caption(
 )
 st.caption(source_note(selected, source))
 
+
+def _figure(name: str, table: pd.DataFrame, note: str, by: str = "intent",
+            slice_text: str = "") -> go.Figure | None:
+    """The plotly figure of a table (None when it has none), titled with what it counts."""
+    try:
+        fig = robustness_bars(table, by=by) if name == "robustness" and not table.empty \
+            else chart_for(name, table)
+    except SourceError:
+        return None
+    if slice_text:
+        fig.update_layout(title=f"{TITLES.get(name, name)} ({slice_text})")
+    if note:
+        # Stated on the chart itself, so an exported picture still says what it counts.
+        fig.update_layout(title=f"{fig.layout.title.text or TITLES.get(name, name)}"
+                                f"<br><sup>{note}</sup>")
+    return fig
+
+
 def _all_charts() -> dict[str, Any]:
-    figs: dict[str, Any] = {}
-    for chart_name, chart_table in tables.items():
-        try:
-            fig = chart_for(chart_name, chart_table)
-        except SourceError:
-            continue
-        if chart_name in SCOPED:
-            fig.update_layout(title=f"{fig.layout.title.text or chart_name}"
-                                    f"<br><sup>{label_scope_note(label_scope)}</sup>")
-        figs[chart_name] = fig
-    return figs
+    figs = {n: _figure(n, t, chart_label_note(n, label_scope)) for n, t in tables.items()}
+    return {n: f for n, f in figs.items() if f is not None}
 
 
 charts_bundle_download(_all_charts, key="stats_dl_bundle")
@@ -199,7 +212,7 @@ for name, tab in zip(names, tabs, strict=True):
         st.caption(DESCRIPTIONS.get(name, ""))
         if name in LABEL_CAPTIONS:
             st.caption(LABEL_CAPTIONS[name])
-        if name in SCOPED:
+        if name in SCOPED_TABLES:
             st.caption(label_scope_note(label_scope) + ".")
         if name == "turn_budget":  # the chart and table follow the chosen SR(T) definition
             table = turn_budget_view(table, selected, list(runs))
@@ -220,31 +233,22 @@ for name, tab in zip(names, tabs, strict=True):
                 intent_opts = list(dict.fromkeys(table["intent"].astype(str)))
                 scope_pick = c1.selectbox("Chart scope", scope_opts, key="stats_passk_scope")
                 intent_pick = c2.selectbox("Chart intent", intent_opts, key="stats_passk_intent")
-        try:
-            if name == "passk" and not table.empty:
-                # The chart builder draws the "all/all" slice; relabel the chosen slice as that
-                # so the temperature-annotated legend is kept for every slice.
-                part = table[(table["scope"] == scope_pick) & (table["intent"] == intent_pick)]
-                fig = chart_for(name, part.assign(scope="all", intent="all"))
-                fig.update_layout(
-                    title=f"Pass^k / Pass@k (scope={scope_pick}, intent={intent_pick})"
-                )
-            elif name == "robustness" and not table.empty:
-                by = st.radio(
-                    "Group pairs by", ["intent", "noise_type"], horizontal=True,
-                    key="stats_robustness_by",
-                )
-                fig = robustness_bars(table, by=by)
-            else:
-                fig = chart_for(name, table)
-        except SourceError:  # a table without a chart still shows and downloads
-            fig = None
-        if fig is not None and name in SCOPED:
-            # Stated on the chart itself, so an exported picture still says what it counts.
-            fig.update_layout(title=f"{fig.layout.title.text or TITLES.get(name, name)}"
-                                    f"<br><sup>{label_scope_note(label_scope)}</sup>")
-        if fig is not None:
-            st.plotly_chart(fig, key=f"stats_chart_{name}")
+        by = "intent"
+        if name == "robustness" and not table.empty:
+            by = str(st.radio("Group pairs by", ["intent", "noise_type"], horizontal=True,
+                              key="stats_robustness_by") or "intent")
+        chart_table, slice_text = table, ""
+        if name == "passk" and not table.empty:
+            # The chart builders draw the "all/all" slice; relabel the chosen slice as that so
+            # the temperature-annotated legend is kept for every slice.
+            chart_table = table[(table["scope"] == scope_pick)
+                                & (table["intent"] == intent_pick)].assign(scope="all",
+                                                                            intent="all")
+            slice_text = f"scope={scope_pick}, intent={intent_pick}"
+        note = chart_label_note(name, label_scope)
+        figure = partial(_figure, name, chart_table, note, by, slice_text)
+        chart_panel(quick_chart(name, chart_table, note=slice_text or note, by=by), figure,
+                    key=f"stats_chart_{name}")
         if name == "passk":  # a view of the same numbers: per run, or the paper's layout
             table = passk_view(table, selected, list(runs))
         if table.empty:
@@ -256,5 +260,4 @@ for name, tab in zip(names, tabs, strict=True):
                 st.info("No data for this selection.")
         st.dataframe(table, hide_index=True, key=f"stats_table_{name}")
         table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
-        if fig is not None:
-            chart_downloads(fig, f"{name}_chart", key=f"stats_dl_{name}_chart")
+        figure_downloads(figure, f"{name}_chart", key=f"stats_dl_{name}_chart")
