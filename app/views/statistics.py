@@ -92,6 +92,25 @@ def _tables(
     return compute_all(inputs, list(runs))
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _filter_options(
+    signature: tuple[Any, ...], _frame: pd.DataFrame
+) -> tuple[list[str], list[str], list[str]]:
+    """Runs (in order of appearance), intents and scopes present, in their canonical order.
+
+    Cached on the workspace: over 50,000 rows, walking the columns value by value in Python
+    was most of the page's script run."""
+    runs = [str(r) for r in _frame["run"].astype(str).unique()]
+    intents = _frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str).unique()
+    scopes = _frame["scope"].astype("object").fillna(NO_SCOPE).astype(str).unique()
+    present_intents, present_scopes = {str(i) for i in intents}, {str(s) for s in scopes}
+    return (
+        runs,
+        [i for i in ordered_values(pd.Series(intents), INTENTS) if i in present_intents],
+        [s for s in ordered_values(pd.Series(scopes), SCOPES) if s in present_scopes],
+    )
+
+
 st.title("Statistics")
 viewer = viewer_of(current_user())
 ws = workspace()
@@ -114,15 +133,7 @@ except Exception as err:  # a store outage must not hide the trajectory statisti
     st.warning(f"Labels could not be loaded, label tables are empty: {type(err).__name__}")
 
 # --- filters -----------------------------------------------------------------------------------
-all_runs = list(dict.fromkeys(frame["run"].astype(str)))
-intent_values = ordered_values(
-    frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str), INTENTS
-)
-present_intents = set(frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str))
-intent_options = [i for i in intent_values if i in present_intents]
-scope_values = ordered_values(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str), SCOPES)
-present_scopes = set(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str))
-scope_options = [s for s in scope_values if s in present_scopes]
+all_runs, intent_options, scope_options = _filter_options(signature, frame)
 
 with st.container(border=True):
     # Runs on a row of their own and wide filter columns, so no chip is cut short.
