@@ -12,11 +12,13 @@ escaped, so a hostile name shows as the literal text it is.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from analysis.failures import PROVENANCE_COLUMNS
@@ -337,3 +339,49 @@ def quick_chart(name: str, table: pd.DataFrame, *, note: str = "", by: str = "in
     if name not in builders:
         raise KeyError(f"no quick chart for table {name!r}")
     return builders[name](table, note)
+
+
+#: Rows an HTML table shows; the rest are in the interactive table and the downloads.
+TABLE_ROWS = 100
+TABLE_CLASS = "faillab-quick-table"
+
+
+def _cell_text(value: Any) -> str:
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        number = _number(value)
+        if number is None:
+            return _UNKNOWN
+        if number.is_integer():
+            return f"{number:,.0f}"
+        return f"{number:.2e}" if abs(number) < 0.001 else f"{number:,.3f}"
+    if value is None or value is pd.NA or value is pd.NaT:
+        return _UNKNOWN
+    return str(value)
+
+
+def html_table(table: pd.DataFrame, max_rows: int = TABLE_ROWS) -> str:
+    """A computed table as a plain HTML table (first ``max_rows`` rows; the caller offers the
+    rest). A missing number reads as unknown ("–"), never as zero."""
+    cell = "padding:0.15rem 0.5rem;border-bottom:1px solid #e6e6e6;white-space:nowrap;"
+    head = "".join(f'<th style="{cell}text-align:left;font-weight:600">{escape(str(c))}</th>'
+                   for c in table.columns)
+    lines = []
+    for row in table.head(max_rows).itertuples(index=False, name=None):
+        cells = []
+        for value in row:
+            align = "right" if isinstance(value, numbers.Real) \
+                and not isinstance(value, bool | np.bool_) else "left"
+            cells.append(f'<td style="{cell}text-align:{align}">{escape(_cell_text(value))}</td>')
+        lines.append(f"<tr>{''.join(cells)}</tr>")
+    more = len(table) - max_rows
+    tail = (f'<div style="color:#555;font-size:0.8rem">{more:,} more rows: open the interactive '
+            "table or download the CSV.</div>") if more > 0 else ""
+    return (
+        f'<div class="{TABLE_CLASS}" style="overflow-x:auto;{_FONT}">'
+        f'<table style="border-collapse:collapse"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(lines)}</tbody></table>{tail}</div>"
+    )

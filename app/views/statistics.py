@@ -31,7 +31,7 @@ from faillab.app.auth import current_user
 from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.downloads import charts_bundle_download, table_downloads
-from faillab.app.widgets.stats_chart import chart_panel, figure_downloads
+from faillab.app.widgets.stats_chart import chart_panel, figure_downloads, table_panel
 from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
     LABEL_SCOPES,
@@ -269,6 +269,6 @@ for name, tab in zip(names, tabs, strict=True):
                 st.info("No trajectories with both an LLM pre-label and a human label yet.")
             else:
                 st.info("No data for this selection.")
-        st.dataframe(table, hide_index=True, key=f"stats_table_{name}")
+        table_panel(table, key=f"stats_table_{name}")
         table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
         figure_downloads(figure, f"{name}_chart", key=f"stats_dl_{name}_chart")

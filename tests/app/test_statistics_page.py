@@ -12,7 +12,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from analysis.quick_charts import CHART_CLASS
+from analysis.quick_charts import CHART_CLASS, TABLE_CLASS
 from analysis.tables import TABLES
 from labeling.store import open_store
 from taxonomy import default_taxonomy
@@ -81,8 +81,8 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
     assert not at.get("plotly_chart")
     assert len(quick_charts(at, at.tabs[0])) == 1
     assert 'data-chart="success"' in quick_charts(at, at.tabs[0])[0]
-    # Tabs follow the registry; each shows its light chart and its table (the last dataframe),
-    # and draws the plotly chart only when asked.
+    # Tabs follow the registry; each shows its light chart and its table as HTML, and draws
+    # the plotly chart and the data grid only when asked.
     tables = {}
     for name in TABLES:
         tab = open_tab(at, name)
@@ -96,8 +96,9 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
         assert len(tab.get("plotly_chart")) == 1, name
         at.toggle(key=f"stats_chart_{name}_interactive").set_value(False).run()
         assert not at.get("plotly_chart"), name
-        assert tab.dataframe, name
-        tables[name] = tab.dataframe[-1].value
+        assert any(TABLE_CLASS in h.proto.body for h in tab.get("html")), name
+        assert not [d for d in tab.dataframe if d.proto.id.endswith(f"stats_table_{name}")]
+        tables[name] = table_of(at, name)
         keys = {b.proto.id.rsplit("-", 1)[-1] for b in tab.get("download_button")}
         assert {f"stats_dl_{name}_csv", f"stats_dl_{name}_tex",
                 f"stats_dl_{name}_chart_html", f"stats_dl_{name}_chart_png"} <= keys, name
@@ -115,7 +116,13 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
 
 
 def table_of(at: AppTest, name: str) -> pd.DataFrame:
-    return open_tab(at, name).dataframe[-1].value
+    """The tab's table, read from its data grid (the "Interactive table" toggle turned on)."""
+    open_tab(at, name)
+    toggle = at.toggle(key=f"stats_table_{name}_interactive")
+    if not toggle.value:
+        toggle.set_value(True).run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at.tabs[list(TABLES).index(name)].dataframe[-1].value
 
 
 def test_filters_narrow_the_tables(stats_workspace: Path) -> None:
@@ -269,7 +276,7 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     store.close()
     at = run_page()
     taxonomy_tab = list(TABLES).index("taxonomy")
-    open_tab(at, "taxonomy")
+    table_of(at, "taxonomy")
 
     def counted() -> int:
         frames = [d.value for d in at.tabs[taxonomy_tab].dataframe]
@@ -284,5 +291,5 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     assert "Labels: include LLM-only (default: human-confirmed only)" in \
         quick_charts(at, at.tabs[taxonomy_tab])[0]
     # The provenance table shows every source whatever is counted.
-    provenance = open_tab(at, "provenance").dataframe[0].value
+    provenance = table_of(at, "provenance")
     assert "llm_only" in set(provenance["provenance"].astype(str))
