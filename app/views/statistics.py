@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.charts import robustness_bars
-from analysis.quick_charts import quick_chart
+from analysis.quick_charts import html_table, quick_chart
 from analysis.sources import (
     DESCRIPTIONS,
     HUMAN_PROVENANCES,
@@ -230,14 +230,10 @@ for name, tab in zip(names, tabs, strict=True):
         if name == "passk":
             # Pass^k depends on the sampling temperature, so say which one each run used.
             st.markdown("**Sampling temperature per run**")
-            st.dataframe(
-                run_temperatures(selected),
-                hide_index=True,
-                column_config={
-                    "temperature": st.column_config.NumberColumn("temperature", format="%.2f")
-                },
-                key="stats_passk_temps",
-            )
+            temps = run_temperatures(selected)
+            # Text, not the data grid: a few rows need none of its scripts.
+            st.html(html_table(temps.assign(temperature=[
+                "unknown" if pd.isna(t) else f"{float(t):.2f}" for t in temps["temperature"]])))
             if not table.empty:
                 c1, c2 = st.columns(2)
                 scope_opts = list(dict.fromkeys(table["scope"].astype(str)))

@@ -110,9 +110,15 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
     assert int(tables["taxonomy"]["count"].sum()) == 6
     assert int(cast(int, tables["labeller"].set_index("category").loc["(overall)", "support"])) == 6
     # The Pass^k tab lists each run's sampling temperature above the chart.
-    temps = open_tab(at, "passk").dataframe[0].value
-    assert list(temps.columns) == ["run", "model", "temperature"]
-    assert temps["temperature"].notna().all()
+    temps = Workspace(stats_workspace).query_df(
+        "SELECT run, any_value(model) AS model, any_value(temperature) AS t FROM trajectories "
+        "GROUP BY run")
+    shown = next(h.proto.body for h in open_tab(at, "passk").get("html")
+             if TABLE_CLASS in h.proto.body)
+    assert ">run<" in shown and ">model<" in shown and ">temperature<" in shown
+    for row in temps.itertuples():
+        assert f">{row.run}<" in shown and f">{row.t:.2f}<" in shown
+    assert "unknown" not in shown
 
 
 def table_of(at: AppTest, name: str) -> pd.DataFrame:
