@@ -48,7 +48,8 @@ def figure_downloads(figure: Callable[[], go.Figure | None], name: str, key: str
 
     def build() -> go.Figure:
         fig = figure()
-        # A table without a chart gets no buttons (below), so this is never reached with None.
-        return fig if fig is not None else go.Figure()
+        # Every registered table has a chart; a table without one exports an empty figure
+        # titled so, rather than a broken download.
+        return fig if fig is not None else go.Figure(layout={"title": "no chart for this table"})
 
     chart_downloads(build, name, key)
