@@ -136,16 +136,18 @@ except Exception as err:  # a store outage must not hide the trajectory statisti
 all_runs, intent_options, scope_options = _filter_options(signature, frame)
 
 with st.container(border=True):
-    # Runs on a row of their own and wide filter columns, so no chip is cut short.
+    # Runs and intents on rows of their own (six intent chips did not fit in a column at
+    # 1440 px: the last one was cut under the clear button), so no chip is cut short.
     runs = st.multiselect("Runs", all_runs, default=all_runs, key="stats_runs")
-    c_intents, c_scopes = st.columns([3, 2])
-    intents = c_intents.multiselect(
+    intents = st.multiselect(
         "Intents", intent_options, default=intent_options, key="stats_intents"
     )
+    c_scopes, c_labels = st.columns(2)
     scopes = c_scopes.multiselect(
         "Scopes", scope_options, default=scope_options, key="stats_scopes"
     )
-    label_scope = label_scope_choice()
+    with c_labels:
+        label_scope = label_scope_choice()
     if st.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
         _labels.clear()
         st.rerun()

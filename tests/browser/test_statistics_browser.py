@@ -19,6 +19,14 @@ from trajectories.workspace import Workspace
 pytestmark = pytest.mark.browser
 
 HOSTILE_RUN = '<img src=x onerror="window.__pwned=1">run'
+# Every filter chip is visible to its right edge: nothing (the clear button, the fade at the
+# end of a full row) is drawn over it.
+CHIPS_UNCOVERED = """() => [...document.querySelectorAll(
+    "[data-testid='stMultiSelect'] [data-tag]")].map((tag) => {
+  const box = tag.getBoundingClientRect();
+  const hit = document.elementFromPoint(box.right - 3, box.top + box.height / 2);
+  return [tag.innerText, box.width > 0 && tag.contains(hit)];
+})"""
 SCRIPTS = """() => performance.getEntriesByType('resource').map((r) => r.name)
     .filter((n) => n.endsWith('.js')).map((n) => n.split('/').pop())"""
 
@@ -55,6 +63,8 @@ def test_first_screen_draws_without_plotly_or_the_grid(stats_server: StreamlitSe
     chart = page.locator(f".{CHART_CLASS}[data-chart='success']")
     expect(chart).to_be_visible()
     expect(page.locator(f".{TABLE_CLASS}").first).to_be_visible()
+    chips = page.evaluate(CHIPS_UNCOVERED)
+    assert len(chips) >= 8 and all(ok for _, ok in chips), chips
     # The hostile run name is shown as its literal text, in the chart and in the table.
     expect(chart.get_by_text(HOSTILE_RUN, exact=False)).to_be_visible()
     assert page.evaluate("() => window.__pwned") is None
