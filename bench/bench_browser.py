@@ -322,14 +322,47 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
         section(results, "browse_sort", browse_sort)
         section(results, "browse_filter", browse_filter)
 
+        # Statistics: a chart is either the page's light HTML picture or a plotly chart drawn
+        # by the browser; the page is complete when its last download button ("LaTeX") is
+        # there, no placeholder is left and every plotly chart on it has drawn its SVG.
+        any_chart = ".faillab-quick-chart, .js-plotly-plot .main-svg"
+        all_drawn = """() => [...document.querySelectorAll('.js-plotly-plot')]
+            .every((p) => p.querySelector('.main-svg'))"""
+        page_facts = """() => {
+          const js = performance.getEntriesByType('resource').filter((r) => /\\.js(\\?|$)/
+              .test(r.name));
+          const main = document.querySelector("[data-testid='stMain']");
+          return {js_files: js.length,
+                  js_transferred_kb: Math.round(js.reduce((a, r) => a + r.transferSize, 0) / 1024),
+                  js_decoded_kb: Math.round(js.reduce((a, r) => a + r.decodedBodySize, 0) / 1024),
+                  plotly_charts: document.querySelectorAll('.js-plotly-plot').length,
+                  html_charts: document.querySelectorAll('.faillab-quick-chart').length,
+                  main_elements: main ? main.querySelectorAll('*').length : 0};
+        }"""
+
+        def stats_visit(tab: Page) -> dict[str, Any]:
+            start = time.perf_counter()
+            tab.goto(f"{url}/statistics")
+            tab.wait_for_selector(any_chart, timeout=60_000)
+            first_chart = time.perf_counter() - start
+            tab.wait_for_function(_SHOWS, arg=STATISTICS_READY, timeout=60_000, polling=10)
+            tab.wait_for_function(all_drawn, timeout=60_000, polling=10)
+            return {"first_chart_s": first_chart, "complete_s": time.perf_counter() - start,
+                    **tab.evaluate(page_facts)}
+
+        def stats_figures(visits: list[dict[str, Any]]) -> dict[str, Any]:
+            out = figures([v["complete_s"] for v in visits])
+            out["first_chart"] = figures([v["first_chart_s"] for v in visits])
+            out["page"] = {k: v for k, v in visits[-1].items() if not k.endswith("_s")}
+            return out
+
         def statistics_first() -> dict[str, Any]:
-            stats = []
+            visits = []
             for _ in range(max(3, repeat // 4)):
                 fresh = new_page()
-                stats.append(timed_load(fresh, f"{url}/statistics", STATISTICS_READY,
-                                        CHART_DRAWN))
+                visits.append(stats_visit(fresh))
                 fresh.context.close()
-            return figures(stats)
+            return stats_figures(visits)
 
         section(results, "statistics_first_visit", statistics_first)
 
@@ -338,16 +371,32 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             # scripts, plotly's among them, come from the browser's cache, as for a returning
             # user. The difference to the first visit above is the cost of fetching them.
             context = browser.new_context(viewport=VIEWPORT)
-            timed_load(context.new_page(), f"{url}/statistics", STATISTICS_READY, CHART_DRAWN)
-            stats = []
+            stats_visit(context.new_page())
+            visits = []
             for _ in range(max(3, repeat // 4)):
                 tab = context.new_page()
-                stats.append(timed_load(tab, f"{url}/statistics", STATISTICS_READY,
-                                        CHART_DRAWN))
+                visits.append(stats_visit(tab))
                 tab.close()
             context.close()
-            return figures(stats)
+            return stats_figures(visits)
 
+        def statistics_interactive() -> dict[str, Any]:
+            # Asking for the plotly chart of the open tab (when the page has such a toggle):
+            # the first one in a new browser fetches plotly's scripts.
+            opened = []
+            for _ in range(max(3, repeat // 4)):
+                fresh = new_page()
+                stats_visit(fresh)
+                toggle = fresh.get_by_text("Interactive chart", exact=True).first
+                start = time.perf_counter()
+                toggle.click()
+                fresh.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+                fresh.wait_for_function(_IDLE, timeout=60_000, polling=10)
+                opened.append(time.perf_counter() - start)
+                fresh.context.close()
+            return figures(opened)
+
+        section(results, "statistics_interactive_chart", statistics_interactive)
         section(results, "statistics_new_tab_cached_assets", statistics_cached_assets)
 
         def label_keys() -> dict[str, Any]:

@@ -5,12 +5,15 @@ Open to everyone (no sign-in): it only reads trajectories and the final labels.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.charts import robustness_bars
+from analysis.quick_charts import html_table, quick_chart
 from analysis.sources import (
     DESCRIPTIONS,
     HUMAN_PROVENANCES,
@@ -27,10 +30,13 @@ from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_va
 from faillab.app.auth import current_user
 from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.downloads import chart_downloads, charts_bundle_download, table_downloads
+from faillab.app.widgets.downloads import charts_bundle_download, table_downloads
+from faillab.app.widgets.stats_chart import chart_panel, figure_downloads, table_panel
 from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
     LABEL_SCOPES,
+    SCOPED_TABLES,
+    chart_label_note,
     label_scope_choice,
     label_scope_note,
     passk_view,
@@ -51,8 +57,6 @@ TITLES = {
     "robustness": "Robustness",
     "labeller": "Pre-labeller vs human",
 }
-#: Label tables whose counts depend on the "Labels counted" choice.
-SCOPED = frozenset({"taxonomy", "taxonomy_turns"})
 #: How long label frames stay cached: labelling goes on while people look at this page, so
 #: they must refresh soon, but not on every widget click.
 LABELS_TTL_S = 30
@@ -88,6 +92,25 @@ def _tables(
     return compute_all(inputs, list(runs))
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _filter_options(
+    signature: tuple[Any, ...], _frame: pd.DataFrame
+) -> tuple[list[str], list[str], list[str]]:
+    """Runs (in order of appearance), intents and scopes present, in their canonical order.
+
+    Cached on the workspace: over 50,000 rows, walking the columns value by value in Python
+    was most of the page's script run."""
+    runs = [str(r) for r in _frame["run"].astype(str).unique()]
+    intents = _frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str).unique()
+    scopes = _frame["scope"].astype("object").fillna(NO_SCOPE).astype(str).unique()
+    present_intents, present_scopes = {str(i) for i in intents}, {str(s) for s in scopes}
+    return (
+        runs,
+        [i for i in ordered_values(pd.Series(intents), INTENTS) if i in present_intents],
+        [s for s in ordered_values(pd.Series(scopes), SCOPES) if s in present_scopes],
+    )
+
+
 st.title("Statistics")
 viewer = viewer_of(current_user())
 ws = workspace()
@@ -110,27 +133,21 @@ except Exception as err:  # a store outage must not hide the trajectory statisti
     st.warning(f"Labels could not be loaded, label tables are empty: {type(err).__name__}")
 
 # --- filters -----------------------------------------------------------------------------------
-all_runs = list(dict.fromkeys(frame["run"].astype(str)))
-intent_values = ordered_values(
-    frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str), INTENTS
-)
-present_intents = set(frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str))
-intent_options = [i for i in intent_values if i in present_intents]
-scope_values = ordered_values(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str), SCOPES)
-present_scopes = set(frame["scope"].astype("object").fillna(NO_SCOPE).astype(str))
-scope_options = [s for s in scope_values if s in present_scopes]
+all_runs, intent_options, scope_options = _filter_options(signature, frame)
 
 with st.container(border=True):
-    # Runs on a row of their own and wide filter columns, so no chip is cut short.
+    # Runs and intents on rows of their own (six intent chips did not fit in a column at
+    # 1440 px: the last one was cut under the clear button), so no chip is cut short.
     runs = st.multiselect("Runs", all_runs, default=all_runs, key="stats_runs")
-    c_intents, c_scopes = st.columns([3, 2])
-    intents = c_intents.multiselect(
+    intents = st.multiselect(
         "Intents", intent_options, default=intent_options, key="stats_intents"
     )
+    c_scopes, c_labels = st.columns(2)
     scopes = c_scopes.multiselect(
         "Scopes", scope_options, default=scope_options, key="stats_scopes"
     )
-    label_scope = label_scope_choice()
+    with c_labels:
+        label_scope = label_scope_choice()
     if st.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
         _labels.clear()
         st.rerun()
@@ -170,18 +187,27 @@ st.caption(
 )
 st.caption(source_note(selected, source))
 
+
+def _figure(name: str, table: pd.DataFrame, note: str, by: str = "intent",
+            slice_text: str = "") -> go.Figure | None:
+    """The plotly figure of a table (None when it has none), titled with what it counts."""
+    try:
+        fig = robustness_bars(table, by=by) if name == "robustness" and not table.empty \
+            else chart_for(name, table)
+    except SourceError:
+        return None
+    if slice_text:
+        fig.update_layout(title=f"{TITLES.get(name, name)} ({slice_text})")
+    if note:
+        # Stated on the chart itself, so an exported picture still says what it counts.
+        fig.update_layout(title=f"{fig.layout.title.text or TITLES.get(name, name)}"
+                                f"<br><sup>{note}</sup>")
+    return fig
+
+
 def _all_charts() -> dict[str, Any]:
-    figs: dict[str, Any] = {}
-    for chart_name, chart_table in tables.items():
-        try:
-            fig = chart_for(chart_name, chart_table)
-        except SourceError:
-            continue
-        if chart_name in SCOPED:
-            fig.update_layout(title=f"{fig.layout.title.text or chart_name}"
-                                    f"<br><sup>{label_scope_note(label_scope)}</sup>")
-        figs[chart_name] = fig
-    return figs
+    figs = {n: _figure(n, t, chart_label_note(n, label_scope)) for n, t in tables.items()}
+    return {n: f for n, f in figs.items() if f is not None}
 
 
 charts_bundle_download(_all_charts, key="stats_dl_bundle")
@@ -199,52 +225,39 @@ for name, tab in zip(names, tabs, strict=True):
         st.caption(DESCRIPTIONS.get(name, ""))
         if name in LABEL_CAPTIONS:
             st.caption(LABEL_CAPTIONS[name])
-        if name in SCOPED:
+        if name in SCOPED_TABLES:
             st.caption(label_scope_note(label_scope) + ".")
         if name == "turn_budget":  # the chart and table follow the chosen SR(T) definition
             table = turn_budget_view(table, selected, list(runs))
         if name == "passk":
             # Pass^k depends on the sampling temperature, so say which one each run used.
             st.markdown("**Sampling temperature per run**")
-            st.dataframe(
-                run_temperatures(selected),
-                hide_index=True,
-                column_config={
-                    "temperature": st.column_config.NumberColumn("temperature", format="%.2f")
-                },
-                key="stats_passk_temps",
-            )
+            temps = run_temperatures(selected)
+            # Text, not the data grid: a few rows need none of its scripts.
+            st.html(html_table(temps.assign(temperature=[
+                "unknown" if pd.isna(t) else f"{float(t):.2f}" for t in temps["temperature"]])))
             if not table.empty:
                 c1, c2 = st.columns(2)
                 scope_opts = list(dict.fromkeys(table["scope"].astype(str)))
                 intent_opts = list(dict.fromkeys(table["intent"].astype(str)))
                 scope_pick = c1.selectbox("Chart scope", scope_opts, key="stats_passk_scope")
                 intent_pick = c2.selectbox("Chart intent", intent_opts, key="stats_passk_intent")
-        try:
-            if name == "passk" and not table.empty:
-                # The chart builder draws the "all/all" slice; relabel the chosen slice as that
-                # so the temperature-annotated legend is kept for every slice.
-                part = table[(table["scope"] == scope_pick) & (table["intent"] == intent_pick)]
-                fig = chart_for(name, part.assign(scope="all", intent="all"))
-                fig.update_layout(
-                    title=f"Pass^k / Pass@k (scope={scope_pick}, intent={intent_pick})"
-                )
-            elif name == "robustness" and not table.empty:
-                by = st.radio(
-                    "Group pairs by", ["intent", "noise_type"], horizontal=True,
-                    key="stats_robustness_by",
-                )
-                fig = robustness_bars(table, by=by)
-            else:
-                fig = chart_for(name, table)
-        except SourceError:  # a table without a chart still shows and downloads
-            fig = None
-        if fig is not None and name in SCOPED:
-            # Stated on the chart itself, so an exported picture still says what it counts.
-            fig.update_layout(title=f"{fig.layout.title.text or TITLES.get(name, name)}"
-                                    f"<br><sup>{label_scope_note(label_scope)}</sup>")
-        if fig is not None:
-            st.plotly_chart(fig, key=f"stats_chart_{name}")
+        by = "intent"
+        if name == "robustness" and not table.empty:
+            by = str(st.radio("Group pairs by", ["intent", "noise_type"], horizontal=True,
+                              key="stats_robustness_by") or "intent")
+        chart_table, slice_text = table, ""
+        if name == "passk" and not table.empty:
+            # The chart builders draw the "all/all" slice; relabel the chosen slice as that so
+            # the temperature-annotated legend is kept for every slice.
+            chart_table = table[(table["scope"] == scope_pick)
+                                & (table["intent"] == intent_pick)].assign(scope="all",
+                                                                            intent="all")
+            slice_text = f"scope={scope_pick}, intent={intent_pick}"
+        note = chart_label_note(name, label_scope)
+        figure = partial(_figure, name, chart_table, note, by, slice_text)
+        chart_panel(quick_chart(name, chart_table, note=slice_text or note, by=by), figure,
+                    key=f"stats_chart_{name}")
         if name == "passk":  # a view of the same numbers: per run, or the paper's layout
             table = passk_view(table, selected, list(runs))
         if table.empty:
@@ -254,7 +267,6 @@ for name, tab in zip(names, tabs, strict=True):
                 st.info("No trajectories with both an LLM pre-label and a human label yet.")
             else:
                 st.info("No data for this selection.")
-        st.dataframe(table, hide_index=True, key=f"stats_table_{name}")
+        table_panel(table, key=f"stats_table_{name}")
         table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
-        if fig is not None:
-            chart_downloads(fig, f"{name}_chart", key=f"stats_dl_{name}_chart")
+        figure_downloads(figure, f"{name}_chart", key=f"stats_dl_{name}_chart")

@@ -51,12 +51,16 @@ def table_downloads(table: pd.DataFrame, name: str, key: str, caption: str | Non
         )
 
 
-def chart_downloads(fig: go.Figure, name: str, key: str) -> None:
-    """Self-contained HTML (works offline), plus PNG only when kaleido is installed."""
+def chart_downloads(fig: go.Figure | Callable[[], go.Figure], name: str, key: str) -> None:
+    """Self-contained HTML (works offline), plus PNG only when kaleido is installed.
+
+    ``fig`` may be a function that builds the figure: it then runs only when a button is
+    clicked, so a page that shows no plotly chart does not build one for its exports."""
     slug = _slug(name)
+    build: Callable[[], go.Figure] = fig if callable(fig) else lambda: fig
     st.download_button(
         "Chart as HTML",
-        data=lambda: to_html_chart(fig),
+        data=lambda: to_html_chart(build()),
         file_name=f"{slug}.html",
         mime="text/html",
         key=f"{key}_html",
@@ -66,7 +70,7 @@ def chart_downloads(fig: go.Figure, name: str, key: str) -> None:
     if HAS_KALEIDO:
         st.download_button(
             "Chart as PNG",
-            data=lambda: to_png(fig),
+            data=lambda: to_png(build()),
             file_name=f"{slug}.png",
             mime="image/png",
             key=f"{key}_png",

@@ -54,6 +54,22 @@ def label_scope_note(scope: str) -> str:
     return f"Labels: {scope}{default}"
 
 
+#: Label tables whose counts follow the "Labels counted" choice.
+SCOPED_TABLES = frozenset({"taxonomy", "taxonomy_turns"})
+#: What the other label charts count, whatever is chosen (stated on the chart itself).
+FIXED_LABEL_NOTES = {
+    "provenance": "Labels: every final label by source (not filtered by the labels counted)",
+    "labeller": "Labels: LLM pre-labels vs human-derived final labels (LLM-only left out)",
+}
+
+
+def chart_label_note(table: str, scope: str) -> str:
+    """The line a label chart carries so a picture, shown or exported, says what it counts."""
+    if table in SCOPED_TABLES:
+        return label_scope_note(scope)
+    return FIXED_LABEL_NOTES.get(table, "")
+
+
 def success_source_choice() -> str:
     """The success source radio; its default is the CLI's (``faillab stats``)."""
     source = st.radio(

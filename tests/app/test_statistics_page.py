@@ -12,6 +12,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from analysis.quick_charts import CHART_CLASS, TABLE_CLASS
 from analysis.tables import TABLES
 from labeling.store import open_store
 from taxonomy import default_taxonomy
@@ -66,21 +67,38 @@ def open_tab(at: AppTest, name: str) -> Any:
     return at.tabs[index]
 
 
+def quick_charts(at: AppTest, tab: Any) -> list[str]:
+    """The light HTML charts in `tab` (the page draws these instead of plotly by default)."""
+    return [h.proto.body for h in tab.get("html") if CHART_CLASS in h.proto.body]
+
+
 def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
     at = run_page()
     assert at.title[0].value == "Statistics"
     assert len(at.tabs) == len(TABLES)
-    # Only the open tab (the first) builds its chart: the others wait until opened.
-    assert len(at.get("plotly_chart")) == 1
-    assert len(at.tabs[0].get("plotly_chart")) == 1
-    # Tabs follow the registry; each shows a chart and its table (the last dataframe).
+    # The first screen draws no plotly chart (its scripts are most of a first visit): only
+    # the open tab's light HTML chart.
+    assert not at.get("plotly_chart")
+    assert len(quick_charts(at, at.tabs[0])) == 1
+    assert 'data-chart="success"' in quick_charts(at, at.tabs[0])[0]
+    # Tabs follow the registry; each shows its light chart and its table as HTML, and draws
+    # the plotly chart and the data grid only when asked.
     tables = {}
     for name in TABLES:
         tab = open_tab(at, name)
+        assert not at.get("plotly_chart"), name
+        charts = quick_charts(at, tab)
+        assert len(charts) == 1 and f'data-chart="{name}"' in charts[0], name
+        at.toggle(key=f"stats_chart_{name}_interactive").set_value(True).run()
+        assert not at.exception, [e.value for e in at.exception]
+        tab = at.tabs[list(TABLES).index(name)]
         assert len(at.get("plotly_chart")) == 1, name
         assert len(tab.get("plotly_chart")) == 1, name
-        assert tab.dataframe, name
-        tables[name] = tab.dataframe[-1].value
+        at.toggle(key=f"stats_chart_{name}_interactive").set_value(False).run()
+        assert not at.get("plotly_chart"), name
+        assert any(TABLE_CLASS in h.proto.body for h in tab.get("html")), name
+        assert not [d for d in tab.dataframe if d.proto.id.endswith(f"stats_table_{name}")]
+        tables[name] = table_of(at, name)
         keys = {b.proto.id.rsplit("-", 1)[-1] for b in tab.get("download_button")}
         assert {f"stats_dl_{name}_csv", f"stats_dl_{name}_tex",
                 f"stats_dl_{name}_chart_html", f"stats_dl_{name}_chart_png"} <= keys, name
@@ -92,13 +110,25 @@ def test_page_renders_every_tab_with_downloads(stats_workspace: Path) -> None:
     assert int(tables["taxonomy"]["count"].sum()) == 6
     assert int(cast(int, tables["labeller"].set_index("category").loc["(overall)", "support"])) == 6
     # The Pass^k tab lists each run's sampling temperature above the chart.
-    temps = open_tab(at, "passk").dataframe[0].value
-    assert list(temps.columns) == ["run", "model", "temperature"]
-    assert temps["temperature"].notna().all()
+    temps = Workspace(stats_workspace).query_df(
+        "SELECT run, any_value(model) AS model, any_value(temperature) AS t FROM trajectories "
+        "GROUP BY run")
+    shown = next(h.proto.body for h in open_tab(at, "passk").get("html")
+             if TABLE_CLASS in h.proto.body)
+    assert ">run<" in shown and ">model<" in shown and ">temperature<" in shown
+    for row in temps.itertuples():
+        assert f">{row.run}<" in shown and f">{row.t:.2f}<" in shown
+    assert "unknown" not in shown
 
 
 def table_of(at: AppTest, name: str) -> pd.DataFrame:
-    return open_tab(at, name).dataframe[-1].value
+    """The tab's table, read from its data grid (the "Interactive table" toggle turned on)."""
+    open_tab(at, name)
+    toggle = at.toggle(key=f"stats_table_{name}_interactive")
+    if not toggle.value:
+        toggle.set_value(True).run()
+        assert not at.exception, [e.value for e in at.exception]
+    return at.tabs[list(TABLES).index(name)].dataframe[-1].value
 
 
 def test_filters_narrow_the_tables(stats_workspace: Path) -> None:
@@ -232,10 +262,14 @@ def test_label_tables_say_which_labels_they_count(stats_workspace: Path) -> None
         tab = open_tab(at, name)
         assert any("Labels: human-confirmed only (the default)" in c.value
                    for c in tab.caption), name
+        # The chart itself says it too, so a screenshot of it cannot mislead.
+        assert "Labels: human-confirmed only (the default)" in quick_charts(at, tab)[0], name
     tab = open_tab(at, "provenance")
     assert any("LLM-only pre-labels" in c.value for c in tab.caption)
+    assert "every final label by source" in quick_charts(at, tab)[0]
     tab = open_tab(at, "labeller")
     assert any("human-derived final label" in c.value for c in tab.caption)
+    assert "human-derived final labels (LLM-only left out)" in quick_charts(at, tab)[0]
 
 
 def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspace: Path) -> None:
@@ -248,7 +282,7 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     store.close()
     at = run_page()
     taxonomy_tab = list(TABLES).index("taxonomy")
-    open_tab(at, "taxonomy")
+    table_of(at, "taxonomy")
 
     def counted() -> int:
         frames = [d.value for d in at.tabs[taxonomy_tab].dataframe]
@@ -260,6 +294,8 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     assert counted() == 9
     assert any("Labels: include LLM-only (default: human-confirmed only)" in c.value
                for c in at.tabs[taxonomy_tab].caption)
+    assert "Labels: include LLM-only (default: human-confirmed only)" in \
+        quick_charts(at, at.tabs[taxonomy_tab])[0]
     # The provenance table shows every source whatever is counted.
-    provenance = open_tab(at, "provenance").dataframe[0].value
+    provenance = table_of(at, "provenance")
     assert "llm_only" in set(provenance["provenance"].astype(str))
