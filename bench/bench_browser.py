@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -120,13 +121,67 @@ def wait_idle(page: Page, timeout_ms: int = 60_000) -> None:
     page.wait_for_function(_IDLE, timeout=timeout_ms)
 
 
+# Where an action's time goes, seen from the page: the browser's clock (performance.now())
+# at the action, at the first script run starting and the last one finishing (the app's
+# script-state attribute), and when the finished content was seen. The observer watches the
+# whole document, so it is in place before the app's root element exists (page loads).
+_PHASE_INIT = """(() => {
+  const phase = {start: performance.now(), connected: null, running: null, finished: null,
+                 done: null};
+  window.__benchPhase = phase;
+  if (window.__benchPhaseObserver) window.__benchPhaseObserver.disconnect();
+  window.__benchPhaseObserver = new MutationObserver((records) => {
+    for (const r of records) {
+      const value = r.target.getAttribute(r.attributeName);
+      if (r.attributeName === 'data-test-connection-state') {
+        if (value === 'CONNECTED' && phase.connected === null) phase.connected = performance.now();
+      } else if (value === 'running') {
+        if (phase.running === null) phase.running = performance.now();
+      } else if (r.oldValue === 'running') {
+        phase.finished = performance.now();
+      }
+    }
+  });
+  window.__benchPhaseObserver.observe(document, {
+    subtree: true, attributes: true, attributeOldValue: true,
+    attributeFilter: ['data-test-script-state', 'data-test-connection-state']});
+})()"""
+# For a page load the start is the navigation (performance.now() counts from it).
+_PHASE_INIT_LOAD = _PHASE_INIT.replace("start: performance.now()", "start: 0")
+_PHASE_READ = """() => {
+  const p = window.__benchPhase;
+  if (!p) return null;
+  const since = (t) => t === null ? null : (t - p.start) / 1000;
+  return {connected: since(p.connected), run_start: since(p.running),
+          run_end: since(p.finished), done: since(p.done)};
+}"""
+#: Phases of the last action, per measurement (see ``phase_figures``).
+PHASES: list[dict[str, float | None]] = []
+
+
+def _mark_done(condition: str) -> str:
+    """A wait condition that also stamps, in the page, the moment it first held."""
+    return ("(arg) => { const ok = (" + condition + ")(arg); "
+            "if (ok && window.__benchPhase && window.__benchPhase.done === null) "
+            "window.__benchPhase.done = performance.now(); return ok; }")
+
+
+def _record_phases(page: Page) -> None:
+    with contextlib.suppress(Exception):  # a page without the observer has no phases
+        if (phases := page.evaluate(_PHASE_READ)) is not None:
+            PHASES.append(phases)
+
+
 def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: int = 60_000) -> float:
     """Seconds from the action until the app is idle with a changed main area."""
     before = page.evaluate(_MAIN_TEXT)
+    page.evaluate(_PHASE_INIT)
     start = time.perf_counter()
     action()
-    page.wait_for_function(_DONE, arg=before, timeout=timeout_ms, polling=10)
-    return time.perf_counter() - start
+    page.wait_for_function(_mark_done(_DONE), arg=before, timeout=timeout_ms, polling=10)
+    elapsed = time.perf_counter() - start
+    _record_phases(page)
+    return elapsed
 
 
 _WATCH_RUNS = """() => {
@@ -189,11 +244,14 @@ def timed_move(page: Page, key: str, timeout_ms: int = 60_000) -> float:
     fires on the half-drawn transition; what counts is the new id in the URL and its page
     drawn to the end with no placeholder left."""
     before = current_id(page)
+    page.evaluate(_PHASE_INIT)
     start = time.perf_counter()
     page.keyboard.press(key)
-    page.wait_for_function(_MOVED, arg=[before, TRAJECTORY_READY], timeout=timeout_ms,
-                           polling=10)
-    return time.perf_counter() - start
+    page.wait_for_function(_mark_done(_MOVED), arg=[before, TRAJECTORY_READY],
+                           timeout=timeout_ms, polling=10)
+    elapsed = time.perf_counter() - start
+    _record_phases(page)
+    return elapsed
 
 
 def timed_load(page: Page, url: str, ready_text: str, ready_selector: str | None = None) -> float:
@@ -202,10 +260,12 @@ def timed_load(page: Page, url: str, ready_text: str, ready_selector: str | None
     skeletons until an element arrives): the page is complete, not just connected."""
     start = time.perf_counter()
     page.goto(url)
-    page.wait_for_function(_SHOWS, arg=ready_text, timeout=60_000, polling=10)
+    page.wait_for_function(_mark_done(_SHOWS), arg=ready_text, timeout=60_000, polling=10)
     if ready_selector:  # e.g. a chart, drawn by the browser after the script run
         page.wait_for_selector(ready_selector, timeout=60_000)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    _record_phases(page)
+    return elapsed
 
 
 #: Measurements to take (all unless --only names some).
@@ -216,8 +276,11 @@ def section(results: dict[str, Any], name: str, run: Callable[[], dict[str, Any]
     """One measurement; a failure is recorded (and the rest still measured), never fatal."""
     if ONLY and name not in ONLY:
         return
+    PHASES.clear()
     try:
         results[name] = run()
+        if PHASES and "error" not in results[name]:
+            results[name]["phases"] = phase_figures(PHASES)
     except Exception as err:  # a timed-out action says so in the figures
         results[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0]}"}
     print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
@@ -228,6 +291,31 @@ def figures(seconds: list[float]) -> dict[str, Any]:
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {"n": len(seconds), "median_s": round(statistics.median(seconds), 3),
             "p95_s": round(p95, 3), "max_s": round(ordered[-1], 3)}
+
+
+def phase_figures(phases: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Median seconds of each part of an action, on the browser's clock:
+
+    - ``to_run_start``: from the action (or navigation) to the first script run starting
+      (a page load: fetching the page and its scripts, the websocket handshake);
+    - ``script_runs``: from that start to the last run finishing (the server's script runs,
+      as the browser receives them, including drawing what arrives meanwhile);
+    - ``after_runs``: from the last run finishing to the finished content seen (drawing what
+      is left)."""
+    def median_of(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return round(statistics.median(known), 3) if known else None
+
+    def part(p: dict[str, float | None], a: str | None, b: str) -> float | None:
+        start = 0.0 if a is None else p[a]
+        end = p[b]
+        return None if start is None or end is None else end - start
+
+    return {
+        "to_run_start": median_of([part(p, None, "run_start") for p in phases]),
+        "script_runs": median_of([part(p, "run_start", "run_end") for p in phases]),
+        "after_runs": median_of([part(p, "run_end", "done") for p in phases]),
+    }
 
 
 def failed_ids(workspace: Path, n: int) -> list[str]:
@@ -247,12 +335,16 @@ def identify(page: Page, name: str) -> None:
 
 def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    ids = failed_ids(workspace, repeat + 1)
+    # The first `repeat` for the deep links, the rest for deep links in a cold browser: each
+    # trajectory is new to the server's caches in both rows.
+    ids = failed_ids(workspace, 2 * repeat + 1)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
 
         def new_page() -> Page:
-            return browser.new_context(viewport=VIEWPORT).new_page()
+            context = browser.new_context(viewport=VIEWPORT)
+            context.add_init_script(_PHASE_INIT_LOAD)  # every navigation records its phases
+            return context.new_page()
 
         # Warm the server once (first imports, caches), as a team server would be.
         warm = new_page()
@@ -268,6 +360,20 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
         section(results, "trajectory_deep_link", lambda: figures(
             [timed_load(page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
              for tid in ids[:repeat]]))
+
+        def deep_link_cold() -> dict[str, Any]:
+            # The row above reuses one tab, so from the second link on the app's scripts come
+            # from the browser's HTTP cache (Streamlit serves its hashed bundles as immutable):
+            # a returning user. Here every link opens in a fresh browser profile, as a first
+            # visit does, and pays fetching and compiling the scripts too.
+            loads = []
+            for tid in ids[repeat + 1:][:max(3, repeat // 4)]:
+                fresh = new_page()
+                loads.append(timed_load(fresh, f"{url}/trajectory?id={tid}", TRAJECTORY_READY))
+                fresh.context.close()
+            return figures(loads)
+
+        section(results, "trajectory_deep_link_cold_cache", deep_link_cold)
 
         def j_k() -> dict[str, Any]:
             # Without an id the page opens the first failure in browse order, so J (next)
@@ -304,6 +410,8 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
         def browse_sort() -> dict[str, Any]:
             page.get_by_label("Sort by").first.click()
             page.get_by_role("option", name="turns", exact=True).click()
+            # "Idle" can hold before the sort's run has started; the URL changes at its end.
+            page.wait_for_url(re.compile(r".*sort=n_turns"), timeout=60_000)
             wait_idle(page)
             descending = page.get_by_text("Descending", exact=True).first
             return figures([timed_run(page, descending.click) for _ in range(repeat)])

@@ -14,7 +14,14 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.auth import require_user
-from faillab.app.state import data_key, get_settings, get_store, load_trajectory, workspace
+from faillab.app.state import (
+    data_key,
+    get_settings,
+    get_store,
+    load_trajectory,
+    on_reader,
+    workspace,
+)
 from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
@@ -73,7 +80,7 @@ if not st.session_state.get("annotate_taxonomy_saved"):
 @st.cache_data(max_entries=4, show_spinner=False)
 def _failed_ids_cached(root: str, signature: tuple[Any, ...]) -> list[str]:
     # The failures change only when the workspace's data does (its signature).
-    return [str(t) for t in failed_frame(ws)["id"]]
+    return [str(t) for t in on_reader(lambda: failed_frame(ws))["id"]]
 
 
 def _failed_ids() -> list[str]:
@@ -82,7 +89,8 @@ def _failed_ids() -> list[str]:
 
 def _take(me: User) -> None:
     """Button callback (one script run shows the first item, not a run plus a rerun)."""
-    n = take_unassigned(store, ws, me.name, TAKE_N, prelabel_threshold=settings.prelabel_threshold)
+    n = on_reader(lambda: take_unassigned(store, ws, me.name, TAKE_N,
+                                          prelabel_threshold=settings.prelabel_threshold))
     if n == TAKE_N:
         msg = f"{n} failures added to your queue."
     elif n:
@@ -130,11 +138,13 @@ def _my_labels(me: User) -> None:
 
 @st.fragment
 def labelling_panel(me: User) -> None:
+    # The ranking reads the workspace's failures: on a reader thread, whose DuckDB connection
+    # is already open (see faillab.app.state.on_reader).
+    ranking = on_reader(lambda: classifier_ranking(store, ws,
+                                                   min_labels=settings.rerank_min_labels))
     state = queue_state(store, _failed_ids(), me.name,
                         prelabel_threshold=settings.prelabel_threshold,
-                        spot_check_share=settings.spot_check_share,
-                        ranking=classifier_ranking(store, ws,
-                                                   min_labels=settings.rerank_min_labels))
+                        spot_check_share=settings.spot_check_share, ranking=ranking)
     skipped: list[str] = st.session_state.setdefault(SKIPPED_KEY, [])
     done: list[str] = st.session_state.setdefault(DONE_KEY, [])
     revisit = st.session_state.get(REVISIT_KEY)

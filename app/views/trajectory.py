@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faillab.app.state import failure_neighbours_of, first_failure_id, load_trajectory, warm_sandbox
+from faillab.app.state import (
+    failure_neighbours_of,
+    first_failure_id,
+    in_background,
+    load_trajectory,
+    warm_sandbox,
+)
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
-from faillab.app.widgets.evidence import render_evidence
+from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.safe import escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.steps import render_steps
@@ -56,19 +62,20 @@ def trajectory_view() -> None:
         st.query_params["id"] = trajectory_id
 
     task, run = traj.task, traj.run
-    flt = st.session_state.get("browse_filter")
-    prev_id, next_id = failure_neighbours_of(trajectory_id,
-                                             flt if isinstance(flt, BrowseFilter) else None)
+    saved = st.session_state.get("browse_filter")
+    flt = saved if isinstance(saved, BrowseFilter) else None
+    # The two slow parts of a new trajectory, the evidence (its SQL executed in the sandbox)
+    # and the prev/next failure query, start now in the background and overlap with drawing
+    # the steps; the evidence box and the J/K buttons below take their cached results.
+    prefetch_evidence([trajectory_id])
+    in_background(lambda: failure_neighbours_of(trajectory_id, flt), "faillab-neighbours")
 
     top = st.columns([3, 1, 1])  # room for each button and its key hint, unclipped
     with top[0]:
         st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
                    f"{escape_markdown(run.model)} · rollout {run.rollout} · "
                    f"outcome: **{outcome_of(traj)}**")
-    top[1].button("◀ Prev failure", key="prev_failure", shortcut="K", disabled=prev_id is None,
-                  help="Previous failed trajectory (K)", on_click=_show, args=(str(prev_id),))
-    top[2].button("Next failure ▶", key="next_failure", shortcut="J", disabled=next_id is None,
-                  help="Next failed trajectory (J)", on_click=_show, args=(str(next_id),))
+    prev_slot, next_slot = top[1].empty(), top[2].empty()
 
     st.subheader("Question")
     plain(task.question)
@@ -105,6 +112,14 @@ def trajectory_view() -> None:
             _rerun_box(f"{traj.id}_reference", task.reference_sql, label="Re-run reference SQL")
         else:
             st.caption("The task carries no reference SQL.")
+
+    prev_id, next_id = failure_neighbours_of(trajectory_id, flt)
+    prev_slot.button("◀ Prev failure", key="prev_failure", shortcut="K",
+                     disabled=prev_id is None, help="Previous failed trajectory (K)",
+                     on_click=_show, args=(str(prev_id),))
+    next_slot.button("Next failure ▶", key="next_failure", shortcut="J",
+                     disabled=next_id is None, help="Next failed trajectory (J)",
+                     on_click=_show, args=(str(next_id),))
 
 
 trajectory_view()

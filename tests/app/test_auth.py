@@ -235,3 +235,6 @@ def test_serve_defaults_to_loopback_and_passes_the_project_settings() -> None:
     assert flags["--server.address"] == "127.0.0.1"
     assert flags["--browser.gatherUsageStats"] == "false"
     assert flags["--client.showErrorDetails"] == "none"
+    # Per-run costs the app does not need (no page uses magic).
+    assert flags["--runner.postScriptGC"] == "false"
+    assert flags["--runner.magicEnabled"] == "false"

@@ -194,3 +194,37 @@ def test_browse_pages_sorts_over_everything_and_keeps_filters_in_the_url(
     wait_idle(page)
     assert caption_text(page).startswith(f"{failed:,} trajectories match · rows 1–")
     expect(page.get_by_role("radio", name="failed", exact=True)).to_be_checked()
+
+
+def test_browse_fragment_keeps_the_url_in_step_and_rows_open(
+        viewer_server: tuple[StreamlitServer, Workspace, str], page: Page) -> None:
+    """Paging, sorting and filtering rerun only the Browse fragment: the URL still follows
+    each change, and a row chosen after them still opens its trajectory (a page switch from
+    inside the fragment)."""
+    server, ws, _ = viewer_server
+    frame = ws.frame()
+    pages = -(-len(frame) // 100)
+    page.goto(f"{server.url}/browse")
+    wait_idle(page)
+    page.get_by_role("button", name="Next ▶").click()
+    wait_idle(page)
+    expect(page.get_by_text(re.compile(r"rows 101–"))).to_be_visible()
+    assert caption_text(page).endswith(f"page 2 of {pages}")
+    page.wait_for_url(re.compile(r".*page=2"), timeout=10_000)
+    page.get_by_text("Descending", exact=True).click()
+    wait_idle(page)
+    page.wait_for_url(re.compile(r".*desc=1"), timeout=10_000)
+    assert caption_text(page).startswith(f"{len(frame):,} trajectories match · rows 1–")
+    assert "page=" not in page.url  # a new sort starts again at page 1
+    page.get_by_role("radio", name="failed", exact=True).click()
+    wait_idle(page)
+    failed = int((frame["success"] == False).sum())  # noqa: E712 - a nullable column
+    expect(page.get_by_text(f"{failed:,} trajectories match")).to_be_visible()
+    assert "outcome=failed" in page.url and "desc=1" in page.url
+    # Opening a row from inside the fragment still switches to the trajectory page.
+    click_grid_row(page, 0)
+    page.wait_for_url(re.compile(r".*/trajectory\?id=\w+"), timeout=30_000)
+    tid = page.url.split("id=")[1]
+    assert not frame.set_index("id").loc[tid, "success"]
+    wait_idle(page)
+    expect(page.get_by_text(f"Trajectory {tid}", exact=False)).to_be_visible()
