@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import threading
@@ -50,10 +51,12 @@ from trajectories.objectstore import (
     filesystem_from_settings,
     is_remote,
 )
+from trajectories.prior_rows import PriorRows, Replacement, match_records, read_part_columns
 from trajectories.rows import (
     INDEX_COLUMNS,
     INDEX_SCHEMA,
     PART_OPTIONS,
+    PROVENANCE_COLUMNS,
     index_row,
     part_name,
     reject_line,
@@ -108,11 +111,28 @@ class ImportReport:
     duplicates: int = 0
     rejected: int = 0
     files: int = 0
+    #: Stored rows retired because re-importing their file gave their record another id (or
+    #: rejected it): see ``trajectories.prior_rows``.
+    replaced: int = 0
+    #: Old id -> new id of the same record, for carrying labels over.
+    rekeyed: dict[str, str] = field(default_factory=dict)
+    #: Retired ids with no new row (their labels can only be reported).
+    orphaned: list[str] = field(default_factory=list)
     rejects_file: Path | None = None
     problems: list[ImportProblem] = field(default_factory=list)
 
     def as_json(self) -> dict[str, int]:
-        return {"imported": self.imported, "duplicates": self.duplicates, "rejected": self.rejected}
+        return {"imported": self.imported, "duplicates": self.duplicates,
+                "rejected": self.rejected, "replaced": self.replaced}
+
+
+@dataclass
+class RemovalReport:
+    """Rows ``Workspace.remove`` retired (or would retire, when not confirmed)."""
+
+    ids: list[str] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=dict)
+    parts_rewritten: int = 0
 
 
 class Workspace:
@@ -440,18 +460,22 @@ class Workspace:
         added = duplicates = records = 0
         spec = FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
                          self._fs)
+        replacement = Replacement()
         with self._write_lock():
-            seen = self.existing_ids()
             known = self.imported_sources()
+            prior = PriorRows.read(self.part_files(), self._fs, [Path(p) for p in paths],
+                                   set(known))
+            seen = prior.ids
             sources: dict[str, int] = {}
             staged: list[tuple[Path, Path]] = []
             emptied: set[Path] = set()  # staged parts that held only duplicates (deleted)
             results = parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
-                                   progress)
+                                   progress, prior.prior_ids)
             try:
                 # closing(): on a failure every worker has stopped before staging is cleaned.
                 with contextlib.closing(results):
-                    for done, result in enumerate(results, start=1):
+                    for done, (path, result) in enumerate(zip(paths, results, strict=True),
+                                                          start=1):
                         records += result.records
                         for problem, location, raw in result.rejected:
                             if not skip_invalid:
@@ -460,11 +484,15 @@ class Workspace:
                             rejects.append({"file": problem.path, "location": location,
                                             "error": str(problem), "record": raw})
                         duplicates += result.duplicates
-                        if result.source_key in known:  # read before: all duplicates
-                            duplicates += known[result.source_key]
-                            records += known[result.source_key]
+                        if result.skipped:  # read before: all duplicates
+                            duplicates += known.get(str(result.source_key), 0)
+                            records += known.get(str(result.source_key), 0)
                         elif result.source_key and not result.rejected:
                             sources[result.source_key] = result.records
+                        if result.prior:
+                            # This file's old rows go; its records are written again.
+                            seen -= result.prior
+                            match_records(prior.rows_of(str(Path(path))), result, replacement)
                         for tmp, final, ids in result.parts:
                             # Workers only know what was stored before: a record an earlier
                             # file of this import holds is a duplicate too (first file wins,
@@ -475,10 +503,18 @@ class Workspace:
                                     emptied.add(tmp)
                                 duplicates += len(again)
                             seen.update(ids)
-                            added += len(ids) - len(again)
+                            rewritten = sum(1 for i in ids if i in result.prior)
+                            added += len(ids) - len(again) - rewritten
+                            duplicates += rewritten  # stored before, under the same id
                             staged.append((tmp, final))
                         if progress:
                             progress(done, len(paths), records)
+                retired: list[Path] = []
+                if replacement.retire:
+                    # The parts holding replaced rows are written again without them and
+                    # retired in the same publish: readers see the old rows or the new ones.
+                    kept, retired = self._rewrite_without(replacement.retire)
+                    staged.extend(kept)
                 published = []
                 for tmp, final in staged:
                     if self.remote is not None:
@@ -487,8 +523,8 @@ class Workspace:
                     elif tmp.exists():
                         os.replace(tmp, final)
                         published.append(final)
-                if published or sources:
-                    self._publish(published, sources=sources)
+                if published or sources or retired:
+                    self._publish(published, removed=retired, sources=sources)
             except BaseException:
                 if self.remote is not None:
                     # Unlisted objects are only aged out, so delete what this import staged.
@@ -509,9 +545,115 @@ class Workspace:
                 report.rejects_file = rejects_path
         report.imported, report.duplicates = added, duplicates
         report.rejected = len(rejects)
+        report.replaced = replacement.replaced
+        report.rekeyed, report.orphaned = replacement.rekeyed, replacement.orphaned
         if added:
             self.maybe_compact()
         return report
+
+    def _rewrite_without(self, drop: dict[str, set[str]]) -> tuple[list[tuple[Path, Path]],
+                                                                   list[Path]]:
+        """Stage a copy of each named part without the given ids (none when nothing is
+        left); returns the staged copies and the parts they replace, for one publish."""
+        staged: list[tuple[Path, Path]] = []
+        replaced: list[Path] = []
+        try:
+            for name, ids in sorted(drop.items()):
+                part = self.parts_dir / name
+                table = ds.dataset(str(part), format="parquet", schema=INDEX_SCHEMA,
+                                   filesystem=self._fs).to_table()
+                keep = table.filter(pc.invert(pc.is_in(table.column("id"),
+                                                       value_set=pa.array(sorted(ids)))))
+                replaced.append(part)
+                if keep.num_rows:
+                    final = self.parts_dir / part_name()
+                    tmp = final if self.remote else self.parts_dir / f".{final.name}.tmp"
+                    pq.write_table(keep, str(tmp), **PART_OPTIONS, filesystem=self._fs)
+                    staged.append((tmp, final))
+        except BaseException:
+            for tmp, _ in staged:
+                self._discard(tmp)
+            raise
+        return staged, replaced
+
+    def remove(self, *, ids: Sequence[str] = (), runs: Sequence[str] = (),
+               sources: Sequence[str] = (), confirm: bool = True) -> RemovalReport:
+        """Retire the rows with any of these ids, runs or source files (the path as imported,
+        or a file whose bytes were imported) in one publish; the old parts stay for the
+        grace period like compaction's. ``confirm=False`` only reports what would go.
+
+        The manifest forgets the imports the removed rows came from, so importing one of
+        those files again reads it again (rows without provenance: every import is
+        forgotten; re-reading costs time, never a duplicate)."""
+        wanted_ids = pa.array(sorted(set(ids)), type=pa.string())
+        wanted_runs = pa.array(sorted(set(runs)), type=pa.string())
+        shas: list[str] = []
+        paths: list[str] = []
+        for source in sources:
+            paths.append(source)
+            with contextlib.suppress(OSError):
+                if Path(source).is_file():
+                    shas.append(_content_sha(Path(source)))
+        report = RemovalReport()
+        with self._write_lock():
+            drop: dict[str, set[str]] = {}
+            forgotten: set[str] = set()
+            forget_all = False
+            for part in self.part_files():
+                table = read_part_columns(part, ("id", "run", "source_file", "source_sha",
+                                                 "import_key"), self._fs)
+                mask = pc.or_(pc.is_in(table.column("id"), value_set=wanted_ids),
+                              pc.is_in(table.column("run"), value_set=wanted_runs))
+                mask = pc.or_(mask, pc.is_in(table.column("source_file"),
+                                             value_set=pa.array(paths, type=pa.string())))
+                mask = pc.or_(mask, pc.is_in(table.column("source_sha"),
+                                             value_set=pa.array(shas, type=pa.string())))
+                hit = table.filter(pc.fill_null(mask, False))
+                if not hit.num_rows:
+                    continue
+                drop[part.name] = set(hit.column("id").to_pylist())
+                report.ids.extend(hit.column("id").to_pylist())
+                for run_name in hit.column("run").to_pylist():
+                    report.runs[str(run_name)] = report.runs.get(str(run_name), 0) + 1
+                keys = hit.column("import_key").to_pylist()
+                forgotten.update(k for k in keys if k is not None)
+                forget_all = forget_all or any(k is None for k in keys)
+            report.ids.sort()
+            report.parts_rewritten = len(drop)
+            if not confirm or not drop:
+                return report
+            staged, retired = self._rewrite_without(drop)
+            try:
+                for tmp, final in staged:
+                    self._place(tmp, final)
+                known = self.imported_sources()
+                left = {} if forget_all else {k: n for k, n in known.items()
+                                              if k not in forgotten}
+                self._publish_replacing_sources([f for _, f in staged], retired, left)
+            except BaseException:
+                for tmp, final in staged:
+                    self._discard(tmp)
+                    self._discard(final)
+                raise
+            finally:
+                self._invalidate()
+        return report
+
+    def _publish_replacing_sources(self, added: Sequence[Path], removed: Sequence[Path],
+                                   sources: dict[str, int]) -> None:
+        """``_publish`` whose imported-source list is ``sources`` (not merged)."""
+        manifest = self._read_manifest()
+        current = (list(manifest["parts"]) if manifest is not None
+                   else [] if self.remote is not None
+                   else [p.name for p in sorted(self.parts_dir.glob(PART_GLOB))])
+        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
+        gone = {p.name for p in removed}
+        now = time.time()
+        for name in gone:
+            retired[name] = now
+        new = [p.name for p in added]
+        parts = [n for n in current if n not in gone and n not in new] + new
+        self._write_manifest(parts, retired, sources)
 
     # --- compaction --------------------------------------------------------------------------
     def compaction_candidates(self) -> list[Path]:
@@ -670,7 +812,14 @@ class Workspace:
             con.execute("CREATE OR REPLACE VIEW parts AS SELECT * FROM parts_arrow")
         elif files:
             file_list = "[" + ", ".join(_sql_str(f) for f in sorted(files)) + "]"
-            con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT * FROM read_parquet({file_list})")
+            # By name: parts written before the provenance columns lack them (read as NULL).
+            source = f"read_parquet({file_list}, union_by_name = true)"
+            present = {str(r[0]) for r in con.execute(f"DESCRIBE SELECT * FROM {source}")
+                       .fetchall()}
+            columns = ", ".join(f.name if f.name in present
+                                else f"NULL::{_duck_type(f.type)} AS {f.name}"
+                                for f in INDEX_SCHEMA)
+            con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT {columns} FROM {source}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in INDEX_SCHEMA)
             con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT {cols} WHERE false")
@@ -692,7 +841,8 @@ class Workspace:
                         + ", ".join(f"NULL::VARCHAR AS {c}" for c in TASK_FIELDS) + " WHERE false")
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
-                           if c != "exact_match" and c not in resolved)
+                           if c != "exact_match" and c not in resolved
+                           and c not in PROVENANCE_COLUMNS)
         overridden = self.task_fields_path.exists()  # else no join with the empty overlay
         fields = ", ".join(
             f"coalesce({f'o.{c}, ' if overridden else ''}t.{c}, p.{c}) AS {c}"
@@ -910,6 +1060,15 @@ def _store_errors_from_os() -> Iterator[None]:
         yield
     except OSError as err:
         raise WorkspaceError(f"cannot read a trajectory part: {err}") from None
+
+
+def _content_sha(path: Path) -> str:
+    """The content hash provenance records (``import_workers.file_keys``)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()[:32]
 
 
 def _sql_str(value: str) -> str:
