@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import trajectories.workspace as workspace_module
+import trajectories.compaction as compaction_module
+import trajectories.parts as parts_module
 from faillab.cli import main
 from tests.deploy.support import S3Server
 from tests.support import (
@@ -101,13 +102,13 @@ def test_readers_see_new_imports_and_compaction_keeps_rows(
     before = _rows(reader)  # the long-lived reader picked up the new parts
     assert len(before) > first
     old_parts = writer.part_files()
-    monkeypatch.setattr(workspace_module, "COMPACT_ROWS", 1_000_000)
+    monkeypatch.setattr(compaction_module, "COMPACT_ROWS", 1_000_000)
     result = writer.compact()
     assert result["merged_parts"] == len(old_parts) and result["new_parts"] == 1
     assert _rows(reader) == before
     # Retired parts stay for readers still on them, and go once their grace has passed.
     assert {p.name for p in old_parts} <= set(_objects(s3_env, url))
-    monkeypatch.setattr(workspace_module, "RETIRED_GRACE_S", -1.0)
+    monkeypatch.setattr(parts_module, "RETIRED_GRACE_S", -1.0)
     writer.import_files(files[:1], workers=1)  # any write cleans up
     assert not {p.name for p in old_parts} & set(_objects(s3_env, url))
     assert _rows(reader) == before
