@@ -51,6 +51,10 @@ class Parts:
     remote: RemoteParts | None
     #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
     _fs: pafs.FileSystem | None
+    #: The process's DuckDB database over the current parts (local parts; see
+    #: ``Queries.connect``): (signature, database, names of the shared tables built in it).
+    _shared: tuple[tuple[Any, ...], Any, set[str]] | None
+    _shared_lock: threading.Lock
 
     def _place(self, staged: Path, final: Path) -> None:
         """Make a staged part final: a rename on disk; in an object store it was written
@@ -78,9 +82,12 @@ class Parts:
 
 
     def _invalidate(self) -> None:
-        """Forget this thread's DuckDB connection (its views name the parts it saw)."""
+        """Forget this thread's DuckDB connection and the process's shared database (their
+        views name the parts they saw); readers still holding them keep reading those."""
         self._local.__dict__.pop("con", None)
         self._local.__dict__.pop("signature", None)
+        with self._shared_lock:
+            self._shared = None
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:

@@ -121,6 +121,8 @@ class Workspace(Queries, Compaction):
         self.root = Path(root)
         self.parts_dir = self.root / "trajectories"
         self._local = threading.local()
+        self._shared = None
+        self._shared_lock = threading.Lock()
         url = configured_trajectories_url() if trajectories_url is None else trajectories_url
         #: The object store holding the parts (None: they are local files under parts_dir).
         self.remote: RemoteParts | None = None
