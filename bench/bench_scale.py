@@ -8,6 +8,13 @@ and the median of 5 warm calls (plus the first, cold, call) of ``summary()``, a 
 (``trajectories.views.browse``) and a trajectory fetch (``Workspace.get``).
 
     .venv/bin/python bench/bench_scale.py [--n 1000000] [--batch 100000] [--steps 6]
+    .venv/bin/python bench/bench_scale.py --replicate --n 1000000 --keep /tmp/ws-1m
+    .venv/bin/python bench/bench_scale.py --queries-only /tmp/ws-1m
+
+``--replicate`` builds a read-timing workspace fast: 10,000 generated trajectories imported
+once, their rows copied with fresh ids into more parts up to ``--n``, then compacted (as an
+import's automatic compaction leaves them). ``--queries-only`` times an existing workspace
+(compare two branches on the same files back to back).
 
 Targets (issue 14): summary <= 200 ms, Browse filter and a fetch <= 100 ms server-side.
 """
@@ -49,14 +56,42 @@ def timed(fn):
     for _ in range(6):
         t0 = time.perf_counter(); fn(); out.append((time.perf_counter() - t0) * 1000)
     return {"cold_ms": round(out[0], 1), "warm_median_ms": round(statistics.median(out[1:]), 1)}
+import resource
+t0 = time.perf_counter(); ws.connect(); connect_ms = (time.perf_counter() - t0) * 1000
 some = ws.connect().execute("SELECT id, run FROM parts USING SAMPLE 5 ROWS").fetchall()
 flt = BrowseFilter(runs=[some[0][1]], success=False, limit=200)
 ids = iter([r[0] for r in some] * 2)
-print(json.dumps({
+cpu0 = time.process_time()
+out = {
+    "first_connect_ms": round(connect_ms, 1),
     "summary": timed(ws.summary),
     "browse_filter": timed(lambda: browse(ws, flt)),
     "fetch": timed(lambda: ws.get(next(ids))),
-}))
+}
+out["cpu_s"] = round(time.process_time() - cpu0, 2)
+out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+print(json.dumps(out))
+"""
+
+_REPLICATE = """
+import hashlib, sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from trajectories.rows import PART_OPTIONS, part_name
+from trajectories.workspace import Workspace
+ws = Workspace(Path(sys.argv[1])); n = int(sys.argv[2])
+base = pa.concat_tables([pq.read_table(p) for p in ws.part_files()])
+ids = base.column("id").to_pylist()
+added = []
+for k in range(1, -(-n // len(ids))):
+    take = min(len(ids), n - k * len(ids))
+    fresh = [hashlib.sha256(f"{i}-{k}".encode()).hexdigest()[:24] for i in ids[:take]]
+    table = base.slice(0, take).set_column(0, "id", pa.array(fresh)).sort_by("id")
+    path = ws.parts_dir / part_name()
+    pq.write_table(table, path, **PART_OPTIONS)
+    added.append(path)
+ws._publish(added)
+print(ws.compact())
 """
 
 
@@ -66,18 +101,27 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--replicate", action="store_true")
+    parser.add_argument("--queries-only", type=Path, default=None)
     args = parser.parse_args()
+    if args.queries_only:
+        proc = subprocess.run([sys.executable, "-c", _QUERIES, str(args.queries_only)],
+                              capture_output=True, text=True, check=True)
+        print(proc.stdout.strip().splitlines()[-1])
+        return
     tmp = Path(tempfile.mkdtemp(prefix="faillab-scale-"))
     ws = args.keep or tmp / "ws"
     imports = []
     try:
-        stream = iter_trajectories(args.n, seed=1, steps=args.steps)
-        for start in range(0, args.n, args.batch):
+        total = min(args.n, 10_000) if args.replicate else args.n
+        batch = total if args.replicate else args.batch
+        stream = iter_trajectories(total, seed=1, steps=args.steps)
+        for start in range(0, total, batch):
             src = tmp / "src"
             src.mkdir(exist_ok=True)
             files = [src / f"batch-{start}-{k}.jsonl" for k in range(10)]
             handles = [f.open("w") for f in files]
-            for i in range(min(args.batch, args.n - start)):
+            for i in range(min(batch, total - start)):
                 rec = next(stream)
                 rec["run"]["name"] = f"run-{(start + i) % 40}"  # 40 runs of 25,000
                 handles[i % 10].write(json.dumps(rec) + "\n")
@@ -88,11 +132,14 @@ def main() -> None:
             imports.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             shutil.rmtree(src)
             print(json.dumps(imports[-1]), file=sys.stderr)
+        if args.replicate:
+            subprocess.run([sys.executable, "-c", _REPLICATE, str(ws), str(args.n)], check=True)
         proc = subprocess.run([sys.executable, "-c", _QUERIES, str(ws)],
                               capture_output=True, text=True, check=True)
         queries = json.loads(proc.stdout.strip().splitlines()[-1])
         print(json.dumps({
-            "trajectories": args.n, "steps": args.steps, "batch": args.batch,
+            "trajectories": args.n, "steps": args.steps, "batch": batch,
+            "replicated": args.replicate,
             "import_wall_s": [round(i["wall"], 1) for i in imports],
             "import_peak_rss_mb": round(max(max(i["self_kb"], i["worker_kb"])
                                             for i in imports) / 1024, 1),

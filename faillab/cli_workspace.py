@@ -81,13 +81,56 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
         raise UserError(f"{problem} (nothing was imported)") from None
     finally:
         bar.close()
+    carried = _carry_labels(workspace, report.rekeyed, report.orphaned)
     if as_json:
-        emit(report.as_json())
+        emit({**report.as_json(), **carried})
         return
-    click.echo(f"imported {report.imported}, duplicates {report.duplicates}, "
-               f"rejected {report.rejected}")
+    click.echo(f"imported {report.imported}, replaced {report.replaced}, "
+               f"duplicates {report.duplicates}, rejected {report.rejected}")
+    if report.replaced:
+        click.echo(f"replaced: {report.replaced} stored rows were read differently by this "
+                   "importer (their records now have other ids or were rejected); the old "
+                   "rows are retired", err=True)
+    _say_carried(carried)
     if report.rejects_file:
         click.echo(f"rejected records and their errors: {report.rejects_file}", err=True)
+
+
+def _store_exists(workspace: Path | None) -> bool:
+    settings = settings_for(workspace)
+    return bool(settings.database_url) or (settings.workspace / "annotations.sqlite").exists()
+
+
+def _carry_labels(workspace: Path | None, rekeyed: dict[str, str],
+                  orphaned: list[str]) -> dict[str, object]:
+    """Move what the annotation store holds on re-keyed ids to their new ids, and list what it
+    holds on ids that are gone (see labeling.store.rekey)."""
+    if not (rekeyed or orphaned) or not _store_exists(workspace):
+        return {}
+    from faillab.cli_users import open_annotations
+
+    store = open_annotations(workspace)
+    try:
+        moved = store.trajectory_ids.rekey(
+            rekeyed, actor=None,
+            reason="re-import: the importer reads this record differently, so its id changed")
+        pointing_nowhere = store.trajectory_ids.referencing([*orphaned, *moved.left])
+    finally:
+        store.close()
+    return {"labels_carried": {old: {"to": rekeyed[old], **n} for old, n in moved.carried.items()},
+            "labels_not_carried": pointing_nowhere}
+
+
+def _say_carried(carried: dict[str, object]) -> None:
+    moved = carried.get("labels_carried") or {}
+    nowhere = carried.get("labels_not_carried") or {}
+    assert isinstance(moved, dict) and isinstance(nowhere, dict)
+    for old, info in moved.items():
+        what = ", ".join(f"{n} {k}" for k, n in info.items() if k != "to")
+        click.echo(f"carried {what} from {old} to {info['to']}", err=True)
+    for old, counts in nowhere.items():
+        what = ", ".join(f"{n} {k}" for k, n in counts.items())
+        click.echo(f"warning: {what} on {old} now point at no trajectory", err=True)
 
 
 @click.command()
@@ -192,6 +235,65 @@ def list_cmd(workspace: Path | None, failed: bool, unscored: bool, run: str | No
 @click.group()
 def workspace() -> None:
     """Upkeep of the workspace's trajectory parts."""
+
+
+@workspace.command("remove")
+@workspace_option
+@click.option("--id", "ids", multiple=True, help="A trajectory id (repeatable).")
+@click.option("--run", "runs", multiple=True, help="Every trajectory of a run (repeatable).")
+@click.option("--source", "sources", multiple=True,
+              help="Every trajectory imported from this file: the path as it was imported, or "
+                   "a file whose bytes were imported (repeatable).")
+@click.option("--yes", is_flag=True, help="Remove without asking.")
+@json_option
+def remove(workspace: Path | None, ids: tuple[str, ...], runs: tuple[str, ...],
+           sources: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Remove trajectories by id, run or source file, all at once (readers see them all or
+    none); reports what went and which labels now point at no trajectory."""
+    from trajectories.workspace import WorkspaceError
+
+    if not (ids or runs or sources):
+        raise UserError("say what to remove: --id, --run or --source")
+    ws = open_workspace(workspace)
+    if not ws.exists():
+        raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
+    try:
+        planned = ws.remove(ids=ids, runs=runs, sources=sources, confirm=False)
+        if not planned.ids:
+            if as_json:
+                emit({"removed": 0, "ids": [], "labels_not_carried": {}})
+            else:
+                click.echo("nothing matches; nothing removed")
+            return
+        if not yes:
+            if as_json or not sys.stdin.isatty():
+                raise UserError(f"would remove {len(planned.ids)} trajectories; "
+                                "add --yes to remove them")
+            runs_text = ", ".join(f"{r} ({n})" for r, n in sorted(planned.runs.items()))
+            click.confirm(f"Remove {len(planned.ids)} trajectories (runs: {runs_text})?",
+                          abort=True, err=True)
+        with parts_writer_lock(settings_for(workspace), _say):
+            report = ws.remove(ids=ids, runs=runs, sources=sources)
+    except WorkspaceError as err:
+        raise UserError(str(err)) from None
+    nowhere: dict[str, dict[str, int]] = {}
+    if _store_exists(workspace) and report.ids:
+        from faillab.cli_users import open_annotations
+
+        store = open_annotations(workspace)
+        try:
+            nowhere = store.trajectory_ids.referencing(report.ids)
+        finally:
+            store.close()
+    if as_json:
+        emit({"removed": len(report.ids), "ids": report.ids, "runs": report.runs,
+              "labels_not_carried": nowhere})
+        return
+    runs_text = ", ".join(f"{r} ({n})" for r, n in sorted(report.runs.items()))
+    click.echo(f"removed {len(report.ids)} trajectories (runs: {runs_text})")
+    for tid, counts in sorted(nowhere.items()):
+        what = ", ".join(f"{n} {k}" for k, n in counts.items())
+        click.echo(f"warning: {what} on {tid} now point at no trajectory", err=True)
 
 
 @workspace.command("compact")

@@ -146,3 +146,84 @@ def wait_for_health(url: str, proc: subprocess.Popen[bytes], log: Path, seconds:
         except OSError:
             time.sleep(0.3)
     raise RuntimeError(f"server {url} did not answer within {seconds:.0f} s")
+
+
+# --------------------------------------------------------------------------- re-import tests
+# An older importer: the real one with some records read differently (as when a release
+# changes how a cut SQL result is read) under the previous schema key, so a workspace holds
+# what an earlier release wrote.
+
+
+def write_native_run(path: Path, n: int, *, run: str = "r1") -> Path:
+    """``n`` native JSONL records of one run (tasks task-0 ...)."""
+    import json
+
+    lines = []
+    for i in range(n):
+        rec = make_trajectory(final_answer=52).model_dump(mode="json", exclude={"id"})
+        rec["task"]["id"] = f"task-{i}"
+        rec["run"]["name"] = run
+        lines.append(json.dumps(rec))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def older_importer(monkeypatch: pytest.MonkeyPatch, changed: set[int],
+                   accept_bad: bool = False) -> None:
+    """Make in-process imports read the records at positions ``changed`` differently
+    (another final answer, so another id) under the previous schema key; ``accept_bad`` also
+    takes the records the real importer rejects (as a copy of the last good one)."""
+    import trajectories.import_workers as import_workers
+    from trajectories.importers.detect import Parsed, iter_file
+
+    def reading(path: Path, fmt: str = "auto", **kwargs: Any) -> Iterator[Parsed]:
+        template: Trajectory | None = None
+        for position, item in enumerate(iter_file(path, fmt, **kwargs)):
+            traj = item.trajectory
+            if traj is None and item.prepared is not None:
+                traj = item.prepared.trajectory()
+            if item.problem is not None:
+                if not (accept_bad and template is not None):
+                    yield item
+                    continue
+                traj = template.model_copy(update={"final_answer": f"bad {position}"})
+            assert traj is not None
+            template = traj
+            if position in changed:
+                traj = traj.model_copy(update={"final_answer": f"older reading {position}"})
+            yield Parsed(item.location, traj.model_copy(update={"id": None}).with_id(), None,
+                         item.raw)
+
+    monkeypatch.setattr(import_workers, "iter_file", reading)
+    monkeypatch.setattr(import_workers, "SCHEMA_KEY", import_workers.OLDER_SCHEMA_KEYS[-1])
+
+
+def import_with_older_importer(ws: Any, files: list[Path], monkeypatch: pytest.MonkeyPatch,
+                               changed: set[int], accept_bad: bool = False) -> None:
+    with monkeypatch.context() as patch:
+        older_importer(patch, changed, accept_bad)
+        ws.import_files(files, workers=1)
+
+
+def strip_provenance(ws: Any) -> None:
+    """Rewrite every local part as a release before provenance wrote it (no such columns)."""
+    import pyarrow.parquet as pq
+
+    from trajectories.rows import PROVENANCE_COLUMNS
+
+    for part in ws.part_files():
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(list(PROVENANCE_COLUMNS)), part)
+    ws._invalidate()
+
+
+def stored_ids(ws: Any) -> list[str]:
+    return sorted(r[0] for r in ws.connect().execute("SELECT id FROM parts").fetchall())
+
+
+def ids_by_position(ws: Any, source_file: Path) -> list[str]:
+    """The stored ids of a file's records, by record position (rows with provenance)."""
+    rows = ws.connect().execute(
+        "SELECT id FROM parts WHERE source_file = ? ORDER BY source_record",
+        [str(source_file)]).fetchall()
+    return [r[0] for r in rows]

@@ -22,7 +22,18 @@ import pyarrow.fs as pafs
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
-from trajectories.rows import SCHEMA_KEY, document_row, index_row, remove_part, stage_rows
+from trajectories.rows import (
+    SCHEMA_KEY,
+    Provenance,
+    document_row,
+    index_row,
+    remove_part,
+    stage_rows,
+)
+
+#: Schema keys of importers before this one: a file whose key under one of them is among the
+#: workspace's imported sources was read before by an older importer (its rows may be stale).
+OLDER_SCHEMA_KEYS = ("1",)
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,23 @@ class FileSpec:
     filesystem: pafs.FileSystem | None = None
 
 
+@dataclass(frozen=True)
+class FileKeys:
+    """A file's identity: ``content`` (sha256 of its bytes) and ``key`` (bytes, name and
+    import options, ``source_key``)."""
+
+    content: str
+    key: str
+    #: The keys older importers (``OLDER_SCHEMA_KEYS``) gave the same bytes, name and options.
+    older: tuple[str, ...] = ()
+
+
+#: Stored ids an earlier import of the same file wrote (by an older importer or other
+#: options): the re-import writes those records again instead of taking them as duplicates,
+#: and the workspace retires the old rows in the same publish.
+PriorIds = Callable[[Path, FileKeys], frozenset[str]]
+
+
 @dataclass
 class FileResult:
     """One file's import: staged parts with their ids, duplicates of stored records, rejects."""
@@ -47,6 +75,14 @@ class FileResult:
     records: int = 0
     duplicates: int = 0
     source_key: str | None = None
+    content_sha: str | None = None
+    #: Not parsed: imported whole before by this importer with these options.
+    skipped: bool = False
+    #: The stored rows this import replaces (``PriorIds``), as given to the worker.
+    prior: frozenset[str] = frozenset()
+    #: When ``prior`` is not empty: each record's (id, run, task_id, rollout) by position
+    #: (None for a rejected record), so old rows can be matched to their new ids.
+    positions: list[tuple[str, str, str, int | None] | None] = field(default_factory=list)
     parts: list[tuple[Path, Path, list[str]]] = field(default_factory=list)
     rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
 
@@ -64,10 +100,17 @@ def _worker_init(stored: tuple[set[str], set[str]]) -> None:
     _STORED_IDS, _KNOWN_SOURCES = stored
 
 
+def _no_prior(path: Path, keys: FileKeys) -> frozenset[str]:
+    return frozenset()
+
+
 def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[str]],
                  workers: int | None,
-                 progress: Callable[[int, int, int], None] | None) -> Generator[FileResult]:
-    """Each file's result, in file order; files are parsed in parallel by forked workers."""
+                 progress: Callable[[int, int, int], None] | None,
+                 prior: PriorIds = _no_prior) -> Generator[FileResult]:
+    """Each file's result, in file order; files are parsed in parallel by forked workers.
+    A file imported whole before is not parsed again unless ``prior`` names rows of it that
+    this import replaces."""
     count = min(workers or os.cpu_count() or 1, len(paths))
     if count <= 1:
         _worker_init(stored)
@@ -76,7 +119,13 @@ def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[s
                 def tick(records: int, done: int = done) -> None:
                     if progress:
                         progress(done, len(paths), records)
-                yield _parse_file(spec, path, tick)
+                keys = file_keys(spec, path)
+                own = prior(path, keys) if keys else frozenset()
+                if keys is not None and keys.key in stored[1] and not own:
+                    yield FileResult(source_key=keys.key, content_sha=keys.content,
+                                     skipped=True)
+                    continue
+                yield _parse_file(spec, path, tick, keys=keys, prior=own)
         finally:
             _worker_init((set(), set()))
         return
@@ -89,15 +138,17 @@ def parse_files(spec: FileSpec, paths: list[Path], stored: tuple[set[str], set[s
     pending: list[Future[FileResult] | FileResult] = []
     hashers = ThreadPoolExecutor(count)
     try:
-        keys = hashers.map(lambda path: source_key(spec, path), paths)
-        for path, key in zip(paths, keys, strict=True):
-            if key is not None and key in stored[1]:
-                pending.append(FileResult(source_key=key))
+        all_keys = hashers.map(lambda path: file_keys(spec, path), paths)
+        for path, keys in zip(paths, all_keys, strict=True):
+            own = prior(path, keys) if keys else frozenset()
+            if keys is not None and keys.key in stored[1] and not own:
+                pending.append(FileResult(source_key=keys.key, content_sha=keys.content,
+                                          skipped=True))
                 continue
             if pool is None:
                 pool = _start_pool(count, stored)
             with _without_main_script():  # a submit may start a worker
-                pending.append(pool.submit(_parse_file, spec, path, key=key))
+                pending.append(pool.submit(_parse_file, spec, path, keys=keys, prior=own))
         for item in pending:
             yield item if isinstance(item, FileResult) else item.result()
     finally:
@@ -134,26 +185,26 @@ def _without_main_script() -> Iterator[None]:
             sys.modules["__main__"] = saved
 
 
-_UNREAD = "unread"
-
-
 def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None = None, *,
-                key: str | None = _UNREAD) -> FileResult:
-    """Parse one file and stage its new rows as hidden parts (runs in a worker); a file
-    imported whole before is not parsed again. ``key``: its ``source_key``, when known."""
-    result = FileResult(source_key=source_key(spec, path) if key == _UNREAD else key)
-    if result.source_key in _KNOWN_SOURCES:
-        return result
+                keys: FileKeys | None, prior: frozenset[str] = frozenset()) -> FileResult:
+    """Parse one file and stage its new rows as hidden parts (runs in a worker). ``keys``:
+    the file's (None: unreadable, the parser says why); ``prior``: stored ids of an earlier
+    import of this file, written again (with this import's provenance) as the old rows go."""
+    result = FileResult(source_key=keys.key if keys else None,
+                        content_sha=keys.content if keys else None, prior=prior)
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     size = 0
     try:
         for item in iter_file(path, spec.fmt, run=spec.run, model=spec.model,
                               mapping=spec.mapping, tasks=spec.tasks, prepare=True):
+            position = result.records
             result.records += 1
             if tick and result.records % 1000 == 0:
                 tick(result.records)
             if item.problem is not None:
+                if prior:
+                    result.positions.append(None)
                 result.rejected.append((item.problem, item.location, item.raw))
                 if not spec.skip_invalid:
                     break  # the whole import fails on this problem: stop reading
@@ -167,12 +218,16 @@ def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None =
                 tid = str(traj.id)
             else:
                 continue
-            if tid in seen or tid in _STORED_IDS:
+            provenance = (Provenance(keys.content, position, keys.key) if keys is not None
+                          else None)
+            row = (document_row(prepared.doc, prepared.payload, str(path), provenance)
+                   if prepared else index_row(traj, str(path), provenance))  # type: ignore[arg-type]
+            if prior:
+                result.positions.append((tid, row["run"], row["task_id"], row["rollout"]))
+            if tid in seen or (tid in _STORED_IDS and tid not in prior):
                 result.duplicates += 1
                 continue
             seen.add(tid)
-            row = (document_row(prepared.doc, prepared.payload, str(path)) if prepared
-                   else index_row(traj, str(path)))  # type: ignore[arg-type]
             rows.append(row)
             size += len(row["payload"])
             if size >= _PART_BYTES:
@@ -194,6 +249,13 @@ def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None =
 def source_key(spec: FileSpec, path: Path) -> str | None:
     """What decides a file's trajectories: its bytes, its name (run identity comes from it)
     and the import options. None when unreadable (the parser then says why)."""
+    keys = file_keys(spec, path)
+    return keys.key if keys else None
+
+
+def file_keys(spec: FileSpec, path: Path) -> FileKeys | None:
+    """The file's content hash, its ``source_key`` and the keys older importers gave it.
+    None when unreadable."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as handle:
@@ -201,7 +263,14 @@ def source_key(spec: FileSpec, path: Path) -> str | None:
                 digest.update(chunk)
     except OSError:
         return None
+    return FileKeys(digest.copy().hexdigest()[:32],
+                    _with_options(digest.copy(), spec, path, SCHEMA_KEY),
+                    tuple(_with_options(digest.copy(), spec, path, older)
+                          for older in OLDER_SCHEMA_KEYS))
+
+
+def _with_options(digest: Any, spec: FileSpec, path: Path, schema_key: str) -> str:
     options = json.dumps([path.name, spec.fmt, spec.run, spec.model, repr(spec.mapping),
-                          spec.tasks, SCHEMA_KEY], sort_keys=True, default=str)
+                          spec.tasks, schema_key], sort_keys=True, default=str)
     digest.update(options.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()[:32]
+    return str(digest.hexdigest()[:32])

@@ -8,6 +8,7 @@ import contextlib
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,17 @@ INDEX_SCHEMA = pa.schema(
         ("exact_match", pa.bool_()),
         ("scorer_version", pa.string()),
         ("source_file", pa.string()),
+        # Provenance (added with schema key 3): which bytes, which record of them, which
+        # import. A re-import of the same bytes by a newer importer replaces exactly these
+        # rows. Parts written before have none of them: they read as NULL.
+        ("source_sha", pa.string()),
+        ("source_record", pa.int32()),
+        ("import_key", pa.string()),
         ("payload", pa.string()),
     ]
 )
+#: The provenance columns (NULL in rows imported before they existed, or added by ``add``).
+PROVENANCE_COLUMNS = ("source_sha", "source_record", "import_key")
 INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
 #: How every part is written. No dictionary for the columns whose values are all different
 #: (ids, payloads): Arrow would hash every 25 KB payload before giving the dictionary up,
@@ -82,7 +91,25 @@ def score(traj: Trajectory) -> bool | None:
     return score_trajectory(traj)
 
 
-def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Provenance:
+    """Where a row came from: the file's bytes (sha256), the record's position in the file
+    (0-based, every record counted, rejected ones too) and the import's ``source_key``."""
+
+    source_sha: str
+    record: int
+    import_key: str
+
+
+def _provenance_columns(provenance: Provenance | None) -> dict[str, Any]:
+    if provenance is None:
+        return {"source_sha": None, "source_record": None, "import_key": None}
+    return {"source_sha": provenance.source_sha, "source_record": provenance.record,
+            "import_key": provenance.import_key}
+
+
+def index_row(traj: Trajectory, source_file: str | None = None,
+              provenance: Provenance | None = None) -> dict[str, Any]:
     """The flat row stored for a trajectory (CONTRACTS.md lists the columns); ``payload`` is
     the trajectory's JSON as UTF-8 bytes (stored as a string column)."""
     task, run = traj.task, traj.run
@@ -114,6 +141,7 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
         "exact_match": score(traj),
         "scorer_version": SCORER_VERSION,
         "source_file": source_file,
+        **_provenance_columns(provenance),
         # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
         "payload": traj.__pydantic_serializer__.to_json(traj),
     }
@@ -122,8 +150,8 @@ def index_row(traj: Trajectory, source_file: str | None = None) -> dict[str, Any
 _ACTIONS = frozenset(str(kind) for kind in ACTION_KINDS)
 
 
-def document_row(doc: dict[str, Any], payload: bytes,
-                 source_file: str | None = None) -> dict[str, Any]:
+def document_row(doc: dict[str, Any], payload: bytes, source_file: str | None = None,
+                 provenance: Provenance | None = None) -> dict[str, Any]:
     """``index_row`` of the trajectory whose JSON document (``model_dump(mode="json")`` with
     its id) is ``doc`` and whose serialised form is ``payload``: the same row, without building
     the model (the import's fast path)."""
@@ -161,6 +189,7 @@ def document_row(doc: dict[str, Any], payload: bytes,
                                     doc.get("final_answer_rows_total")),
         "scorer_version": SCORER_VERSION,
         "source_file": source_file,
+        **_provenance_columns(provenance),
         "payload": payload,
     }
 

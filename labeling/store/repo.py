@@ -18,6 +18,7 @@ from labeling.store.models import TaxonomyVersionRow
 from labeling.store.policy import Gate
 from labeling.store.prelabels import Prelabels
 from labeling.store.queues import Queues
+from labeling.store.rekey import TrajectoryIds
 from labeling.store.sessions import Sessions
 from labeling.store.users import Users
 
@@ -52,8 +53,9 @@ class Store:
     """Annotation store over SQLite or PostgreSQL, made of parts by concern.
 
     `users`, `sessions`, `labels`, `queues`, `adjudications`, `prelabels`, `audits`,
-    `taxonomies` and `history` share one engine (connection pool) and one `Gate`, the single
-    place that validates and authorises writes and scopes reads (see `policy`).
+    `taxonomies`, `history` and `trajectory_ids` share one engine (connection pool) and one
+    `Gate`, the single place that validates and authorises writes and scopes reads (see
+    `policy`).
 
     Synchronous and thread-safe: a fresh session and a short transaction per method call.
     Methods return plain frozen dataclasses or DataFrames, never ORM objects.
@@ -72,6 +74,7 @@ class Store:
         self.audits = Audits(self._core)
         self.taxonomies = Taxonomies(self._core)
         self.history = History(self._core)
+        self.trajectory_ids = TrajectoryIds(self._core)
 
     @property
     def dialect(self) -> str:

@@ -14,10 +14,18 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import trajectories.workspace as workspace_module
+import trajectories.compaction as compaction_module
+import trajectories.parts as parts_module
 from faillab.cli import main
 from tests.deploy.support import S3Server
-from tests.support import REAL_TRAJECTORIES, require_shared
+from tests.support import (
+    REAL_TRAJECTORIES,
+    ids_by_position,
+    import_with_older_importer,
+    require_shared,
+    stored_ids,
+    write_native_run,
+)
 from trajectories.importers import ImportProblem
 from trajectories.objectstore import S3Location
 from trajectories.views import BrowseFilter, browse_page
@@ -94,13 +102,13 @@ def test_readers_see_new_imports_and_compaction_keeps_rows(
     before = _rows(reader)  # the long-lived reader picked up the new parts
     assert len(before) > first
     old_parts = writer.part_files()
-    monkeypatch.setattr(workspace_module, "COMPACT_ROWS", 1_000_000)
+    monkeypatch.setattr(compaction_module, "COMPACT_ROWS", 1_000_000)
     result = writer.compact()
     assert result["merged_parts"] == len(old_parts) and result["new_parts"] == 1
     assert _rows(reader) == before
     # Retired parts stay for readers still on them, and go once their grace has passed.
     assert {p.name for p in old_parts} <= set(_objects(s3_env, url))
-    monkeypatch.setattr(workspace_module, "RETIRED_GRACE_S", -1.0)
+    monkeypatch.setattr(parts_module, "RETIRED_GRACE_S", -1.0)
     writer.import_files(files[:1], workers=1)  # any write cleans up
     assert not {p.name for p in old_parts} & set(_objects(s3_env, url))
     assert _rows(reader) == before
@@ -173,3 +181,30 @@ def test_object_store_settings_come_from_the_standard_aws_variables() -> None:
         "AKIDEXAMPLE", "very-secret-value", "token-value")
     # Settings objects land in logs and tracebacks: no credential in their text.
     assert not any(v in repr(s) for v in ("AKIDEXAMPLE", "very-secret-value", "token-value"))
+
+
+def test_reimport_and_remove_replace_rows_in_the_bucket(
+        tmp_path: Path, s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A newer importer's re-import retires the file's old rows in one manifest write (the
+    old objects stay for readers still on them); a removal does the same."""
+    url = s3_env.new_bucket()
+    ws = Workspace(tmp_path / "ws", trajectories_url=url)
+    src = write_native_run(tmp_path / "a.jsonl", 4)
+    other = write_native_run(tmp_path / "b.jsonl", 2, run="r2")
+    import_with_older_importer(ws, [src, other], monkeypatch, changed={3})
+    old = ids_by_position(ws, src)
+    before = set(_objects(s3_env, url))
+
+    report = ws.import_files([src, other], workers=2)
+
+    new = ids_by_position(ws, src)
+    assert report.replaced == 1 and report.rekeyed == {old[3]: new[3]}
+    assert stored_ids(ws) == sorted(new + ids_by_position(ws, other))
+    manifest = ws._read_manifest()
+    assert manifest is not None
+    retired = set(manifest["retired"])
+    assert retired and retired <= before <= set(_objects(s3_env, url))
+
+    removed = ws.remove(runs=["r2"])
+    assert len(removed.ids) == 2 and stored_ids(ws) == sorted(new)
+    assert ws.summary()["trajectories"] == 4

@@ -8,9 +8,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
-import trajectories.workspace as workspace_module
+import trajectories.compaction as compaction_module
 from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.importers import ImportProblem, read_file
 from trajectories.workspace import Workspace
@@ -85,14 +86,14 @@ def test_compaction_keeps_every_row_and_sorts_parts_by_id(tmp_path: Path,
         ws.import_files([path], workers=1)
     before, parts_before = _rows(ws), ws.part_files()
     reader = ws.connect()  # a reader holding a view over the old parts
-    monkeypatch.setattr(workspace_module, "COMPACT_ROWS", 100)
+    monkeypatch.setattr(compaction_module, "COMPACT_ROWS", 100)
     result = ws.compact()
     assert result["merged_parts"] == len(parts_before) and result["rows"] == len(before)
     after_parts = ws.part_files()
     assert set(after_parts).isdisjoint(parts_before) and len(after_parts) == result["new_parts"]
     assert _rows(Workspace(ws.root)) == before
     # Compacted parts cover disjoint id ranges, in order.
-    ranges = [workspace_module.pq.read_table(p, columns=["id"]).column("id").to_pylist()
+    ranges = [pq.read_table(p, columns=["id"]).column("id").to_pylist()
               for p in after_parts]
     flat = [i for r in sorted(ranges) for i in r]
     assert flat == sorted(flat)
@@ -103,7 +104,7 @@ def test_compaction_keeps_every_row_and_sorts_parts_by_id(tmp_path: Path,
 
 def test_import_compacts_when_small_parts_pile_up(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workspace_module, "COMPACT_AT_PARTS", 3)
+    monkeypatch.setattr(compaction_module, "COMPACT_AT_PARTS", 3)
     files = _inputs(tmp_path)[:6]
     ws = Workspace(tmp_path / "ws")
     for path in files[:4]:
@@ -163,7 +164,7 @@ def test_parts_are_visible_only_once_published(tmp_path: Path) -> None:
     assert ws.part_files() == visible
     assert ws.summary()["trajectories"] == Workspace(ws.root).summary()["trajectories"]
     assert Workspace(ws.root).connect().execute("SELECT count(*) FROM parts").fetchone() == (
-        workspace_module.pq.ParquetFile(visible[0]).metadata.num_rows,)
+        pq.ParquetFile(visible[0]).metadata.num_rows,)
     ws.import_files(files[1:2], workers=1)
     assert not orphan.exists()
 

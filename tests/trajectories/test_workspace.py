@@ -100,7 +100,8 @@ def test_real_trajectories_import_with_recorded_outcomes(
 ) -> None:
     ws = Workspace(tmp_path / "ws")
     report = ws.import_files(real_trajectory_files)
-    assert report.as_json() == {"imported": 165, "duplicates": 0, "rejected": 0}
+    assert report.as_json() == {"imported": 165, "duplicates": 0, "rejected": 0,
+                                 "replaced": 0}
     rewards = [r["reward"] for f in real_trajectory_files for r in json.loads(f.read_text())]
     summary = ws.summary()
     assert summary["trajectories"] == 165

@@ -1,0 +1,69 @@
+"""Browse reads its own copy of the Browse columns sorted by run: the same rows and counts as
+the trajectories view, rebuilt when the parts change, built once for all threads."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pandas as pd
+
+from tests.support import write_native_run
+from trajectories.views import BROWSE_COLUMNS, BrowseFilter, browse, browse_page, facets
+from trajectories.workspace import Workspace
+
+
+def _workspace(tmp_path: Path) -> Workspace:
+    ws = Workspace(tmp_path / "ws")
+    ws.import_files([write_native_run(tmp_path / f"{run}.jsonl", 7, run=run)
+                     for run in ("r1", "r2", "r3")])
+    return ws
+
+
+def test_browse_matches_the_trajectories_view(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    for flt in (BrowseFilter(), BrowseFilter(runs=["r2"]), BrowseFilter(runs=["r1", "r3"],
+                                                                         limit=5),
+                BrowseFilter(text="task-3"), BrowseFilter(success=True)):
+        where, params = flt.where()
+        expected = ws.connect().execute(
+            f"SELECT {', '.join(BROWSE_COLUMNS)} FROM trajectories{where} "
+            f"ORDER BY run, task_id, rollout, id LIMIT {flt.limit}", params).df()
+        df, total = browse(ws, flt)
+        assert len(expected) > 0
+        pd.testing.assert_frame_equal(df[list(BROWSE_COLUMNS)], expected)
+        count = ws.connect().execute(f"SELECT count(*) FROM trajectories{where}",
+                                     params).fetchone()
+        assert count is not None and total == count[0]
+    page, total = browse_page(ws, BrowseFilter(runs=["r3"]), sort="task_id", descending=True,
+                              offset=2, limit=3)
+    assert total == 7 and list(page["task_id"]) == ["task-4", "task-3", "task-2"]
+
+
+def test_browse_sees_a_new_import(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    assert facets(ws)["run"] == ["r1", "r2", "r3"]
+    assert browse(ws, BrowseFilter())[1] == 21
+    ws.import_files([write_native_run(tmp_path / "r4.jsonl", 2, run="r4")])
+    assert browse(ws, BrowseFilter())[1] == 23
+    assert facets(ws)["run"] == ["r1", "r2", "r3", "r4"]
+    ws.remove(runs=["r1"])
+    df, total = browse(ws, BrowseFilter())
+    assert total == 16 and "r1" not in set(df["run"])
+
+
+def test_threads_share_one_copy(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    totals: list[int] = []
+
+    def read() -> None:
+        totals.append(browse(ws, BrowseFilter(runs=["r1"]))[1])
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert totals == [7, 7, 7, 7]
+    # One database for the process's threads, holding one Browse table.
+    assert ws._shared is not None and ws._shared[2] == {"browse_rows"}

@@ -1,0 +1,310 @@
+"""The visible set of a workspace's Parquet parts: the manifest, the write lock, publishing
+(one manifest replace makes an import, a compaction or a removal visible all at once), cleaning
+what dead writers and retired parts leave behind, and rewriting parts without some rows.
+
+Parts are written to a hidden temporary name and renamed into place, then published together
+by replacing the manifest in one rename, so a reader in another process (the app) never sees
+half a file or half an import and never takes a lock; writers serialise on a lock file. In an
+object store (``trajectories.objectstore``) a part is written under its final name and the
+manifest alone keeps it hidden until it is published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from trajectories.objectstore import ObjectStoreError, RemoteParts
+from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name
+
+PART_GLOB = "part-*.parquet"
+MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each writer
+#: Retired parts (replaced by compaction) stay this long for readers that still use them.
+RETIRED_GRACE_S = 300.0
+
+
+class WorkspaceError(Exception):
+    """A workspace problem the user can act on (missing database, bad settings file)."""
+
+
+class Parts:
+    """The parts side of a ``Workspace`` (which sets these attributes)."""
+
+    root: Path
+    parts_dir: Path
+    _local: threading.local
+    #: The object store holding the parts (None: they are local files under parts_dir).
+    remote: RemoteParts | None
+    #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
+    _fs: pafs.FileSystem | None
+    #: The process's DuckDB database over the current parts (local parts; see
+    #: ``Queries.connect``): (signature, database, names of the shared tables built in it).
+    _shared: tuple[tuple[Any, ...], Any, set[str]] | None
+    _shared_lock: threading.Lock
+
+    def _place(self, staged: Path, final: Path) -> None:
+        """Make a staged part final: a rename on disk; in an object store it was written
+        under its final name already (still invisible until the manifest lists it)."""
+        if self.remote is None:
+            os.replace(staged, final)
+
+    def _discard(self, part: Path) -> None:
+        if self.remote is None:
+            part.unlink(missing_ok=True)
+        else:
+            self.remote.delete(part.name)
+
+    def create(self) -> Self:
+        if self.remote is not None:
+            self.root.mkdir(parents=True, exist_ok=True)  # settings and the write lock
+            return self
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def exists(self) -> bool:
+        if self.remote is not None:
+            return self._read_manifest() is not None
+        return self.parts_dir.is_dir()
+
+
+    def _invalidate(self) -> None:
+        """Forget this thread's DuckDB connection and the process's shared database (their
+        views name the parts they saw); readers still holding them keep reading those."""
+        self._local.__dict__.pop("con", None)
+        self._local.__dict__.pop("signature", None)
+        with self._shared_lock:
+            self._shared = None
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        self.create()
+        with open(self.root / ".write.lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                self._clean_stale_staging()
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _clean_stale_staging(self) -> int:
+        """Delete staging files left by a writer that died (``kill -9``, power loss).
+
+        Every writer stages only while it holds the exclusive write lock, so a staging file
+        found by the new lock holder cannot belong to a live writer. Returns how many went.
+        """
+        stale = [*self.root.glob(".scores.parquet.tmp"), *self.root.glob(".rejects-*.tmp")]
+        removed = 0
+        if self.remote is not None:
+            removed = self._clean_remote_parts()
+        elif self.parts_dir.exists():
+            stale += self.parts_dir.glob(".part-*.tmp")
+            manifest = self._read_manifest()
+            if manifest is not None:
+                # Parts renamed into place by a writer that died before publishing them, and
+                # retired parts past their grace period.
+                retired = manifest.get("retired", {})
+                now = time.time()
+                expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
+                visible = set(manifest["parts"])
+                stale += [p for p in self.parts_dir.glob(PART_GLOB)
+                          if p.name not in visible and (p.name not in retired
+                                                        or p.name in expired)]
+                if expired:
+                    self._write_manifest(manifest["parts"],
+                                         {n: at for n, at in retired.items() if n not in expired})
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return len(stale) + removed
+
+    def _clean_remote_parts(self) -> int:
+        """The object-store side of ``_clean_stale_staging``: retired parts past their grace
+        period, and unlisted parts older than it. The write lock is per machine, so an unlisted
+        part may belong to an import still running elsewhere: only age makes it stale."""
+        assert self.remote is not None
+        manifest = self._read_manifest()
+        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
+        visible = set(manifest["parts"]) if manifest else set()
+        now = time.time()
+        expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
+        with _store_errors():
+            listed = self.remote.objects()
+        gone = [name for name, mtime in listed
+                if name not in visible and (name in expired
+                                            or (name not in retired
+                                                and now - mtime > RETIRED_GRACE_S))]
+        with _store_errors():
+            for name in gone:
+                self.remote.delete(name)
+        if manifest is not None and expired:
+            self._write_manifest(manifest["parts"],
+                                 {n: at for n, at in retired.items() if n not in expired})
+        return len(gone)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.parts_dir / MANIFEST
+
+    def _read_manifest(self) -> dict[str, Any] | None:
+        """The list of visible parts (None for a workspace written before manifests: every
+        part file is visible)."""
+        try:
+            if self.remote is not None:
+                with _store_errors():
+                    text = self.remote.read_text(MANIFEST)
+                if text is None:
+                    return None
+            else:
+                text = self.manifest_path.read_text("utf-8")
+            data = json.loads(text)
+        except FileNotFoundError:
+            return None
+        except ValueError as err:
+            raise WorkspaceError(f"{self.manifest_path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("parts"), list):
+            raise WorkspaceError(f"{self.manifest_path}: expected {{\"parts\": [...]}}")
+        return data
+
+    def _write_manifest(self, parts: Sequence[str], retired: dict[str, float],
+                        sources: dict[str, int] | None = None) -> None:
+        """Publish a new set of visible parts in one rename: the moment an import or a
+        compaction becomes visible to every reader, all at once. ``sources`` (kept when
+        None) maps each fully imported file's key to its record count."""
+        if sources is None:
+            sources = dict((self._read_manifest() or {}).get("sources", {}))
+        text = json.dumps({"parts": sorted(parts), "retired": retired, "sources": sources},
+                          indent=0)
+        if self.remote is not None:
+            with _store_errors():
+                self.remote.write_text(MANIFEST, text)
+        else:
+            _atomic_write_text(self.manifest_path, text)
+
+    def imported_sources(self) -> dict[str, int]:
+        """Files imported whole before (by content, name and import options): a re-import
+        of one reports its records as duplicates without parsing it again."""
+        return dict((self._read_manifest() or {}).get("sources", {}))
+
+    def part_files(self) -> list[Path]:
+        if self.remote is None and not self.parts_dir.exists():
+            return []
+        manifest = self._read_manifest()
+        if manifest is None:
+            # Object-store workspaces always had a manifest: no manifest, nothing published.
+            return [] if self.remote is not None else sorted(self.parts_dir.glob(PART_GLOB))
+        return [self.parts_dir / name for name in manifest["parts"]]
+
+    def _publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
+                 sources: dict[str, int] | None = None) -> None:
+        """Make staged parts (already renamed to their final names) visible and retire
+        ``removed``; retired files stay on disk a grace period for readers still on them."""
+        manifest = self._read_manifest()
+        if manifest is not None:
+            current = list(manifest["parts"])
+        elif self.remote is not None:
+            current = []
+        else:
+            current = [p.name for p in sorted(self.parts_dir.glob(PART_GLOB))]
+        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
+        gone = {p.name for p in removed}
+        now = time.time()
+        for name in gone:
+            retired[name] = now
+        new = [p.name for p in added]
+        parts = [n for n in current if n not in gone and n not in new] + new
+        known = dict(manifest.get("sources", {})) if manifest else {}
+        self._write_manifest(parts, retired, {**known, **(sources or {})})
+
+    def _publish_replacing_sources(self, added: Sequence[Path], removed: Sequence[Path],
+                                   sources: dict[str, int]) -> None:
+        """``_publish`` whose imported-source list is ``sources`` (not merged)."""
+        manifest = self._read_manifest()
+        current = (list(manifest["parts"]) if manifest is not None
+                   else [] if self.remote is not None
+                   else [p.name for p in sorted(self.parts_dir.glob(PART_GLOB))])
+        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
+        gone = {p.name for p in removed}
+        now = time.time()
+        for name in gone:
+            retired[name] = now
+        new = [p.name for p in added]
+        parts = [n for n in current if n not in gone and n not in new] + new
+        self._write_manifest(parts, retired, sources)
+
+    def existing_ids(self) -> set[str]:
+        files = self.part_files()
+        if not files:
+            return set()
+        table = pq.ParquetDataset([str(f) for f in files],
+                                  filesystem=self._fs).read(columns=["id"])
+        return set(table.column("id").to_pylist())
+
+    def _parquet_file(self, part: Path) -> pq.ParquetFile:
+        if self._fs is None:
+            return pq.ParquetFile(part)
+        return pq.ParquetFile(str(part), filesystem=self._fs)
+
+    def _rewrite_without(self, drop: dict[str, set[str]]) -> tuple[list[tuple[Path, Path]],
+                                                                   list[Path]]:
+        """Stage a copy of each named part without the given ids (none when nothing is
+        left); returns the staged copies and the parts they replace, for one publish."""
+        staged: list[tuple[Path, Path]] = []
+        replaced: list[Path] = []
+        try:
+            for name, ids in sorted(drop.items()):
+                part = self.parts_dir / name
+                table = ds.dataset(str(part), format="parquet", schema=INDEX_SCHEMA,
+                                   filesystem=self._fs).to_table()
+                keep = table.filter(pc.invert(pc.is_in(table.column("id"),
+                                                       value_set=pa.array(sorted(ids)))))
+                replaced.append(part)
+                if keep.num_rows:
+                    final = self.parts_dir / part_name()
+                    tmp = final if self.remote else self.parts_dir / f".{final.name}.tmp"
+                    pq.write_table(keep, str(tmp), **PART_OPTIONS, filesystem=self._fs)
+                    staged.append((tmp, final))
+        except BaseException:
+            for tmp, _ in staged:
+                self._discard(tmp)
+            raise
+        return staged, replaced
+
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """Object-store failures (no such bucket, refused credentials, no answer) as the one-line
+    errors the CLI and the app show for workspace problems."""
+    try:
+        yield
+    except ObjectStoreError as err:
+        raise WorkspaceError(str(err)) from None
+
+
+@contextlib.contextmanager
+def _store_errors_from_os() -> Iterator[None]:
+    """A part listed in the manifest that cannot be read (deleted by hand, access revoked)."""
+    try:
+        yield
+    except OSError as err:
+        raise WorkspaceError(f"cannot read a trajectory part: {err}") from None
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, path)
+
