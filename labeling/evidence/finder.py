@@ -269,17 +269,17 @@ def find_divergence(
         return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
     # Parse lazily: the last query over the reference's tables is usually the last step, and
     # the first diverging one comes early; parsing every step is the finder's main cost.
+    # A query can only read a table whose name its text contains: steps that name none of the
+    # reference's tables are not parsed to find out (same verdict, fewer parses).
     last_step: tuple[int, RefParts] | None = None
-    fallback: tuple[int, RefParts] | None = None
     for i, sql in reversed(steps):
-        p = decompose(sql)
-        if p is None:
-            continue
-        fallback = fallback or (i, p)
-        if p.tables & ref.tables:
+        p = decompose(sql) if _mentions(sql, ref.tables) else None
+        if p is not None and p.tables & ref.tables:
             last_step = (i, p)
             break
-    last_step = last_step or fallback
+    if last_step is None:  # none over the reference's tables: the last query that parses
+        last_step = next(((i, p) for i, sql in reversed(steps)
+                          if (p := decompose(sql)) is not None), None)
     if last_step is None:
         return Evidence(None, rows=rows, reason="no parsable agent SQL step: no evidence",
                         executed=executed)
@@ -312,6 +312,8 @@ def find_divergence(
     for i, sql in steps:
         if i >= last_i or not kinds:
             break
+        if not _mentions(sql, ref.tables):
+            continue
         parts = decompose(sql)
         if parts is not None and parts.tables & ref.tables and (
             {d.part for d in compare(ref, parts)} & kinds
@@ -408,6 +410,13 @@ def _unlisted(got: RefParts, values: set[str], ref: RefParts) -> Divergence:
     return Divergence("codes", reason, sg.CODE_LOOKUP, 0.0)
 
 
+def _mentions(sql: str, tables: frozenset[str]) -> bool:
+    """Whether the text names any of ``tables`` (lower-case base names): a cheap test that
+    spares parsing a query that cannot read them."""
+    low = sql.lower()
+    return any(t in low for t in tables)
+
+
 def _absent(d: Divergence) -> bool:
     return d.part in ("filters", "times") and d.reason.endswith("missing")
 
@@ -418,6 +427,10 @@ def _searched(steps: list[tuple[int, str]], last: int) -> set[str]:
     for i, sql in steps:
         if i > last:
             break
+        # Only a query that names a dictionary table or a text column can search for a text.
+        low = sql.lower()
+        if not _RE_DICT_NAME.search(low) and not any(c in low for c in _TEXT_CODE_COLS):
+            continue
         parts = decompose(sql)
         if parts is None:
             continue
@@ -427,6 +440,7 @@ def _searched(steps: list[tuple[int, str]], last: int) -> set[str]:
 
 
 _TEXT_CODE_COLS = frozenset({"label", "long_title", "short_title", "drug"})
+_RE_DICT_NAME = re.compile(r"\bd_")  # a dictionary table's name (not hadm_id's "d_")
 # Words that say nothing about which clinical concept is meant.
 _STOP = frozenset({"and", "the", "with", "for", "other", "unspecified", "not", "elsewhere",
                    "classified", "without", "test", "level", "procedure", "mention", "type", "icd"})
