@@ -68,16 +68,19 @@ def _model(evidence_columns: int, seed: int = 0):  # type: ignore[no-untyped-def
 
 
 def cross_validated(
-    features: FeatureMatrix, labels: Sequence[str], groups: Sequence[str], *, seed: int = 0
+    features: FeatureMatrix, labels: Sequence[str], groups: Sequence[str], *, seed: int = 0,
+    folds: int | None = FOLDS,
 ) -> list[Proposal]:
-    """Out-of-fold proposals for every row, in folds grouped by task (five, or one per task
-    when there are fewer tasks)."""
+    """Out-of-fold proposals for every row, in folds grouped by task: ``folds`` of them (five
+    by default, fewer when there are fewer tasks), or one per task with ``folds=None``
+    (leave one task out: each task is proposed by a model that never saw it, trained on all
+    the others)."""
     from sklearn.model_selection import GroupKFold
 
     matrix = features.values
     y = np.asarray(labels)
     n_groups = len(set(groups))
-    folds = min(FOLDS, n_groups)
+    folds = n_groups if folds is None else min(folds, n_groups)
     if folds < 2:
         raise ValueError("cross-validation needs failures of at least two tasks")
     out: list[Proposal | None] = [None] * len(y)

@@ -128,6 +128,14 @@ def evaluate_labellers(
         result["classifier"]["embedder"] = embedder.name
         result["classifier"]["validation"] = f"grouped by task, {folds} folds"
         predicted["classifier"] = classifier
+        # Leave one task out: every fold's model trains on all the other tasks, the largest
+        # training set grouped validation allows; the figure to quote for a learned labeller.
+        loto = cross_validated(matrix, [gold[i].category for i in ids], groups, folds=None)
+        classifier_loto = {i: (p.category, classifier[i][1], True)
+                           for i, p in zip(ids, loto, strict=True)}
+        result["classifier_loto"] = agreement(classifier_loto, gold).to_dict()
+        result["classifier_loto"]["validation"] = "leave one task out"
+        predicted["classifier_loto"] = classifier_loto
         # Whole-cluster labels against item labels, on the clustering the Clusters page uses.
         from labeling.clusters.accuracy import cluster_label_accuracy
         from labeling.clusters.cluster import cluster_embeddings
@@ -138,7 +146,21 @@ def evaluate_labellers(
             {i: (c if c != NONE else None) for i, (c, _, _) in finder.items()})
         result["clusters"]["distance"] = embedder.default_distance
     result["halves"] = _halves(predicted, gold, trajectories)
+    for name, got in predicted.items():
+        result[name]["confusion"] = confusion(got, gold)
     return result
+
+
+def confusion(
+    predicted: Mapping[str, tuple[str, int | None, bool]], gold: Mapping[str, GoldLabel]
+) -> dict[str, dict[str, int]]:
+    """Gold category -> predicted category -> items: where a labeller's errors go."""
+    out: dict[str, dict[str, int]] = {}
+    for i, label in gold.items():
+        got = predicted.get(i, (NONE, None, False))[0]
+        row = out.setdefault(label.category, {})
+        row[got] = row.get(got, 0) + 1
+    return {want: dict(sorted(row.items())) for want, row in sorted(out.items())}
 
 
 def _halves(

@@ -188,6 +188,21 @@ def test_executed_evidence_names_the_code_version_and_cites_rows(icd_db: Path) -
     assert ev.confidence == CALIBRATION["codes"][1]
 
 
+def test_a_name_matched_as_text_is_not_called_a_missing_code(icd_db: Path) -> None:
+    ref = "SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1 AND route = 'ih'"
+    by_name = ("SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1 "
+               "AND drug LIKE '%inhaler%'")
+    t = traj([sql(by_name, "[(None,)]")], None, ref=ref, gold=[["2100-01-01"]])
+    ev = find_divergence(t, icd_db)
+    assert ev.part == "codes"
+    # A drug name is never looked up as a code: the reason may not say no dictionary lists it.
+    assert "no dictionary" not in ev.reason
+    assert "drug text '%inhaler%'" in ev.reason
+    unknown = by_name.replace("drug LIKE '%inhaler%'", "icd_code = 'Z999'")
+    t = traj([sql(unknown, "[(None,)]")], None, ref=ref, gold=[["2100-01-01"]])
+    assert "codes z999 are in no dictionary table" in find_divergence(t, icd_db).reason
+
+
 def test_executed_answer_step_needs_the_same_rows_not_a_mention(icd_db: Path) -> None:
     ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code = 'I509'"
     # The recorded output mentions 2, but the query returns more than the reference's rows.

@@ -41,6 +41,30 @@ def test_agreement_counts_categories_steps_and_suggestions() -> None:
     assert -1.0 <= got.kappa < got.accuracy
 
 
+def test_confusion_says_where_each_gold_category_went() -> None:
+    from labeling.learn.evaluate import NONE, confusion
+
+    gold = _gold(("a", "x", 1), ("b", "x", 2), ("c", "y", 3), ("d", "y", None))
+    got = confusion({"a": ("x", 1, True), "b": ("y", 2, True), "c": ("y", 3, True)}, gold)
+    assert got == {"x": {"x": 1, "y": 1}, "y": {NONE: 1, "y": 1}}
+
+
+def test_leave_one_task_out_never_proposes_from_the_task_itself() -> None:
+    import numpy as np
+
+    from labeling.learn.classifier import FeatureMatrix, cross_validated
+
+    # Three tasks, one category each, features that name the category outright: a model that
+    # had seen a task would get it right; one trained on the other tasks cannot know its label.
+    labels = ["x"] * 4 + ["y"] * 4 + ["z"] * 4
+    groups = ["t1"] * 4 + ["t2"] * 4 + ["t3"] * 4
+    onehot = {"x": [1.0, 0.0, 0.0], "y": [0.0, 1.0, 0.0], "z": [0.0, 0.0, 1.0]}
+    matrix = FeatureMatrix(np.asarray([onehot[c] for c in labels]), 3)
+    proposals = cross_validated(matrix, labels, groups, folds=None)
+    assert len(proposals) == 12
+    assert all(p.category != want for p, want in zip(proposals, labels, strict=True))
+
+
 def test_perfect_agreement_has_kappa_one() -> None:
     gold = _gold(("a", "x", 1), ("b", "y", 2), ("c", "z", 3))
     got = agreement({k: (v.category, v.first_error_step, True) for k, v in gold.items()}, gold)

@@ -1,0 +1,52 @@
+"""Measure the first-divergence finder's per-part confidences on demo failures.
+
+Usage: .venv/bin/python bench/calibrate_evidence.py [--seeds 0 2 3] [--tasks 48] [--rollouts 3]
+
+Builds a demo (its generator records each failure's injected cause), runs the finder executed
+on the demo's EHR, and prints, per deciding part: the category it went with most, how often, the
+calibrated confidence (``labeling.evidence.calibrate``) and the one in ``CALIBRATION`` now. The
+real hand-labelled failures are not read: calibration must not see the evaluation set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from labeling.evidence import CALIBRATION, Probe, find_divergence
+from labeling.evidence.calibrate import DEMO_CAUSE_KEYS, score_parts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--tasks", type=int, default=48)
+    parser.add_argument("--rollouts", type=int, default=3)
+    opts = parser.parse_args()
+    from trajectories.demo import generate_demo
+
+    pairs = []
+    for seed in opts.seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            demo = generate_demo(Path(tmp), seed=seed, n_tasks=opts.tasks,
+                                 rollouts=opts.rollouts, n_patients=500)
+            fails = [t for t in demo.trajectories
+                     if t.outcome is not None and not t.outcome.success]
+            with Probe.open(demo.ehr_path) as probe:
+                pairs += [(DEMO_CAUSE_KEYS[str((t.model_extra or {})["simulated_failure"])],
+                           find_divergence(t, probe=probe)) for t in fails]
+    print(f"{len(pairs)} demo failures (seeds {opts.seeds}, {opts.tasks} tasks x "
+          f"{opts.rollouts} rollouts each)")
+    print("| part | category | demo precision | calibrated | in CALIBRATION |")
+    print("|---|---|---|---|---|")
+    scores = score_parts(pairs, {part: cat for part, (cat, _) in CALIBRATION.items()})
+    for part in sorted(CALIBRATION):
+        now = CALIBRATION[part]
+        s = scores[part]
+        seen = f"{s.right}/{s.seen}" if s.seen else "not produced"
+        print(f"| {part} | {s.category} | {seen} | {s.confidence:.2f} | {now[0]} {now[1]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
