@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +22,9 @@ from faillab.cli_common import (
 from faillab.shared_lock import parts_writer_lock
 from faillab.textsafe import terminal_text
 from trajectories.importers import FORMATS, ImportProblem
+
+if TYPE_CHECKING:
+    from trajectories.workspace import Workspace
 
 
 def _say(message: str) -> None:
@@ -51,6 +55,7 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
 
     from trajectories.importers.lmstudio import load_tasks
     from trajectories.importers.mapping import load_mapping
+    from trajectories.workspace import WorkspaceError
 
     try:
         mapping = load_mapping(mapping_file) if mapping_file else None
@@ -79,9 +84,17 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
                                      mapping=mapping, tasks=tasks)
     except ImportProblem as problem:
         raise UserError(f"{problem} (nothing was imported)") from None
+    except WorkspaceError as err:
+        raise UserError(str(err)) from None
     finally:
         bar.close()
-    carried = _carry_labels(workspace, report.rekeyed, report.orphaned)
+    try:
+        carried = _carry_labels(workspace, ws)
+    except UserError:
+        # The rows are in; say so before the error about the labels.
+        click.echo(f"imported {report.imported}, replaced {report.replaced}, "
+                   f"duplicates {report.duplicates}, rejected {report.rejected}", err=True)
+        raise
     if as_json:
         emit({**report.as_json(), **carried})
         return
@@ -101,23 +114,48 @@ def _store_exists(workspace: Path | None) -> bool:
     return bool(settings.database_url) or (settings.workspace / "annotations.sqlite").exists()
 
 
-def _carry_labels(workspace: Path | None, rekeyed: dict[str, str],
-                  orphaned: list[str]) -> dict[str, object]:
+def _carry_labels(workspace: Path | None, ws: Workspace) -> dict[str, object]:
     """Move what the annotation store holds on re-keyed ids to their new ids, and list what it
-    holds on ids that are gone (see labeling.store.rekey)."""
-    if not (rekeyed or orphaned) or not _store_exists(workspace):
+    holds on ids that are gone (see labeling.store.rekey). Works from the workspace's journal
+    of pending re-keys (trajectories.rekey_journal), so re-keys an earlier import could not
+    hand over (the store was unreachable) are carried now too."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from labeling.store.errors import StoreError
+    from trajectories.rekey_journal import JOURNAL
+    from trajectories.workspace import WorkspaceError
+
+    try:
+        pending = ws.pending_rekeys()
+    except WorkspaceError as err:
+        raise UserError(str(err)) from None
+    if not pending:
+        return {}
+    settled = [*pending.rekeyed, *pending.orphaned]
+    if not _store_exists(workspace):
+        ws.settle_rekeys(settled)  # no annotation store yet: no label to carry
         return {}
     from faillab.cli_users import open_annotations
 
-    store = open_annotations(workspace)
     try:
-        moved = store.trajectory_ids.rekey(
-            rekeyed, actor=None,
-            reason="re-import: the importer reads this record differently, so its id changed")
-        pointing_nowhere = store.trajectory_ids.referencing([*orphaned, *moved.left])
-    finally:
-        store.close()
-    return {"labels_carried": {old: {"to": rekeyed[old], **n} for old, n in moved.carried.items()},
+        store = open_annotations(workspace)
+        try:
+            moved = store.trajectory_ids.rekey(
+                pending.rekeyed, actor=None,
+                reason="re-import: the importer reads this record differently, so its id "
+                       "changed")
+            pointing_nowhere = store.trajectory_ids.referencing([*pending.orphaned, *moved.left])
+        finally:
+            store.close()
+    except (StoreError, SQLAlchemyError, OSError) as err:
+        raise UserError(
+            f"the labels of {len(pending.rekeyed)} re-imported trajectories were not carried to "
+            f"their new ids: the annotation store failed ({err}). Nothing is lost: the id pairs "
+            f"are kept in {ws.root / JOURNAL}; run `faillab workspace carry-labels` once the "
+            "store is reachable (the next import also carries them)") from None
+    ws.settle_rekeys(settled)
+    return {"labels_carried": {old: {"to": pending.rekeyed[old], **n}
+                               for old, n in moved.carried.items()},
             "labels_not_carried": pointing_nowhere}
 
 
@@ -294,6 +332,25 @@ def remove(workspace: Path | None, ids: tuple[str, ...], runs: tuple[str, ...],
     for tid, counts in sorted(nowhere.items()):
         what = ", ".join(f"{n} {k}" for k, n in counts.items())
         click.echo(f"warning: {what} on {tid} now point at no trajectory", err=True)
+
+
+@workspace.command("carry-labels")
+@workspace_option
+@json_option
+def carry_labels(workspace: Path | None, as_json: bool) -> None:
+    """Carry labels to re-imported trajectories' new ids when an import could not (the
+    annotation store was unreachable); reports labels on ids that are gone."""
+    ws = open_workspace(workspace)
+    if not ws.exists():
+        raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
+    carried = _carry_labels(workspace, ws)
+    if as_json:
+        emit({"labels_carried": carried.get("labels_carried", {}),
+              "labels_not_carried": carried.get("labels_not_carried", {})})
+        return
+    if not carried:
+        click.echo("nothing to carry")
+    _say_carried(carried)
 
 
 @workspace.command("compact")

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from trajectories import rekey_journal
 from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_ROWS, Compaction
 from trajectories.import_workers import FileSpec, parse_files
 from trajectories.importers import ImportProblem
@@ -262,6 +263,8 @@ class Workspace(Queries, Compaction):
                          self._fs)
         replacement = Replacement()
         with self._write_lock():
+            # Read first: a damaged journal stops the import before anything changes.
+            pending = self._pending_rekeys()
             known = self.imported_sources()
             prior = PriorRows.read(self.part_files(), self._fs, [Path(p) for p in paths],
                                    set(known))
@@ -336,6 +339,10 @@ class Workspace(Queries, Compaction):
                 raise
             finally:
                 self._invalidate()
+            if replacement.rekeyed or replacement.orphaned:
+                # Published; the annotation store must still take these (rekey_journal).
+                rekey_journal.write(self.root, rekey_journal.merged(
+                    pending, replacement.rekeyed, replacement.orphaned))
             if rejects:
                 # Written under the lock with a unique name: two imports in the same second
                 # each keep their own rejects file.
@@ -350,6 +357,22 @@ class Workspace(Queries, Compaction):
         if added:
             self.maybe_compact()
         return report
+
+    def _pending_rekeys(self) -> rekey_journal.PendingRekeys:
+        try:
+            return rekey_journal.read(self.root)
+        except rekey_journal.JournalError as err:
+            raise WorkspaceError(str(err)) from None
+
+    def pending_rekeys(self) -> rekey_journal.PendingRekeys:
+        """Re-keys published by imports whose labels the annotation store has not taken yet
+        (all of this import's until the caller settles them)."""
+        return self._pending_rekeys()
+
+    def settle_rekeys(self, old_ids: Iterable[str]) -> None:
+        """Forget pending re-keys the annotation store has taken (carried or reported)."""
+        with self._write_lock():
+            rekey_journal.write(self.root, rekey_journal.without(self._pending_rekeys(), old_ids))
 
     def remove(self, *, ids: Sequence[str] = (), runs: Sequence[str] = (),
                sources: Sequence[str] = (), confirm: bool = True) -> RemovalReport:

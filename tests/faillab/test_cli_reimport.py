@@ -150,3 +150,44 @@ def test_remove_by_source_and_id(tmp_path: Path) -> None:
                           "--workspace", root, env=env)
     assert code == 0 and "nothing matches" in out and stored_ids(ws) == [b_ids[1]]
     assert not (ws.root / "annotations.sqlite").exists()  # no store made just to report
+
+
+@pytest.mark.postgres
+def test_labels_wait_in_the_journal_while_the_store_is_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with postgres_database("faillab_rekey_outage") as url:
+        ws, src, old = _labelled_old_workspace(tmp_path, url, monkeypatch)
+        # The store is unreachable while the import runs (nothing listens on port 1).
+        down = {"FAILLAB_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:1/faillab"}
+        code, _, err = invoke("import", str(src), "--workspace", str(ws.root), env=down)
+        new = ids_by_position(ws, src)
+        assert code != 0
+        assert "imported 1, replaced 1" in err and "Nothing is lost" in err
+        # The rows were replaced; the labels still sit on the old id, the pair is kept.
+        assert old[1] not in stored_ids(ws) and new[1] in stored_ids(ws)
+        assert _labels_by_id(url)[old[1]] == ["bad_join"]
+        assert ws.pending_rekeys().rekeyed == {old[1]: new[1]}
+        # Once the store is back, one command carries them and empties the journal.
+        up = {"FAILLAB_DATABASE_URL": url}
+        code, out, err = invoke("workspace", "carry-labels", "--workspace", str(ws.root),
+                                "--json", env=up)
+        assert code == 0, err
+        assert json.loads(out)["labels_carried"] == {old[1]: {"to": new[1], "labels": 1}}
+        assert _labels_by_id(url) == {new[1]: ["bad_join"], old[2]: ["other"]}
+        assert not ws.pending_rekeys()
+        code, out, _ = invoke("workspace", "carry-labels", "--workspace", str(ws.root), env=up)
+        assert code == 0 and "nothing to carry" in out
+
+
+def test_a_damaged_journal_stops_the_import_before_anything_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trajectories.rekey_journal import JOURNAL
+
+    url = f"sqlite:///{(tmp_path / 'ws' / 'annotations.sqlite').resolve()}"
+    (tmp_path / "ws").mkdir()
+    ws, src, old = _labelled_old_workspace(tmp_path, url, monkeypatch)
+    (ws.root / JOURNAL).write_text("{not json", "utf-8")
+    code, _, err = invoke("import", str(src), "--workspace", str(ws.root),
+                          env={"FAILLAB_DATABASE_URL": ""})
+    assert code != 0 and JOURNAL in err and "not valid JSON" in err
+    assert stored_ids(ws) == sorted(old)
