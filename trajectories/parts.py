@@ -208,9 +208,12 @@ class Parts:
         return [self.parts_dir / name for name in manifest["parts"]]
 
     def _publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
-                 sources: dict[str, int] | None = None) -> None:
+                 sources: dict[str, int] | None = None, *,
+                 replace_sources: bool = False) -> None:
         """Make staged parts (already renamed to their final names) visible and retire
-        ``removed``; retired files stay on disk a grace period for readers still on them."""
+        ``removed``; retired files stay on disk a grace period for readers still on them.
+        ``sources`` is merged into the imported-source list, or replaces it with
+        ``replace_sources`` (a removal forgets imports)."""
         manifest = self._read_manifest()
         if manifest is not None:
             current = list(manifest["parts"])
@@ -225,24 +228,8 @@ class Parts:
             retired[name] = now
         new = [p.name for p in added]
         parts = [n for n in current if n not in gone and n not in new] + new
-        known = dict(manifest.get("sources", {})) if manifest else {}
+        known = dict(manifest.get("sources", {})) if manifest and not replace_sources else {}
         self._write_manifest(parts, retired, {**known, **(sources or {})})
-
-    def _publish_replacing_sources(self, added: Sequence[Path], removed: Sequence[Path],
-                                   sources: dict[str, int]) -> None:
-        """``_publish`` whose imported-source list is ``sources`` (not merged)."""
-        manifest = self._read_manifest()
-        current = (list(manifest["parts"]) if manifest is not None
-                   else [] if self.remote is not None
-                   else [p.name for p in sorted(self.parts_dir.glob(PART_GLOB))])
-        retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
-        gone = {p.name for p in removed}
-        now = time.time()
-        for name in gone:
-            retired[name] = now
-        new = [p.name for p in added]
-        parts = [n for n in current if n not in gone and n not in new] + new
-        self._write_manifest(parts, retired, sources)
 
     def existing_ids(self) -> set[str]:
         files = self.part_files()

@@ -427,7 +427,7 @@ class Workspace(Queries, Compaction):
                 known = self.imported_sources()
                 left = {} if forget_all else {k: n for k, n in known.items()
                                               if k not in forgotten}
-                self._publish_replacing_sources([f for _, f in staged], retired, left)
+                self._publish([f for _, f in staged], retired, left, replace_sources=True)
             except BaseException:
                 for tmp, final in staged:
                     self._discard(tmp)
