@@ -166,8 +166,22 @@ def pick_audit(store: Store, key: str) -> str:
 # thing that varies is a hex digest, so no data ever reaches the page as HTML.
 _RELEASE_FOCUS = """<script>
 // {token}
-const active = window.parent.document.activeElement;
-if (active && active !== window.parent.document.body) {{ active.blur(); }}
+const host = window.parent;
+const active = host.document.activeElement;
+if (active && active !== host.document.body) {{ active.blur(); }}
+// Also at the moment of the choice, not only once the new audit has drawn: a shortcut typed
+// in between would otherwise go into the select box. Installed once per page.
+if (!host.__faillabBlurAfterChoice) {{
+  host.__faillabBlurAfterChoice = true;
+  host.document.addEventListener('click', function (ev) {{
+    const option = ev.target && ev.target.closest ? ev.target.closest('[role="option"]') : null;
+    if (!option) {{ return; }}
+    host.setTimeout(function () {{
+      const now = host.document.activeElement;
+      if (now && now.getAttribute('role') === 'combobox') {{ now.blur(); }}
+    }}, 0);
+  }}, true);
+}}
 </script>"""
 
 
@@ -175,7 +189,9 @@ def release_focus(token: str) -> None:
     """Give the keyboard back to the page when `token` changes (e.g. the chosen audit).
 
     A select box keeps focus after a choice, so page shortcuts (V, I...) would be typed into
-    it. The script runs when the iframe's content changes, i.e. once per new token.
+    it. The script runs when the iframe's content changes, i.e. once per new token, and installs
+    (once per page) a listener that blurs a select box right after a mouse choice, so the keys
+    work before the chosen audit has even drawn.
     """
     digest = hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
     st.iframe(_RELEASE_FOCUS.format(token=digest), height=1, width="content")

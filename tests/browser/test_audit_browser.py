@@ -117,8 +117,15 @@ def test_audit_keys_work_right_after_choosing_an_audit(
     cy = open_as(browser, server, "cy")  # cy reviews only the older audit, not the default
     try:
         expect(cy.get_by_text("No task of this audit is assigned to you.")).to_be_visible()
+        cy.wait_for_function("() => window.__faillabBlurAfterChoice === true")
         cy.get_by_role("combobox", name=re.compile("Audit")).click()
         cy.get_by_role("option", name="other-audit").click()
+        # The focus leaves the select box at the choice itself, long before the chosen audit
+        # has drawn (a rerun and an iframe load), so no shortcut typed meanwhile lands in it.
+        focused_role = cy.evaluate(
+            "() => new Promise((done) => setTimeout(() => "
+            "done(document.activeElement && document.activeElement.getAttribute('role')), 50))")
+        assert focused_role != "combobox"
         wait_idle(cy)
         expect(cy.get_by_text("Task 1 of 3")).to_be_visible()
         # No click anywhere first: the page hands the focus back by itself once the chosen
