@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trajectories.demo.sqlexec import DemoDatabase, SqlResult
-from trajectories.demo.tasks import (
+from trajectories.demo.drafting import (
     CODE,
     FORMAT,
     LOGIC,
@@ -29,6 +28,7 @@ from trajectories.demo.tasks import (
     TaskSpec,
     Variant,
 )
+from trajectories.demo.sqlexec import DemoDatabase, SqlResult
 from trajectories.model import Outcome, Run, Step, StepKind, Trajectory
 
 __all__ = ["PROFILES", "TEMPERATURES", "AgentProfile", "Simulator", "simulate_runs"]
