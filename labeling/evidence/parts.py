@@ -18,7 +18,7 @@ from sqlglot import exp
 from labeling.prelabel import signals as sg
 from trajectories.sql import parse_sql, tables_in_sql
 
-__all__ = ["Divergence", "RefParts", "compare", "decompose"]
+__all__ = ["Divergence", "RefParts", "compare", "decompose", "row_id_reason"]
 
 _CODE_COLS = frozenset({"icd_code", "itemid", "icd9_code", "icd10_code", "drug", "ndc", "label"})
 _RE_TIME = re.compile(r"^\d{4}-\d{2}(-\d{2})?( \d{2}:\d{2}(:\d{2})?)?$")
@@ -45,6 +45,9 @@ class RefParts:
     out_columns: frozenset[str] = frozenset()  # columns the outermost SELECT outputs
     out_tables: frozenset[str] = frozenset()  # base tables those columns are read from
     columns: frozenset[str] = frozenset()  # every column the query names
+    # Code columns equated with a dictionary's ``row_id`` (``itemid = d_labitems.row_id``):
+    # (code column, dictionary table). A row number is no code, whatever the join returns.
+    row_id_codes: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,17 +100,22 @@ def decompose(sql: str | None) -> RefParts | None:
     nodes = list(tree.walk())
     columns = [n for n in nodes if isinstance(n, exp.Column)]
     lookups: set[tuple[str, str]] = set()
+    table_of = {n.alias_or_name.lower(): n.name.lower() for n in nodes if isinstance(n, exp.Table)}
     for like in nodes:
         if not isinstance(like, (exp.Like, exp.ILike, exp.EQ)):
             continue
         named = like.find(exp.Column)
         if isinstance(like, exp.EQ) and (named is None or named.name.lower() not in _TITLE_COLS):
             continue
+        # The column's own table when it names one (``JOIN d_labitems d ... WHERE d.label =``
+        # is a look-up too), else the first table of its SELECT.
+        qualified = table_of.get(named.table.lower(), "") if named is not None else ""
         select = like.find_ancestor(exp.Select)
-        table = select.find(exp.Table) if select is not None else None
+        first = select.find(exp.Table) if select is not None else None
+        table = qualified or (first.name.lower() if first is not None else "")
         pattern = like.find(exp.Literal)
-        if table is not None and table.name.lower().startswith(_DICT_PREFIX) and pattern:
-            lookups.add((table.name.lower(), str(pattern.this).lower()))
+        if table.startswith(_DICT_PREFIX) and pattern:
+            lookups.add((table, str(pattern.this).lower()))
     codes: set[tuple[str, str]] = set()
     filters: set[tuple[str, str]] = set()
     times: set[str] = set()
@@ -149,6 +157,7 @@ def decompose(sql: str | None) -> RefParts | None:
         for c in e.find_all(exp.Column)
     )
     return RefParts(
+        row_id_codes=_row_id_codes(nodes, table_of),
         tables=tables,
         codes=frozenset(codes),
         filters=frozenset(filters),
@@ -165,6 +174,24 @@ def decompose(sql: str | None) -> RefParts | None:
     )
 
 
+def _row_id_codes(nodes: list[exp.Expr], table_of: dict[str, str]
+                  ) -> frozenset[tuple[str, str]]:
+    """(code column, dictionary) for every ``code column = dictionary.row_id`` comparison."""
+    out: set[tuple[str, str]] = set()
+    for eq in nodes:
+        if not isinstance(eq, exp.EQ):
+            continue
+        left, right = eq.args.get("this"), eq.args.get("expression")
+        if not isinstance(left, exp.Column) or not isinstance(right, exp.Column):
+            continue
+        for code, row in ((left, right), (right, left)):
+            table = table_of.get(row.table.lower(), row.table.lower())
+            if (row.name.lower() == "row_id" and code.name.lower() in _CODE_COLS
+                    and table.startswith(_DICT_PREFIX)):
+                out.add((code.name.lower(), table))
+    return frozenset(out)
+
+
 def _sources(nodes: list[exp.Expr], columns: list[exp.Column], names: frozenset[str],
              tables: frozenset[str]) -> frozenset[str]:
     """The base tables that columns called ``names`` are read from, wherever the query
@@ -177,6 +204,10 @@ def _sources(nodes: list[exp.Expr], columns: list[exp.Column], names: frozenset[
     return frozenset(out & tables)
 
 
+def row_id_reason(column: str, table: str) -> str:
+    return f"{column} joined to {table}.row_id: a row number used as the code"
+
+
 def _fmt(pairs: frozenset[tuple[str, str]] | set[tuple[str, str]]) -> str:
     return ", ".join(f"{c} {v}" for c, v in sorted(pairs)[:3])
 
@@ -184,6 +215,12 @@ def _fmt(pairs: frozenset[tuple[str, str]] | set[tuple[str, str]]) -> str:
 def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
     """How ``got`` leaves the reference's path, strongest evidence first."""
     out: list[Divergence] = []
+    row_ids = got.row_id_codes - ref.row_id_codes
+    if row_ids:
+        # The dictionary's row number stands in for its code: the identifiers are wrong
+        # whatever else the query does (the gold's rule: row_id used as itemid is a code error).
+        col, table = sorted(row_ids)[0]
+        out.append(Divergence("codes", row_id_reason(col, table), sg.CODE_LOOKUP, 0.7))
     ref_base = {t for t in ref.tables if not t.startswith(_DICT_PREFIX)}
     got_base = {t for t in got.tables if not t.startswith(_DICT_PREFIX)}
     missing_tables = ref_base - got_base
@@ -214,8 +251,8 @@ def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
                 0.55,
             )
         )
-    if out:  # another entity altogether: code and logic differences follow from it
-        return out
+    if any(d.part == "tables" for d in out):
+        return out  # another entity altogether: code and logic differences follow from it
     miss_codes = ref.codes - got.codes
     other_codes = got.codes - ref.codes
     if miss_codes and got.codes:

@@ -153,6 +153,33 @@ def test_cli_prints_evidence_for_each_real_failure() -> None:
     assert no_db.exit_code == 1 and "no such EHR database" in no_db.output
 
 
+
+def test_a_dictionary_row_id_joined_as_the_code_is_a_code_error() -> None:
+    ref = ("SELECT MIN(valuenum) FROM labevents WHERE itemid IN "
+           "(SELECT itemid FROM d_labitems WHERE label = 'hemoglobin')")
+    by_row = ("SELECT MIN(l.valuenum) FROM labevents l JOIN d_labitems d "
+              "ON l.itemid = d.row_id WHERE d.label = 'hemoglobin'")
+    right_join = by_row.replace("d.row_id", "d.itemid")
+    t = traj([sql("SELECT * FROM d_labitems LIMIT 3"), sql(by_row, "[(None,)]"),
+              sql(by_row + " AND 1 = 1", "[(None,)]")], None, ref=ref, gold=[[9.1]])
+    ev = find_divergence(t)
+    assert ev.part == "codes" and ev.category == CODE_LOOKUP
+    assert "itemid joined to d_labitems.row_id" in ev.reason
+    assert ev.step == 1  # where the row number first stands in for the code
+    # Joined on the code itself, the same query is no code error.
+    fixed = find_divergence(traj([sql(right_join, "[(None,)]")], None, ref=ref, gold=[[9.1]]))
+    assert "row_id" not in fixed.reason and fixed.category != CODE_LOOKUP
+
+
+def test_a_partial_name_searched_is_the_same_concept() -> None:
+    from labeling.evidence.finder import _related
+
+    assert _related({"hem"}, {"hemoglobin"})  # searched too widely, same concept
+    assert _related({"hemoglobin"}, {"hemoglob"})
+    assert not _related({"hem"}, {"potassium"})
+    assert not _related({"culture"}, {"resection"})
+
+
 # --------------------------------------------------------------------------- executed evidence
 
 

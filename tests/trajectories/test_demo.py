@@ -278,3 +278,27 @@ def test_demo_categories_are_the_taxonomys() -> None:
     from taxonomy import builtin_taxonomies
 
     assert builtin_taxonomies()["ehr_complex"].names == FAILURE_CATEGORIES
+
+
+def test_some_references_look_codes_up_by_name_and_the_agents_get_that_wrong(
+    demo: DemoResult,
+) -> None:
+    from labeling.evidence import Probe, find_divergence
+
+    by_name = [t for t in demo.tasks if (t.template_id or "").startswith("lookups.")]
+    assert by_name, "no task grounds a name in a dictionary table"
+    for task in by_name:
+        assert " IN (\n  SELECT " in (task.reference_sql or "")
+        assert ("WHERE label = '" in (task.reference_sql or "")
+                or "WHERE long_title = '" in (task.reference_sql or ""))
+    code_failures = [t for t in demo.trajectories
+                     if t.task.template_id in {k.template_id for k in by_name}
+                     and _failure(t) == FAILURE_CATEGORIES[1]]
+    assert code_failures, "no agent grounded a name wrongly"
+    with Probe.open(demo.ehr_path) as probe:
+        found = [find_divergence(t, probe=probe) for t in code_failures]
+    # The wrong grounding is seen as such (another item, a partial name, the other ICD version)
+    # or not at all (a Python cell whose SQL the finder does not read), never as another error.
+    parts = Counter(ev.part for ev in found)
+    assert set(parts) <= {"lookup", "codes", None}, parts
+    assert parts["lookup"] + parts["codes"] >= 0.8 * len(found), parts

@@ -37,6 +37,7 @@ from trajectories.demo.templates_labs import (
     t_first_lab_kth_admission,
     t_top5_icd_with_lab,
 )
+from trajectories.demo.templates_lookups import t_dx_by_title, t_measurement_by_name
 from trajectories.demo.templates_orders import (
     t_drugs_kth_admission,
     t_insurance_by_severity,
@@ -84,6 +85,8 @@ TEMPLATES: tuple[tuple[Template, bool], ...] = (
     (t_count_admissions_dx, False),
     (t_patients_dx_since_year, False),
     (t_days_to_readmission, False),
+    (t_measurement_by_name, False),
+    (t_dx_by_title, False),
 )
 
 
