@@ -322,11 +322,16 @@ def find_divergence(
         if not _mentions(sql, ref.tables):
             continue
         parts = decompose(sql)
-        if parts is not None and parts.tables & ref.tables and (
+        if parts is not None and parts.tables & ref.tables and _reads_events(parts) and (
             {d.part for d in compare(ref, parts)} & kinds
         ):
             first = i
             break
+    if probe is not None and final_div[0].part not in ("codes", "lookup", "no_data"):
+        early = _earlier_wrong_code(ref, steps, first, probe)
+        if early is not None:
+            first, wrong = early
+            final_div = [wrong, *final_div]
     if last_rows is not None:
         # Shown only when the verdict needed the step executed: running a query just to show
         # its rows cannot change the verdict, and the step's recorded output is shown anyway.
@@ -406,6 +411,50 @@ def _with_lookups(
     return out
 
 
+# Which events tables a dictionary's codes are filtered in.
+_CODED_IN = {
+    "d_icd_procedures": ("icd_code", frozenset({"procedures_icd"})),
+    "d_icd_diagnoses": ("icd_code", frozenset({"diagnoses_icd"})),
+    "d_labitems": ("itemid", frozenset({"labevents"})),
+    "d_items": ("itemid", frozenset({"chartevents", "inputevents", "outputevents",
+                                     "procedureevents"})),
+}
+
+
+def _earlier_wrong_code(
+    ref: RefParts, steps: list[tuple[int, str]], before: int, probe: Probe,
+) -> tuple[int, Divergence] | None:
+    """The earliest step before ``before`` that filters an events table on codes the
+    reference's look-up of that table's dictionary does not find: the concept was named, its
+    code was not the one the name has. The first error decides the category (the taxonomy's
+    first-faulty-step guideline), so a later misreading does not hide it."""
+    wanted: dict[str, tuple[str, frozenset[str], set[str], str]] = {}
+    for table, pattern in sorted(ref.lookups):
+        if table in _CODED_IN:
+            column, events = _CODED_IN[table]
+            found = set(probe.lookup(table, pattern))
+            if found:
+                wanted[table] = (column, events, found, pattern)
+    if not wanted:
+        return None
+    for i, sql in steps:
+        if i >= before:
+            break
+        low = sql.lower()
+        if not any(e in low for _, events, _, _ in wanted.values() for e in events):
+            continue
+        parts = decompose(sql)
+        if parts is None:
+            continue
+        for table, (column, events, found, pattern) in wanted.items():
+            used = {v for c, v in parts.codes if c == column}
+            if used and parts.tables & events and not used & found:
+                return i, _div("codes", f"filters {column} {', '.join(sorted(used)[:3])}, not a "
+                                        f"code the reference's look-up of {pattern!r} in {table} "
+                                        f"finds ({', '.join(sorted(found)[:3])})")
+    return None
+
+
 def _unlisted(got: RefParts, values: set[str], ref: RefParts) -> Divergence:
     """The query filters on values no dictionary lists. Only code-shaped values were looked up
     (``Probe.codes``); a drug name or a label text is not a code, so "in no dictionary" would
@@ -422,6 +471,12 @@ def _unlisted(got: RefParts, values: set[str], ref: RefParts) -> Divergence:
         reason = (f"matches {'/'.join(cols)} text {', '.join(repr(t) for t in texts[:3])} "
                   f"(a name, not a looked-up code){instead}")
     return Divergence("codes", reason, sg.CODE_LOOKUP, 0.0)
+
+
+def _reads_events(parts: RefParts) -> bool:
+    """Whether a query reads more than dictionaries: browsing ``d_icd_procedures`` is looking
+    a name up, not yet an answer that can leave the reference's path by its tables."""
+    return any(not t.startswith("d_") for t in parts.tables)
 
 
 def _mentions(sql: str, tables: frozenset[str]) -> bool:

@@ -230,6 +230,40 @@ def test_a_name_matched_as_text_is_not_called_a_missing_code(icd_db: Path) -> No
     assert "codes z999 are in no dictionary table" in find_divergence(t, icd_db).reason
 
 
+
+def test_a_wrong_code_before_a_misreading_is_the_first_error(tmp_path: Path) -> None:
+    path = tmp_path / "proc.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(
+        "CREATE TABLE d_icd_procedures (icd_code TEXT, long_title TEXT);"
+        "INSERT INTO d_icd_procedures VALUES ('icd9|5491', 'percutaneous abdominal drainage'),"
+        " ('icd9|3615', 'single internal mammary-coronary artery bypass');"
+        "CREATE TABLE procedures_icd (subject_id INTEGER, hadm_id INTEGER, icd_code TEXT);"
+        "INSERT INTO procedures_icd VALUES (1, 10, 'icd9|5491'), (2, 20, 'icd9|3615');"
+        "CREATE TABLE microbiologyevents (subject_id INTEGER, hadm_id INTEGER, test_name TEXT);"
+        "INSERT INTO microbiologyevents VALUES (1, 10, 'gram stain');"
+        "CREATE TABLE labevents (subject_id INTEGER, hadm_id INTEGER, itemid INTEGER);"
+        "INSERT INTO labevents VALUES (2, 20, 50902);"
+    )
+    con.commit()
+    con.close()
+    ref = ("SELECT m.test_name FROM microbiologyevents m WHERE m.hadm_id IN (SELECT hadm_id "
+           "FROM procedures_icd WHERE icd_code = (SELECT icd_code FROM d_icd_procedures "
+           "WHERE long_title = 'percutaneous abdominal drainage'))")
+    guessed = "SELECT hadm_id FROM procedures_icd WHERE icd_code = 'icd9|3615'"
+    from_labs = ("SELECT itemid FROM labevents WHERE hadm_id IN (SELECT hadm_id FROM "
+                 "procedures_icd WHERE icd_code = 'icd9|3615')")
+    steps = [sql("SELECT * FROM d_icd_procedures"), sql(guessed, "[(20,)]"),
+             sql(from_labs, "[(50902,)]")]
+    ev = find_divergence(traj(steps, [[50902]], ref=ref, gold=[["gram stain"]]), path)
+    assert ev.part == "codes" and ev.category == CODE_LOOKUP and ev.step == 1
+    assert "icd9|3615" in ev.reason and "icd9|5491" in ev.reason
+    # With the code the look-up finds, answering from the lab table is the misreading.
+    right = [sql("SELECT * FROM d_icd_procedures"), sql(guessed.replace("3615", "5491")),
+             sql(from_labs.replace("3615", "5491"), "[(50902,)]")]
+    ev = find_divergence(traj(right, [[50902]], ref=ref, gold=[["gram stain"]]), path)
+    assert ev.part == "tables" and ev.category == SEMANTIC
+
 def test_executed_answer_step_needs_the_same_rows_not_a_mention(icd_db: Path) -> None:
     ref = "SELECT COUNT(DISTINCT hadm_id) FROM diagnoses_icd WHERE icd_code = 'I509'"
     # The recorded output mentions 2, but the query returns more than the reference's rows.
