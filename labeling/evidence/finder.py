@@ -411,6 +411,11 @@ def _with_lookups(
     return out
 
 
+# A code column compared with a literal (ICD codes are quoted, itemids are numbers).
+_RE_CODE_LITERAL = {
+    "icd_code": re.compile(r"icd_code\s*(?:=|in\s*\()\s*'"),
+    "itemid": re.compile(r"itemid\s*(?:=|in\s*\()\s*\d"),
+}
 # Which events tables a dictionary's codes are filtered in.
 _CODED_IN = {
     "d_icd_procedures": ("icd_code", frozenset({"procedures_icd"})),
@@ -441,7 +446,11 @@ def _earlier_wrong_code(
         if i >= before:
             break
         low = sql.lower()
-        if not any(e in low for _, events, _, _ in wanted.values() for e in events):
+        # Only a query that names an events table and compares its code column with a literal
+        # can filter on codes: the others are not parsed to find out (parsing is the finder's
+        # main cost).
+        if not any(e in low and _RE_CODE_LITERAL[column].search(low)
+                   for column, events, _, _ in wanted.values() for e in events):
             continue
         parts = decompose(sql)
         if parts is None:
