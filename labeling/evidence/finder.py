@@ -358,16 +358,16 @@ def _with_lookups(
         rows.append(f"agent code {code}: {what.describe()}")
     for code, what in sorted(ref_info.items())[:3]:
         rows.append(f"reference code {code}: {what.describe()}")
+    if any(d.part == "tables" for d in found):
+        # The query answers about another entity (compare's rule): its codes follow from that
+        # reading, so they are cited above but do not decide.
+        return found
     ref_versions = {w.version for w in ref_info.values() if w.version}
     got_versions = {w.version for w in got_info.values() if w.version}
     # Codes the reference's look-ups find and the query does not use are missing too: a
     # title listed under both ICD versions needs both, whichever one the query kept.
     not_used = (missing | (set(ref_info) - used)) if used else missing
     miss_versions = {w.version for c, w in ref_info.items() if c in not_used and w.version}
-    if any(d.part == "tables" for d in found):
-        # The query answers about another entity (compare's rule): its codes follow from that
-        # reading, so they are cited above but do not decide.
-        return found
     out = [d for d in found if d.part != "codes"]
     before = next((d.reason for d in found if d.part == "codes"), "")
     note = f" ({before})" if before else ""

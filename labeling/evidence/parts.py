@@ -205,6 +205,7 @@ def _sources(nodes: list[exp.Expr], columns: list[exp.Column], names: frozenset[
 
 
 def row_id_reason(column: str, table: str) -> str:
+    """The reason a row_id-for-code divergence gives (the finder recognises it by this text)."""
     return f"{column} joined to {table}.row_id: a row number used as the code"
 
 

@@ -284,6 +284,7 @@ def test_some_references_look_codes_up_by_name_and_the_agents_get_that_wrong(
     demo: DemoResult,
 ) -> None:
     from labeling.evidence import Probe, find_divergence
+    from trajectories.demo.drafting import CODE
 
     by_name = [t for t in demo.tasks if (t.template_id or "").startswith("lookups.")]
     assert by_name, "no task grounds a name in a dictionary table"
@@ -293,7 +294,7 @@ def test_some_references_look_codes_up_by_name_and_the_agents_get_that_wrong(
                 or "WHERE long_title = '" in (task.reference_sql or ""))
     code_failures = [t for t in demo.trajectories
                      if t.task.template_id in {k.template_id for k in by_name}
-                     and _failure(t) == FAILURE_CATEGORIES[1]]
+                     and _failure(t) == CODE]
     assert code_failures, "no agent grounded a name wrongly"
     with Probe.open(demo.ehr_path) as probe:
         found = [find_divergence(t, probe=probe) for t in code_failures]
