@@ -3,6 +3,7 @@ parts (rebuilt when they change), and the queries the CLI and the app ask of it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,22 @@ def outcome_name(success: bool | None) -> str:
 
 
 
+class _TableBuild:
+    """A shared table being built (``Queries.shared_table``); ``done`` once it is or failed."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.built = False
+
+
 class Queries(Parts):
     """The query side of a ``Workspace``."""
+
+    #: Shared tables to build in the background after each change of the parts
+    #: (``keep_warm``): name -> select.
+    _warm_tables: dict[str, str]
+    #: The last background build started (tests and benchmarks wait for it).
+    warm_thread: threading.Thread | None
 
     @property
     def scores_path(self) -> Path:
@@ -96,13 +111,17 @@ class Queries(Parts):
             # while a caller's result is still open on the old one, and whoever holds the old
             # connection keeps reading the old parts.
             con = self._build_database()
-            self._local.tables = set()
+            self._local.tables = {}
         else:
             with self._shared_lock:
-                if self._shared is None or self._shared[0] != signature:
-                    self._shared = (signature, self._build_database(), set())
+                changed = self._shared is None or self._shared[0] != signature
+                if changed:
+                    self._shared = (signature, self._build_database(), {})
+                assert self._shared is not None
                 con = self._shared[1].cursor()
                 self._local.tables = self._shared[2]
+            if changed:
+                self._warm_in_background()
         self._local.con = con
         self._local.signature = signature
         return con
@@ -209,14 +228,64 @@ class Queries(Parts):
         over the views, never user text) as of the current parts: built on first use, once
         per state of the parts (shared by the threads of a local workspace), like the task
         consensus. For a read path that pays for a layout of its own (Browse: its columns
-        sorted by run)."""
+        sorted by run). The build holds no lock other readers take: a thread that needs the
+        same table waits for it, every other query goes on."""
         con = self.connect()
-        tables: set[str] = self._local.tables
+        builds: dict[str, _TableBuild] = self._local.tables
         with self._shared_lock:
-            if name not in tables:
-                con.execute(f"CREATE OR REPLACE TABLE {name} AS {select}")
-                tables.add(name)
+            build = builds.get(name)
+            mine = build is None
+            if build is None:
+                build = builds[name] = _TableBuild()
+        if not mine:
+            build.done.wait()
+            if build.built:
+                return con
+            return self.shared_table(name, select)  # that build failed: try again here
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS {select}")
+            build.built = True
+        finally:
+            if not build.built:
+                with self._shared_lock:
+                    builds.pop(name, None)
+            build.done.set()
         return con
+
+    def keep_warm(self, name: str, select: str, *,
+                  build_now: bool = True) -> threading.Thread | None:
+        """Have ``shared_table(name, select)`` built in the background now and after every
+        change of the parts (this process's imports, or the next query after another
+        process's), so the first reader that needs it does not wait for the whole build.
+        Returns the thread started now (``build_now`` and the table not built or being built
+        for the current parts)."""
+        if self.remote is not None:
+            return None  # a connection per thread there: a table built aside would go unused
+        self._warm_tables[name] = select
+        return self._warm_in_background() if build_now else None
+
+    def _parts_changed(self) -> None:
+        self._warm_in_background()
+
+    def _warm_in_background(self) -> threading.Thread | None:
+        if not self._warm_tables:
+            return None
+        with self._shared_lock:
+            if self._shared is not None and self._shared[0] == self.signature() and all(
+                    name in self._shared[2] for name in self._warm_tables):
+                return None
+        thread = threading.Thread(target=self._build_warm_tables, daemon=True,
+                                  name="faillab-warm-tables")
+        thread.start()
+        self.warm_thread = thread
+        return thread
+
+    def _build_warm_tables(self) -> None:
+        try:
+            for name, select in list(self._warm_tables.items()):
+                self.shared_table(name, select)
+        except Exception:  # a reader that needs the table builds it and sees the error
+            return
 
     def _remote_dataset(self, files: list[str]) -> ds.Dataset:
         """The listed parts as one Arrow dataset whose footers are read once, here: every
