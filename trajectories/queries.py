@@ -126,8 +126,29 @@ class Queries(Parts):
         self._local.signature = signature
         return con
 
-    def _build_database(self) -> duckdb.DuckDBPyConnection:
-        """A new in-memory database with the views (and the task consensus) over the parts."""
+    def _outcomes_connection(self) -> duckdb.DuckDBPyConnection:
+        """A connection for what reads only ``parts`` and ``outcomes`` (summary, list, a fetch
+        by id): the full one when the current parts have it in this process, else a light
+        database without the task consensus and the ``trajectories`` view, kept per thread.
+        The consensus's window functions over every row were most of a fresh process's
+        ``faillab summary`` at a million rows (1-2.5 s before its first count)."""
+        signature = self.signature()
+        con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
+        if con is not None and getattr(self._local, "signature", None) == signature:
+            return con
+        if self.remote is None:
+            with self._shared_lock:
+                full = self._shared is not None and self._shared[0] == signature
+            if full:
+                return self.connect()
+        light = getattr(self._local, "light", None)
+        if light is None or light[0] != signature:
+            light = self._local.light = (signature, self._build_database(consensus=False))
+        return light[1]
+
+    def _build_database(self, *, consensus: bool = True) -> duckdb.DuckDBPyConnection:
+        """A new in-memory database with the views (and the task consensus) over the parts;
+        without ``consensus``, only ``parts``, ``scores`` and ``outcomes``."""
         con = duckdb.connect(":memory:")
         # Parts are immutable files with unique names, so their footers (schema, row-group
         # statistics) can be kept: a fetch by id then prunes to one row group without
@@ -169,6 +190,23 @@ class Queries(Parts):
         else:
             con.execute("CREATE OR REPLACE VIEW task_overrides AS SELECT NULL::VARCHAR AS task_id, "
                         + ", ".join(f"NULL::VARCHAR AS {c}" for c in TASK_FIELDS) + " WHERE false")
+        # An overlay row replaces the stored exact match even when it is NULL (unscored).
+        exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
+        scored = "LEFT JOIN scores s USING (id)"
+        if not self.scores_path.exists():
+            # No overlay (nothing re-scored): no join. Probing a million ids against an
+            # empty table still cost a hash join per query (60 ms of a Browse count).
+            exact, scored = "p.exact_match", ""
+        # Outcomes only (no task consensus, whose window functions dominate at a million
+        # rows): what counts and outcome lists need.
+        con.execute(
+            f"""CREATE OR REPLACE VIEW outcomes AS
+            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
+                   {exact} AS exact_match
+            FROM parts p {scored}"""
+        )
+        if not consensus:
+            return con
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
                            if c != "exact_match" and c not in resolved
@@ -197,13 +235,6 @@ class Queries(Parts):
             FROM (SELECT task_id, {", ".join(TASK_FIELDS)}, {counts} FROM parts)
             GROUP BY task_id"""
         )
-        # An overlay row replaces the stored exact match even when it is NULL (unscored).
-        exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
-        scored = "LEFT JOIN scores s USING (id)"
-        if not self.scores_path.exists():
-            # No overlay (nothing re-scored): no join. Probing a million ids against an
-            # empty table still cost a hash join per query (60 ms of a Browse count).
-            exact, scored = "p.exact_match", ""
         con.execute(
             f"""CREATE OR REPLACE VIEW trajectories AS
             SELECT {select}, {fields},
@@ -212,14 +243,6 @@ class Queries(Parts):
             FROM parts p {scored}
             LEFT JOIN task_consensus t USING (task_id)
             {"LEFT JOIN task_overrides o USING (task_id)" if overridden else ""}"""
-        )
-        # Outcomes only (no task consensus, whose window functions dominate at a million
-        # rows): what counts and outcome lists need.
-        con.execute(
-            f"""CREATE OR REPLACE VIEW outcomes AS
-            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
-                   {exact} AS exact_match
-            FROM parts p {scored}"""
         )
         return con
 
@@ -314,7 +337,7 @@ class Queries(Parts):
         return self.query_df("SELECT * FROM trajectories")
 
     def get(self, trajectory_id: str) -> Trajectory | None:
-        row = self.connect().execute(
+        row = self._outcomes_connection().execute(
             "SELECT payload FROM parts WHERE id = ? LIMIT 1", [trajectory_id]
         ).fetchone()
         if row is None:
@@ -324,7 +347,7 @@ class Queries(Parts):
     def summary(self, success_source: str = "recorded") -> dict[str, int]:
         """Counts; ``failed`` and ``unscored`` follow ``success_source`` (see docs/scoring.md)."""
         success = success_expression(success_source)
-        row = self.connect().execute(
+        row = self._outcomes_connection().execute(
             f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
                       count(*) FILTER (WHERE NOT {success}),
                       count(*) FILTER (WHERE {success} IS NULL),
@@ -356,7 +379,7 @@ class Queries(Parts):
         sql += " ORDER BY run, task_id, rollout, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        rows = self.connect().execute(sql, params).fetchall()
+        rows = self._outcomes_connection().execute(sql, params).fetchall()
         keys = ("id", "run", "model", "task_id", "success")
         return [{**dict(zip(keys, r, strict=True)), "outcome": outcome_name(r[4])}
                 for r in rows]
