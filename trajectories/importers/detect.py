@@ -132,8 +132,24 @@ _WS = rb"[ \t\n\r]*"
 #: The start of a JSON list whose first record is an object: its first key is captured.
 _LIST_HEAD = re.compile(_WS + rb"\[" + _WS + rb"(\{)" + _WS + rb'("(?:[^"\\]|\\.)*")' + _WS
                         + b":")
-#: The end of such a list: the last record's closing brace, then ']' and nothing else.
-_LIST_TAIL = re.compile(rb"\}" + _WS + rb"\]" + _WS + rb"\Z")
+_JSON_SPACE = b" \t\n\r"
+
+
+def _list_end(data: bytes) -> int | None:
+    """Where the last record of a list of objects ends (just past its '}'), when the text ends
+    with '}', ']' and only whitespace; else None. (Read from the end: a regular expression
+    anchored at the end still tries every '}' of the file.)"""
+    end = _before_space(data, len(data))
+    if end == 0 or data[end - 1:end] != b"]":
+        return None
+    end = _before_space(data, end - 1)
+    return end if end and data[end - 1:end] == b"}" else None
+
+
+def _before_space(data: bytes, end: int) -> int:
+    while end and data[end - 1] in _JSON_SPACE:
+        end -= 1
+    return end
 #: A record whose parse fails at more boundaries than this sends its file to the whole parse.
 _MAX_FALSE_BOUNDARIES = 8
 
@@ -154,15 +170,14 @@ def _list_records(path: Path) -> Iterator[tuple[int, Any, _Document]]:
     a damaged file still fails as a whole with ``json``'s line and column."""
     data = path.read_bytes()
     head = _LIST_HEAD.match(data)
-    tail = _LIST_TAIL.search(data) if head else None
-    if head is None or tail is None or _has_long_integer(data):
+    last_end = _list_end(data) if head else None
+    if head is None or last_end is None or _has_long_integer(data):
         yield from _whole_list(path, data, 0)
         return
     known = _Document(True, bool(_SURROGATE_ESCAPE.search(data)))
     boundary = re.compile(rb"\}" + _WS + b"," + _WS + rb"(\{)" + _WS + re.escape(head[2]) + _WS
                           + b":")
     view = memoryview(data)
-    last_end = tail.start() + 1
     start, index = head.start(1), 0
     while start < last_end:
         scan_from, false_boundaries = start, 0
