@@ -132,15 +132,17 @@ class Queries(Parts):
         database without the task consensus and the ``trajectories`` view, kept per thread.
         The consensus's window functions over every row were most of a fresh process's
         ``faillab summary`` at a million rows (1-2.5 s before its first count)."""
+        if self.remote is not None:
+            # Each database there reads every part's footer from the store: one per thread.
+            return self.connect()
         signature = self.signature()
         con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
         if con is not None and getattr(self._local, "signature", None) == signature:
             return con
-        if self.remote is None:
-            with self._shared_lock:
-                full = self._shared is not None and self._shared[0] == signature
-            if full:
-                return self.connect()
+        with self._shared_lock:
+            full = self._shared is not None and self._shared[0] == signature
+        if full:
+            return self.connect()
         light = getattr(self._local, "light", None)
         if light is None or light[0] != signature:
             light = self._local.light = (signature, self._build_database(consensus=False))
