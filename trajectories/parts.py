@@ -52,8 +52,9 @@ class Parts:
     #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
     _fs: pafs.FileSystem | None
     #: The process's DuckDB database over the current parts (local parts; see
-    #: ``Queries.connect``): (signature, database, names of the shared tables built in it).
-    _shared: tuple[tuple[Any, ...], Any, set[str]] | None
+    #: ``Queries.connect``): (signature, database, the shared tables built or being built
+    #: in it, by name).
+    _shared: tuple[tuple[Any, ...], Any, dict[str, Any]] | None
     _shared_lock: threading.Lock
 
     def _place(self, staged: Path, final: Path) -> None:
@@ -88,6 +89,10 @@ class Parts:
         self._local.__dict__.pop("signature", None)
         with self._shared_lock:
             self._shared = None
+        self._parts_changed()
+
+    def _parts_changed(self) -> None:
+        """Called once this process has changed the parts (the query side warms up)."""
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:

@@ -3,6 +3,7 @@ parts (rebuilt when they change), and the queries the CLI and the app ask of it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,22 @@ def outcome_name(success: bool | None) -> str:
 
 
 
+class _TableBuild:
+    """A shared table being built (``Queries.shared_table``); ``done`` once it is or failed."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.built = False
+
+
 class Queries(Parts):
     """The query side of a ``Workspace``."""
+
+    #: Shared tables to build in the background after each change of the parts
+    #: (``keep_warm``): name -> select.
+    _warm_tables: dict[str, str]
+    #: The last background build started (tests and benchmarks wait for it).
+    warm_thread: threading.Thread | None
 
     @property
     def scores_path(self) -> Path:
@@ -96,19 +111,46 @@ class Queries(Parts):
             # while a caller's result is still open on the old one, and whoever holds the old
             # connection keeps reading the old parts.
             con = self._build_database()
-            self._local.tables = set()
+            self._local.tables = {}
         else:
             with self._shared_lock:
-                if self._shared is None or self._shared[0] != signature:
-                    self._shared = (signature, self._build_database(), set())
+                changed = self._shared is None or self._shared[0] != signature
+                if changed:
+                    self._shared = (signature, self._build_database(), {})
+                assert self._shared is not None
                 con = self._shared[1].cursor()
                 self._local.tables = self._shared[2]
+            if changed:
+                self._warm_in_background()
         self._local.con = con
         self._local.signature = signature
         return con
 
-    def _build_database(self) -> duckdb.DuckDBPyConnection:
-        """A new in-memory database with the views (and the task consensus) over the parts."""
+    def _outcomes_connection(self) -> duckdb.DuckDBPyConnection:
+        """A connection for what reads only ``parts`` and ``outcomes`` (summary, list, a fetch
+        by id): the full one when the current parts have it in this process, else a light
+        database without the task consensus and the ``trajectories`` view, kept per thread.
+        The consensus's window functions over every row were most of a fresh process's
+        ``faillab summary`` at a million rows (1-2.5 s before its first count)."""
+        if self.remote is not None:
+            # Each database there reads every part's footer from the store: one per thread.
+            return self.connect()
+        signature = self.signature()
+        con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
+        if con is not None and getattr(self._local, "signature", None) == signature:
+            return con
+        with self._shared_lock:
+            full = self._shared is not None and self._shared[0] == signature
+        if full:
+            return self.connect()
+        light = getattr(self._local, "light", None)
+        if light is None or light[0] != signature:
+            light = self._local.light = (signature, self._build_database(consensus=False))
+        return light[1]
+
+    def _build_database(self, *, consensus: bool = True) -> duckdb.DuckDBPyConnection:
+        """A new in-memory database with the views (and the task consensus) over the parts;
+        without ``consensus``, only ``parts``, ``scores`` and ``outcomes``."""
         con = duckdb.connect(":memory:")
         # Parts are immutable files with unique names, so their footers (schema, row-group
         # statistics) can be kept: a fetch by id then prunes to one row group without
@@ -150,6 +192,23 @@ class Queries(Parts):
         else:
             con.execute("CREATE OR REPLACE VIEW task_overrides AS SELECT NULL::VARCHAR AS task_id, "
                         + ", ".join(f"NULL::VARCHAR AS {c}" for c in TASK_FIELDS) + " WHERE false")
+        # An overlay row replaces the stored exact match even when it is NULL (unscored).
+        exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
+        scored = "LEFT JOIN scores s USING (id)"
+        if not self.scores_path.exists():
+            # No overlay (nothing re-scored): no join. Probing a million ids against an
+            # empty table still cost a hash join per query (60 ms of a Browse count).
+            exact, scored = "p.exact_match", ""
+        # Outcomes only (no task consensus, whose window functions dominate at a million
+        # rows): what counts and outcome lists need.
+        con.execute(
+            f"""CREATE OR REPLACE VIEW outcomes AS
+            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
+                   {exact} AS exact_match
+            FROM parts p {scored}"""
+        )
+        if not consensus:
+            return con
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
                            if c != "exact_match" and c not in resolved
@@ -178,13 +237,6 @@ class Queries(Parts):
             FROM (SELECT task_id, {", ".join(TASK_FIELDS)}, {counts} FROM parts)
             GROUP BY task_id"""
         )
-        # An overlay row replaces the stored exact match even when it is NULL (unscored).
-        exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
-        scored = "LEFT JOIN scores s USING (id)"
-        if not self.scores_path.exists():
-            # No overlay (nothing re-scored): no join. Probing a million ids against an
-            # empty table still cost a hash join per query (60 ms of a Browse count).
-            exact, scored = "p.exact_match", ""
         con.execute(
             f"""CREATE OR REPLACE VIEW trajectories AS
             SELECT {select}, {fields},
@@ -194,14 +246,6 @@ class Queries(Parts):
             LEFT JOIN task_consensus t USING (task_id)
             {"LEFT JOIN task_overrides o USING (task_id)" if overridden else ""}"""
         )
-        # Outcomes only (no task consensus, whose window functions dominate at a million
-        # rows): what counts and outcome lists need.
-        con.execute(
-            f"""CREATE OR REPLACE VIEW outcomes AS
-            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
-                   {exact} AS exact_match
-            FROM parts p {scored}"""
-        )
         return con
 
     def shared_table(self, name: str, select: str) -> duckdb.DuckDBPyConnection:
@@ -209,14 +253,64 @@ class Queries(Parts):
         over the views, never user text) as of the current parts: built on first use, once
         per state of the parts (shared by the threads of a local workspace), like the task
         consensus. For a read path that pays for a layout of its own (Browse: its columns
-        sorted by run)."""
+        sorted by run). The build holds no lock other readers take: a thread that needs the
+        same table waits for it, every other query goes on."""
         con = self.connect()
-        tables: set[str] = self._local.tables
+        builds: dict[str, _TableBuild] = self._local.tables
         with self._shared_lock:
-            if name not in tables:
-                con.execute(f"CREATE OR REPLACE TABLE {name} AS {select}")
-                tables.add(name)
+            build = builds.get(name)
+            mine = build is None
+            if build is None:
+                build = builds[name] = _TableBuild()
+        if not mine:
+            build.done.wait()
+            if build.built:
+                return con
+            return self.shared_table(name, select)  # that build failed: try again here
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS {select}")
+            build.built = True
+        finally:
+            if not build.built:
+                with self._shared_lock:
+                    builds.pop(name, None)
+            build.done.set()
         return con
+
+    def keep_warm(self, name: str, select: str, *,
+                  build_now: bool = True) -> threading.Thread | None:
+        """Have ``shared_table(name, select)`` built in the background now and after every
+        change of the parts (this process's imports, or the next query after another
+        process's), so the first reader that needs it does not wait for the whole build.
+        Returns the thread started now (``build_now`` and the table not built or being built
+        for the current parts)."""
+        if self.remote is not None:
+            return None  # a connection per thread there: a table built aside would go unused
+        self._warm_tables[name] = select
+        return self._warm_in_background() if build_now else None
+
+    def _parts_changed(self) -> None:
+        self._warm_in_background()
+
+    def _warm_in_background(self) -> threading.Thread | None:
+        if not self._warm_tables:
+            return None
+        with self._shared_lock:
+            if self._shared is not None and self._shared[0] == self.signature() and all(
+                    name in self._shared[2] for name in self._warm_tables):
+                return None
+        thread = threading.Thread(target=self._build_warm_tables, daemon=True,
+                                  name="faillab-warm-tables")
+        thread.start()
+        self.warm_thread = thread
+        return thread
+
+    def _build_warm_tables(self) -> None:
+        try:
+            for name, select in list(self._warm_tables.items()):
+                self.shared_table(name, select)
+        except Exception:  # a reader that needs the table builds it and sees the error
+            return
 
     def _remote_dataset(self, files: list[str]) -> ds.Dataset:
         """The listed parts as one Arrow dataset whose footers are read once, here: every
@@ -245,7 +339,7 @@ class Queries(Parts):
         return self.query_df("SELECT * FROM trajectories")
 
     def get(self, trajectory_id: str) -> Trajectory | None:
-        row = self.connect().execute(
+        row = self._outcomes_connection().execute(
             "SELECT payload FROM parts WHERE id = ? LIMIT 1", [trajectory_id]
         ).fetchone()
         if row is None:
@@ -255,7 +349,7 @@ class Queries(Parts):
     def summary(self, success_source: str = "recorded") -> dict[str, int]:
         """Counts; ``failed`` and ``unscored`` follow ``success_source`` (see docs/scoring.md)."""
         success = success_expression(success_source)
-        row = self.connect().execute(
+        row = self._outcomes_connection().execute(
             f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
                       count(*) FILTER (WHERE NOT {success}),
                       count(*) FILTER (WHERE {success} IS NULL),
@@ -287,7 +381,7 @@ class Queries(Parts):
         sql += " ORDER BY run, task_id, rollout, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        rows = self.connect().execute(sql, params).fetchall()
+        rows = self._outcomes_connection().execute(sql, params).fetchall()
         keys = ("id", "run", "model", "task_id", "success")
         return [{**dict(zip(keys, r, strict=True)), "outcome": outcome_name(r[4])}
                 for r in rows]

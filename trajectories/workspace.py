@@ -124,6 +124,8 @@ class Workspace(Queries, Compaction):
         self._local = threading.local()
         self._shared = None
         self._shared_lock = threading.Lock()
+        self._warm_tables = {}
+        self.warm_thread = None
         url = configured_trajectories_url() if trajectories_url is None else trajectories_url
         #: The object store holding the parts (None: they are local files under parts_dir).
         self.remote: RemoteParts | None = None

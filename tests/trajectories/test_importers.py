@@ -374,22 +374,30 @@ def test_reading_a_json_list_leaves_the_cycle_collector_as_it_was(tmp_path: Path
 
     from trajectories.importers.detect import iter_file
 
-    record = {"task_idx": 1, "messages": [{"role": "user", "content": "q"}]}
+    # An integer beyond 64 bits sends the file to the whole-document parse (orjson would
+    # read it as a float), which sets the parsed records aside from the cycle collector.
+    record = {"task_idx": 1, "big": 2**70, "messages": [{"role": "user", "content": "q"}]}
     path = tmp_path / "mimic_iv-tool-calling-gpt-x-0.0_range_0--1_valid.json"
     path.write_text(json.dumps([record, record, record]), "utf-8")
     assert gc.isenabled()
     # While the records are read, the parsed file is set aside from the collector...
-    items = iter_file(path, prepare=True)
-    first = next(items)
-    assert first.prepared is not None
+    items = iter_file(path)
+    next(items)
     assert gc.isenabled() and gc.get_freeze_count() > 0
     # ...and given back once the file is read, or the reader stops early.
     assert len(list(items)) == 2
     assert gc.isenabled() and gc.get_freeze_count() == 0
-    stopped = iter_file(path, prepare=True)
+    stopped = iter_file(path)
     next(stopped)
     del stopped  # an abandoned reader is closed when it is let go
     assert gc.isenabled() and gc.get_freeze_count() == 0
+    # A list read record by record freezes nothing.
+    del record["big"]
+    path.write_text(json.dumps([record, record, record]), "utf-8")
+    streamed = iter_file(path, prepare=True)
+    assert next(streamed).prepared is not None
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    del streamed
     # A file that is not JSON leaves it enabled too.
     path.write_text("[{", "utf-8")
     with pytest.raises(ImportProblem):

@@ -4,6 +4,7 @@ files, a bad record still fails the whole import, and compaction changes no row.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,21 @@ def test_parallel_import_survives_a_main_script_without_a_guard(
     report = ws.import_files(files, workers=2)
     assert report.imported > 0
     assert sys.modules["__main__"] is main  # restored after the workers started
+
+
+def test_a_worker_gives_the_memory_of_a_file_back_once_it_is_done() -> None:
+    from trajectories.import_workers import return_freed_memory
+
+    def resident_mb() -> float:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf(
+            "SC_PAGE_SIZE") / 2**20
+
+    # Payload-sized buffers freed in the middle of the heap (one still held after them):
+    # glibc keeps such pages resident until it is asked to trim.
+    payloads = [os.urandom(25_000) for _ in range(8_000)]
+    pinned = os.urandom(25_000)
+    del payloads
+    before = resident_mb()
+    return_freed_memory()
+    assert before - resident_mb() > 100
+    assert len(pinned) == 25_000

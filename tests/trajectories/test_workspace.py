@@ -144,3 +144,24 @@ def test_progress_reports_records_within_a_file(tmp_path: Path) -> None:
     ws.import_files([write_native(tmp_path / "big.jsonl", 2500)],
                     progress=lambda *args: calls.append(args))
     assert calls == [(0, 1, 1000), (0, 1, 2000), (1, 1, 2500)]
+
+
+def test_summary_list_and_fetch_need_no_task_consensus(tmp_path: Path) -> None:
+    from tests.support import write_native_run
+
+    root = tmp_path / "ws"
+    Workspace(root).import_files([write_native_run(tmp_path / "r1.jsonl", 5, run="r1")])
+    fresh = Workspace(root)  # a CLI process: counts only
+    counts = fresh.summary()
+    listed = fresh.list()
+    assert counts["trajectories"] == 5 and fresh.get(listed[0]["id"]) is not None
+    assert fresh._shared is None  # no full database (nor its task consensus) was built
+    light = fresh._local.light[1]
+    tables = {r[0] for r in light.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert "task_consensus" not in tables
+    # The same answers as the full database gives, and a new import is seen.
+    full = Workspace(root)
+    full.connect()
+    assert full.summary() == counts and full.list() == listed
+    fresh.import_files([write_native_run(tmp_path / "r2.jsonl", 3, run="r2")])
+    assert fresh.summary()["trajectories"] == 8

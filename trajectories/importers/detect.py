@@ -104,13 +104,123 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _read_document(path: Path) -> tuple[Any, _Document]:
-    data = path.read_bytes()
+def _parse_document(data: bytes) -> tuple[Any, _Document]:
+    """A whole document's values, and what is known of its text."""
     with _no_cycle_collection():
         doc, plain = _loads(data)
-    # Scanned now, not later from a second read of the file while the parsed records are
-    # held (that was one more file-sized buffer at the worker's peak).
     return doc, _Document(plain, bool(_SURROGATE_ESCAPE.search(data)))
+
+
+def _read_document(path: Path) -> tuple[Any, _Document]:
+    # The surrogate scan is made from these bytes, not from a second read of the file while
+    # the parsed records are held (that was one more file-sized buffer at the worker's peak).
+    return _parse_document(path.read_bytes())
+
+
+def _document_problem(path: Path,
+                      err: json.JSONDecodeError | UnicodeDecodeError) -> ImportProblem:
+    """A whole document the parsers refuse, said the one way (``json``'s position)."""
+    if isinstance(err, UnicodeDecodeError):
+        return ImportProblem(str(path), f"not UTF-8 text (byte {err.start})")
+    return ImportProblem(
+        str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
+        " the file may be truncated")
+
+
+#: JSON's whitespace (``\s`` would take more).
+_WS = rb"[ \t\n\r]*"
+#: The start of a JSON list whose first record is an object: its first key is captured.
+_LIST_HEAD = re.compile(_WS + rb"\[" + _WS + rb"(\{)" + _WS + rb'("(?:[^"\\]|\\.)*")' + _WS
+                        + b":")
+_JSON_SPACE = b" \t\n\r"
+
+
+def _list_end(data: bytes) -> int | None:
+    """Where the last record of a list of objects ends (just past its '}'), when the text ends
+    with '}', ']' and only whitespace; else None. (Read from the end: a regular expression
+    anchored at the end still tries every '}' of the file.)"""
+    end = _before_space(data, len(data))
+    if end == 0 or data[end - 1:end] != b"]":
+        return None
+    end = _before_space(data, end - 1)
+    return end if end and data[end - 1:end] == b"}" else None
+
+
+def _before_space(data: bytes, end: int) -> int:
+    while end and data[end - 1] in _JSON_SPACE:
+        end -= 1
+    return end
+#: A record whose parse fails at more boundaries than this sends its file to the whole parse.
+_MAX_FALSE_BOUNDARIES = 8
+
+
+def _list_records(path: Path) -> Iterator[tuple[int, Any, _Document]]:
+    """A JSON list's records one at a time, parsed by orjson from the file's bytes, so a
+    worker holds the file's bytes and one record rather than the whole parsed list (a 25 MB
+    file is about 300 MB of Python objects).
+
+    A record ends at a closing brace followed by a comma and the next object's first key as
+    the first record spells it (a harness writes every record with the same first key). A key
+    inside a string cannot match (a string holds no bare quote), so the only false boundaries
+    are nested objects that start with that key; those are found out because the slice does
+    not parse: a slice from a value's start parses only when it ends exactly at that value's
+    end. Anything else (no object first, another first key, text after the list, a damaged
+    record, values orjson reads differently from ``json``) sends the rest of the file to the
+    whole-document parse the import always used, so records, values and errors are the same:
+    a damaged file still fails as a whole with ``json``'s line and column."""
+    data = path.read_bytes()
+    head = _LIST_HEAD.match(data)
+    last_end = _list_end(data) if head else None
+    if head is None or last_end is None or _has_long_integer(data):
+        yield from _whole_list(path, data, 0)
+        return
+    known = _Document(True, bool(_SURROGATE_ESCAPE.search(data)))
+    boundary = re.compile(rb"\}" + _WS + b"," + _WS + rb"(\{)" + _WS + re.escape(head[2]) + _WS
+                          + b":")
+    view = memoryview(data)
+    start, index = head.start(1), 0
+    while start < last_end:
+        scan_from, false_boundaries = start, 0
+        while True:
+            found = boundary.search(data, scan_from, last_end)
+            end = found.start() + 1 if found else last_end
+            try:
+                record = orjson.loads(view[start:end])
+                break
+            except orjson.JSONDecodeError:
+                false_boundaries += 1
+                if found is None or false_boundaries > _MAX_FALSE_BOUNDARIES:
+                    view.release()
+                    yield from _whole_list(path, data, index)
+                    return
+                scan_from = end
+        yield index, record, known
+        del record  # let each record go once it is read: bounded memory
+        index += 1
+        start = found.start(1) if found else last_end
+    view.release()
+
+
+def _whole_list(path: Path, data: bytes, first: int) -> Iterator[tuple[int, Any, _Document]]:
+    """A JSON list parsed whole (the reader for every file the record reader does not take),
+    from record ``first`` on."""
+    try:
+        doc, known = _parse_document(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise _document_problem(path, err) from None
+    del data
+    if not isinstance(doc, list):
+        raise ImportProblem(str(path), "expected a JSON list of records")
+    # The parsed records are set aside from the cycle collector while they are read (they
+    # are freed by reference counting as each is let go): otherwise every full collection
+    # walks the whole parsed file again.
+    gc.freeze()
+    try:
+        for i in range(first, len(doc)):
+            rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
+            yield i, rec, known
+    finally:
+        gc.unfreeze()
 
 
 def _plain_line(line: bytes) -> bool:
@@ -130,33 +240,14 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, _Do
     A JSON list is one document (read whole); JSONL is streamed line by line so memory stays
     bounded by one record."""
     if first == "[":
-        try:
-            doc, known = _read_document(path)
-        except json.JSONDecodeError as err:
-            raise ImportProblem(
-                str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
-                " the file may be truncated"
-            ) from None
-        except UnicodeDecodeError as err:
-            raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
-        if not isinstance(doc, list):
-            raise ImportProblem(str(path), "expected a JSON list of records")
-        # The parsed records are set aside from the cycle collector while they are read (they
-        # are freed by reference counting as each is let go): otherwise every full collection
-        # walks the whole parsed file again.
-        gc.freeze()
-        try:
-            for i in range(len(doc)):
-                rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
-                yield f"record {i}", rec, None, known
-        finally:
-            gc.unfreeze()
+        for i, rec, known in _list_records(path):
+            yield f"record {i}", rec, None, known
         return
     if _single_document(path):
         try:
             doc, known = _read_document(path)
-        except UnicodeDecodeError as err:
-            raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise _document_problem(path, err) from None
         if not isinstance(doc, dict):
             raise ImportProblem(
                 str(path), "expected a JSON object, a JSON list of records, or JSONL")
