@@ -132,8 +132,10 @@ stats.sort_stats("tottime").print_stats(15)
 
 def _import(ws: Path, files: list[Path], workers: int) -> dict[str, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(ws), str(workers), *map(str, files)],
-                          capture_output=True, text=True, check=True)
+    # -P: `python -c` would put the current directory first on the import path, so a
+    # before/after run with PYTHONPATH pointing at another checkout would import this one.
+    proc = subprocess.run([sys.executable, "-P", "-c", _CHILD, str(ws), str(workers),
+                           *map(str, files)], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_wall"] = wall
@@ -170,7 +172,7 @@ def main() -> None:
         if ws.exists():
             shutil.rmtree(ws)
         if args.profile:
-            subprocess.run([sys.executable, "-c", _PROFILE, str(ws), *map(str, files)],
+            subprocess.run([sys.executable, "-P", "-c", _PROFILE, str(ws), *map(str, files)],
                            check=True)
             return
         first = _import(ws, files, args.workers)

@@ -138,7 +138,9 @@ def main() -> None:
                         help="With --queries-only: time the background Browse build instead.")
     args = parser.parse_args()
     if args.queries_only:
-        proc = subprocess.run([sys.executable, "-c", _WARM if args.warm else _QUERIES,
+        # -P (every child here): `python -c` would put the current directory first on the
+        # import path, so a PYTHONPATH pointing at another checkout would be ignored.
+        proc = subprocess.run([sys.executable, "-P", "-c", _WARM if args.warm else _QUERIES,
                                str(args.queries_only)],
                               capture_output=True, text=True, check=True)
         print(proc.stdout.strip().splitlines()[-1])
@@ -161,14 +163,15 @@ def main() -> None:
                 handles[i % 10].write(json.dumps(rec) + "\n")
             for h in handles:
                 h.close()
-            proc = subprocess.run([sys.executable, "-c", _IMPORT, str(ws), *map(str, files)],
+            proc = subprocess.run([sys.executable, "-P", "-c", _IMPORT, str(ws), *map(str, files)],
                                   capture_output=True, text=True, check=True)
             imports.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             shutil.rmtree(src)
             print(json.dumps(imports[-1]), file=sys.stderr)
         if args.replicate:
-            subprocess.run([sys.executable, "-c", _REPLICATE, str(ws), str(args.n)], check=True)
-        proc = subprocess.run([sys.executable, "-c", _QUERIES, str(ws)],
+            subprocess.run([sys.executable, "-P", "-c", _REPLICATE, str(ws), str(args.n)],
+                           check=True)
+        proc = subprocess.run([sys.executable, "-P", "-c", _QUERIES, str(ws)],
                               capture_output=True, text=True, check=True)
         queries = json.loads(proc.stdout.strip().splitlines()[-1])
         print(json.dumps({
