@@ -10,6 +10,7 @@ unit-tested against a plain store.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -131,13 +132,50 @@ def queue_for(
 # Features once per (workspace, failures), computed in the background; a fit once per set of
 # confirmed labels: a page asks on every key press, and must never wait for the features.
 _RANKINGS: dict[tuple[object, ...], dict[str, float]] = {}
+# The failures and confirmed labels a ranking starts from, per workspace state and store
+# revision. Reading them (every failure of the workspace, every final label of the store) on
+# each label key cost more than the rest of the ranking while nothing had changed.
+_INPUTS: dict[tuple[object, ...], tuple[tuple[str, ...], dict[str, str]]] = {}
 _KEPT = 4
+_LOCK = threading.Lock()
 
 
 def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], value: Any) -> None:
-    while len(cache) >= _KEPT:
-        cache.pop(next(iter(cache)))
-    cache[key] = value
+    with _LOCK:
+        while len(cache) >= _KEPT:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
+
+
+def store_revision(store: Store) -> tuple[int, int]:
+    """A token that changes whenever the store's labels could have: the newest change-log row
+    (every label, re-label, retraction, import and adjudication writes one) and the number of
+    pre-labels (they are not logged). Two indexed reads, cheap enough for every key press."""
+    from sqlalchemy import func, select
+
+    from labeling.store.models import HistoryRow
+
+    with store.engine.connect() as conn:
+        newest = conn.execute(select(func.max(HistoryRow.id))).scalar()
+    return int(newest or 0), store.prelabels.count()
+
+
+def _ranking_inputs(store: Store, ws: Workspace,
+                    revision: tuple[int, int]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The workspace's failures and their confirmed categories, cached on the store (its URL
+    and revision) and the workspace (its root and signature)."""
+    from labeling.learn.confirmed import confirmed_gold
+
+    key = (str(store.engine.url), str(ws.root), ws.signature(), revision)
+    inputs = _INPUTS.get(key)
+    if inputs is None:
+        failed = tuple(str(t) for t in failed_frame(ws)["id"])
+        wanted = set(failed)
+        confirmed = {tid: g.category for tid, g in confirmed_gold(store).items()
+                     if tid in wanted}
+        inputs = (failed, confirmed)
+        _remember(_INPUTS, key, inputs)
+    return inputs
 
 
 def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int,
@@ -151,7 +189,6 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int,
     if min_labels <= 0:
         return None
     from labeling.clusters import workspace_failures
-    from labeling.learn.confirmed import confirmed_gold
     from labeling.learn.proposals import (
         FEATURES,
         failure_features,
@@ -160,13 +197,12 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int,
         stored_evidence,
     )
 
-    failed = tuple(str(t) for t in failed_frame(ws)["id"])
-    wanted = set(failed)
-    confirmed = {tid: g.category for tid, g in confirmed_gold(store).items() if tid in wanted}
+    revision = store_revision(store)
+    failed, confirmed = _ranking_inputs(store, ws, revision)
     if not ready(confirmed, min_labels):
         return None
-    # A new pre-label run stores new evidence: the features follow it (one cheap count).
-    data_key = (str(ws.root), failed, store.prelabels.count())
+    # A new pre-label run stores new evidence: the features follow it (its count).
+    data_key = (str(ws.root), failed, revision[1])
     key = (*data_key, tuple(sorted(confirmed.items())))
     ranking = _RANKINGS.get(key)
     if ranking is None:
