@@ -75,7 +75,35 @@ def get_store() -> Store:
 
 
 def workspace() -> Workspace:
-    return get_workspace(str(get_settings().workspace))
+    ws = get_workspace(str(get_settings().workspace))
+    _warm_statistics_once(ws)
+    return ws
+
+
+_STATISTICS_WARMED: set[str] = set()
+_STATISTICS_LOCK = threading.Lock()
+
+
+def _warm_statistics_once(ws: Workspace) -> None:
+    """Load the statistics frame of a workspace in the background at its first page run.
+
+    Building the frame reads every trajectory (1-2 s at 50,000 under load); the first visit
+    to Statistics paid it in full. Started when the server serves its first page (whatever
+    page that is), it is in the cache by the time someone opens Statistics. Once per
+    workspace root and process; a later import changes the signature, and the next Statistics
+    visit loads the new frame itself."""
+    root = str(ws.root)
+    if root in _STATISTICS_WARMED:
+        return
+    with _STATISTICS_LOCK:
+        if root in _STATISTICS_WARMED:
+            return
+        _STATISTICS_WARMED.add(root)
+    if not ws.part_files():
+        return
+    from trajectories.workspace import DEFAULT_SUCCESS_SOURCE
+
+    in_background(lambda: trajectory_frame(DEFAULT_SUCCESS_SOURCE), "faillab-statistics-warm-up")
 
 
 def data_key(ws: Workspace | None = None) -> tuple[str, tuple[Any, ...]]:
@@ -203,7 +231,9 @@ def workspace_facets() -> dict[str, list[str]]:
     return _facets_cached(*data_key())
 
 
-@st.cache_data(show_spinner="Loading trajectories…", max_entries=4)
+# No spinner of its own: the warm-up thread fills it too, and a spinner drawn from that thread
+# would land in whatever page its run context belongs to. Statistics shows its own.
+@st.cache_data(show_spinner=False, max_entries=4)
 def _frame_cached(root: str, signature: tuple[Any, ...], source: str) -> pd.DataFrame:
     from analysis.sources import load_frame
 

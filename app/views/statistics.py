@@ -123,7 +123,8 @@ if not ws.part_files():
 
 source = success_source_choice()
 signature = (*data_key(ws), source)
-frame = trajectory_frame(source)
+with st.spinner("Loading trajectories…"):
+    frame = trajectory_frame(source)
 
 labels: pd.DataFrame | None = None
 pairs: pd.DataFrame | None = None

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.support import EHRSQL_SQLITE, REPO, require_shared
+from trajectories.model import StepKind
 from trajectories.workspace import Workspace
 
 
@@ -36,7 +37,8 @@ def test_every_real_trajectory_renders(real_workspace: Workspace,
         traj = real_workspace.get(row["id"])
         assert traj is not None
         blocks = "".join(h.value for h in at.html)  # each step one escaped HTML block
-        assert all(html.escape(s.code or "") in blocks for s in traj.steps if s.kind == "sql")
+        assert all(html.escape(s.code or "") in blocks for s in traj.steps
+                   if s.kind == StepKind.SQL)
 
 
 def test_real_sql_steps_rerun_against_ehrsql(real_workspace: Workspace,
@@ -47,7 +49,7 @@ def test_real_sql_steps_rerun_against_ehrsql(real_workspace: Workspace,
     for row in real_workspace.list():
         traj = real_workspace.get(row["id"])
         assert traj is not None
-        ok = [i for i, s in enumerate(traj.steps) if s.kind == "sql" and not s.error]
+        ok = [i for i, s in enumerate(traj.steps) if s.kind == StepKind.SQL and not s.error]
         if ok:
             break
     at.switch_page("views/trajectory.py")

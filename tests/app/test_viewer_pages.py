@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.support import REPO
+from trajectories.model import StepKind
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")
@@ -68,9 +69,10 @@ def test_browse_sorts_and_pages_over_the_whole_set(app: AppTest, demo_workspace:
 
 def test_trajectory_page_renders_steps_and_answer(app: AppTest, demo_workspace: Path) -> None:
     ws = Workspace(demo_workspace)
-    failed = ws.list(failed=True)[0]["id"]
-    traj = ws.get(failed)
-    assert traj is not None
+    # A failure with SQL steps (some failures of the demo answer without running any).
+    trajs = [ws.get(row["id"]) for row in ws.list(failed=True, limit=50)]
+    traj = next(t for t in trajs if t and any(s.kind == StepKind.SQL for s in t.steps))
+    failed = str(traj.id)
     app.switch_page("views/trajectory.py")
     app.query_params["id"] = failed
     app.run()
@@ -79,7 +81,7 @@ def test_trajectory_page_renders_steps_and_answer(app: AppTest, demo_workspace: 
     assert traj.task.reference_sql in codes
     # The steps are drawn as escaped HTML blocks, one per step.
     blocks = "".join(h.value for h in app.html)
-    sql_steps = [s.code for s in traj.steps if s.kind == "sql"]
+    sql_steps = [s.code or "" for s in traj.steps if s.kind == StepKind.SQL]
     assert sql_steps and all(html.escape(sql) in blocks for sql in sql_steps)
     assert any(m.value == "wrong" for m in app.metric)  # exact match of a failure
 
