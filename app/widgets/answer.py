@@ -36,12 +36,12 @@ def diff_frame(predicted: Any, truth: Any, decimals: int | None = None) -> pd.Da
     return pd.DataFrame(records, columns=["status", "row"])
 
 
-def diff_table(frame: pd.DataFrame) -> None:
+def diff_table(frame: pd.DataFrame, max_height_px: int) -> None:
     """The row diff as a plain HTML table (escaped), not the interactive grid: a few rows need
     none of the grid's scripts, and the grid was one of the heaviest elements of the page."""
     steps_css()
-    st.html(f'<div class="faillab-diff">{table_html(list(frame.columns), frame.values.tolist())}'
-            "</div>")
+    table = table_html(list(frame.columns), frame.values.tolist(), max_height_px)
+    st.html(f'<div class="faillab-diff">{table}</div>')
 
 
 def outcome_of(traj: Trajectory) -> str:
@@ -85,7 +85,7 @@ def render_answer_panel(traj: Trajectory) -> None:
     frame = (diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
              if task.has_ground_truth else pd.DataFrame())
     if not frame.empty:
-        diff_table(frame)
+        diff_table(frame, 300)
     if ordered:
         st.caption("This task asks for an order, so row order counts in the exact match.")
     st.markdown("**Answer format required**")
@@ -108,7 +108,7 @@ def render_answer_compact(traj: Trajectory) -> None:
         if frame.empty:
             st.caption("Both answers are empty.")
         else:
-            diff_table(frame)
+            diff_table(frame, 150)
         if wants_order(task.question, task.answer_format):
             st.caption("Row order counts for this task.")
     else:

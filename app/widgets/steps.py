@@ -53,7 +53,7 @@ STEPS_CSS = """<style>
   padding: 0.6rem 0.8rem; overflow-wrap: anywhere; }
 .faillab-warning { background: rgba(255, 189, 69, 0.15); border-radius: 0.4rem;
   padding: 0.5rem 0.8rem; margin-bottom: 0.5rem; }
-.faillab-table-wrap { max-height: 320px; overflow: auto; }
+.faillab-table-wrap { overflow: auto; }
 .faillab-table { border-collapse: collapse; font-size: 0.85rem; }
 .faillab-table th, .faillab-table td { border: 1px solid rgba(128, 128, 128, 0.3);
   padding: 0.15rem 0.6rem; text-align: left; vertical-align: top; }
@@ -112,13 +112,14 @@ def _cell(value: Any) -> str:
     return _e(value)
 
 
-def table_html(columns: list[str], rows: list[list[Any]]) -> str:
-    """A small table as HTML (header and cells escaped), scrolling past 320 px."""
+def table_html(columns: list[str], rows: list[list[Any]], max_height_px: int = 320) -> str:
+    """A small table as HTML (header and cells escaped), scrolling past ``max_height_px``."""
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
                    for row in rows)
-    return (f'<div class="faillab-table-wrap"><table class="faillab-table">'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+    return (f'<div class="faillab-table-wrap" style="max-height: {int(max_height_px)}px">'
+            f'<table class="faillab-table"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def _code(text: str, language: str | None = None) -> str:
