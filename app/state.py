@@ -13,6 +13,7 @@ and open the workspace from the root they were given, never from a global.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -84,6 +85,19 @@ _STATISTICS_WARMED: set[str] = set()
 #: How long the statistics warm-up waits after the server's first page run has started.
 STATISTICS_WARM_UP_DELAY_S = 0.5
 _STATISTICS_LOCK = threading.Lock()
+_WARM_UP_THREAD = "faillab-statistics-warm-up"
+
+
+class _QuietWarmUp(logging.Filter):
+    """Drops Streamlit's "missing ScriptRunContext" warning for the warm-up thread, which has
+    no session on purpose (its cache calls would log one line each)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return threading.current_thread().name != _WARM_UP_THREAD
+
+
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+    _QuietWarmUp())
 
 
 def _warm_statistics_once(ws: Workspace) -> None:
@@ -104,7 +118,11 @@ def _warm_statistics_once(ws: Workspace) -> None:
         _STATISTICS_WARMED.add(root)
     if not ws.part_files():
         return
-    in_background(_warm_statistics, "faillab-statistics-warm-up")
+    # A thread of its own, without the page's run context: holding a session's context for
+    # the seconds the warm-up takes made that session lose widget clicks meanwhile (on
+    # Browse, one "Descending" click in three started no script run).
+    threading.Thread(target=_quietly(_warm_statistics), name=_WARM_UP_THREAD,
+                     daemon=True).start()
 
 
 def _warm_statistics() -> None:
