@@ -85,19 +85,20 @@ _STATISTICS_WARMED: set[str] = set()
 #: How long the statistics warm-up waits after the server's first page run has started.
 STATISTICS_WARM_UP_DELAY_S = 0.5
 _STATISTICS_LOCK = threading.Lock()
-_WARM_UP_THREAD = "faillab-statistics-warm-up"
+#: Names of the background threads (``in_background``), which have no run context on purpose.
+_CONTEXTLESS: set[str] = set()
 
 
-class _QuietWarmUp(logging.Filter):
-    """Drops Streamlit's "missing ScriptRunContext" warning for the warm-up thread, which has
-    no session on purpose (its cache calls would log one line each)."""
+class _QuietBackground(logging.Filter):
+    """Drops Streamlit's "missing ScriptRunContext" warning for the background threads (each
+    cache call there would log one line)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return threading.current_thread().name != _WARM_UP_THREAD
+        return threading.current_thread().name not in _CONTEXTLESS
 
 
 logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
-    _QuietWarmUp())
+    _QuietBackground())
 
 
 def _warm_statistics_once(ws: Workspace) -> None:
@@ -118,11 +119,7 @@ def _warm_statistics_once(ws: Workspace) -> None:
         _STATISTICS_WARMED.add(root)
     if not ws.part_files():
         return
-    # A thread of its own, without the page's run context: holding a session's context for
-    # the seconds the warm-up takes made that session lose widget clicks meanwhile (on
-    # Browse, one "Descending" click in three started no script run).
-    threading.Thread(target=_quietly(_warm_statistics), name=_WARM_UP_THREAD,
-                     daemon=True).start()
+    in_background(_warm_statistics, "faillab-statistics-warm-up")
 
 
 def _warm_statistics() -> None:
@@ -231,13 +228,13 @@ def warm_browse_page(flt: BrowseFilter, *, sort: str, descending: bool, offset: 
 def in_background(work: Callable[[], object], name: str) -> None:
     """Run ``work`` (filling process-wide caches, drawing nothing) in a daemon thread.
 
-    The thread carries this run's context so Streamlit's caches know it (no "missing
-    context" log line per call); a failure only means the page computes the result itself."""
-    from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
-
-    thread = threading.Thread(target=_quietly(work), name=name, daemon=True)
-    add_script_run_ctx(thread, get_script_run_ctx())
-    thread.start()
+    The thread does not carry the page's run context: a thread holding a session's context
+    while that session went on made it lose widget clicks (measured with the Statistics
+    warm-up: one Browse toggle click in three started no script run). Streamlit's caches work
+    without one; their "missing ScriptRunContext" warning is filtered for these threads. A
+    failure only means the page computes the result itself."""
+    _CONTEXTLESS.add(name)
+    threading.Thread(target=_quietly(work), name=name, daemon=True).start()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
