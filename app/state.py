@@ -119,10 +119,13 @@ def _warm_statistics_once(ws: Workspace) -> None:
         _STATISTICS_WARMED.add(root)
     if not ws.part_files():
         return
-    in_background(_warm_statistics, "faillab-statistics-warm-up")
+    # The store and workspace are fixed now: the thread must not read the settings later (a
+    # test process changes them between tests).
+    url = get_settings().annotations_url()
+    in_background(lambda: _warm_statistics(ws, url), "faillab-statistics-warm-up")
 
 
-def _warm_statistics() -> None:
+def _warm_statistics(ws: Workspace, annotations_url: str) -> None:
     import time
 
     # After the first page's own run has had the interpreter to itself for a moment.
@@ -133,7 +136,7 @@ def _warm_statistics() -> None:
     from faillab.app.widgets.stats_data import warm_first_visit
     from trajectories.workspace import DEFAULT_SUCCESS_SOURCE
 
-    warm_first_visit(DEFAULT_SUCCESS_SOURCE)
+    warm_first_visit(ws, annotations_url, DEFAULT_SUCCESS_SOURCE)
 
 
 def data_key(ws: Workspace | None = None) -> tuple[str, tuple[Any, ...]]:
@@ -270,9 +273,9 @@ def _frame_cached(root: str, signature: tuple[Any, ...], source: str) -> pd.Data
     return on_reader(lambda: load_frame(get_workspace(root), success_source=source))
 
 
-def trajectory_frame(source: str) -> pd.DataFrame:
-    """The statistics frame of the current workspace under a success source."""
-    root, signature = data_key()
+def trajectory_frame(source: str, ws: Workspace | None = None) -> pd.DataFrame:
+    """The statistics frame of the current workspace (or ``ws``) under a success source."""
+    root, signature = data_key(ws)
     return _frame_cached(root, signature, source)
 
 

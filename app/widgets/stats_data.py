@@ -15,10 +15,11 @@ import streamlit as st
 
 from analysis.sources import HUMAN_PROVENANCES, Inputs, compute_all, filter_frame, labeller_pairs
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
-from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
+from faillab.app.state import data_key, get_store_for, trajectory_frame
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.stats_options import LABEL_SCOPES
 from labeling.store import Viewer
+from trajectories.workspace import Workspace
 
 #: How long label frames stay cached: labelling goes on while people look at this page, so
 #: they must refresh soon, but not on every widget click.
@@ -87,13 +88,13 @@ def filter_options(
     )
 
 
-def warm_first_visit(source: str) -> None:
+def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
     """Compute what a first visit shows (no filter changed, nobody signed in), to the caches
     the page reads. Runs in a background thread; draws nothing."""
-    frame = trajectory_frame(source)
-    signature = (*data_key(workspace()), source)
+    frame = trajectory_frame(source, ws)
+    signature = (*data_key(ws), source)
     runs, _, _ = filter_options(signature, frame)
-    labels, pairs = labels_for(get_settings().annotations_url(), viewer_of(None))
+    labels, pairs = labels_for(annotations_url, viewer_of(None))
     counted = counted_labels(labels, LABEL_SCOPES[0])
     tables_for(signature, tuple(runs), None, None, labels_token(counted, pairs), frame, counted,
                pairs)
