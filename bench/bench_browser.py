@@ -408,8 +408,24 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             return figures([timed_rerun(page, next_page.click) for _ in range(repeat)])
 
         def browse_sort() -> dict[str, Any]:
-            page.get_by_label("Sort by").first.click()
-            page.get_by_role("option", name="turns", exact=True).click()
+            # After twenty page moves the menu once did not open within 30 s: the click had
+            # landed while the last move's run was still redrawing the box. Wait for the page
+            # to be idle, then open it, and try again if no option shows.
+            wait_idle(page)
+            option = page.get_by_role("option", name="turns", exact=True)
+            for attempt in range(3):
+                box = page.get_by_label("Sort by").first
+                box.scroll_into_view_if_needed(timeout=30_000)
+                box.click(timeout=30_000)
+                try:
+                    option.wait_for(timeout=10_000)
+                    break
+                except Exception:  # the menu did not open: close whatever is open, retry
+                    if attempt == 2:
+                        raise
+                    page.keyboard.press("Escape")
+                    wait_idle(page)
+            option.click()
             # "Idle" can hold before the sort's run has started; the URL changes at its end.
             page.wait_for_url(re.compile(r".*sort=n_turns"), timeout=60_000)
             wait_idle(page)

@@ -10,6 +10,7 @@ unit-tested against a plain store.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -131,27 +132,69 @@ def queue_for(
 # Features once per (workspace, failures), computed in the background; a fit once per set of
 # confirmed labels: a page asks on every key press, and must never wait for the features.
 _RANKINGS: dict[tuple[object, ...], dict[str, float]] = {}
+# The failures (per workspace state) and confirmed labels (per store revision) a ranking starts
+# from. Reading every failure of the workspace on each label key was most of the key's script
+# run at 50,000 trajectories while the failures had not changed.
+_INPUTS: dict[tuple[object, ...], Any] = {}
 _KEPT = 4
+_LOCK = threading.Lock()
 
 
 def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], value: Any) -> None:
-    while len(cache) >= _KEPT:
-        cache.pop(next(iter(cache)))
-    cache[key] = value
+    with _LOCK:
+        while len(cache) >= _KEPT:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
 
 
-def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int,
-                       wait: bool = False) -> dict[str, float] | None:
+def store_revision(store: Store) -> tuple[int, int]:
+    """A token that changes whenever the store's labels could have: the newest change-log row
+    (every label, re-label, retraction, import and adjudication writes one) and the number of
+    pre-labels (they are not logged). Two indexed reads, cheap enough for every key press."""
+    from sqlalchemy import func, select
+
+    from labeling.store.models import HistoryRow
+
+    with store.engine.connect() as conn:
+        newest = conn.execute(select(func.max(HistoryRow.id))).scalar()
+    return int(newest or 0), store.prelabels.count()
+
+
+def _ranking_inputs(store: Store, ws: Workspace, revision: tuple[int, int],
+                    failed_ids: Sequence[str] | None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The workspace's failures (cached on its root and signature: a scan of every
+    trajectory) and their confirmed categories (cached on the store's URL and revision)."""
+    from labeling.learn.confirmed import confirmed_gold
+
+    failed_key = ("failed", str(ws.root), ws.signature())
+    failed: tuple[str, ...] | None = _INPUTS.get(failed_key)
+    if failed is None:
+        failed = tuple(str(t) for t in (failed_frame(ws)["id"] if failed_ids is None
+                                        else failed_ids))
+        _remember(_INPUTS, failed_key, failed)
+    confirmed_key = ("confirmed", str(store.engine.url), failed_key, revision)
+    confirmed: dict[str, str] | None = _INPUTS.get(confirmed_key)
+    if confirmed is None:
+        wanted = set(failed)
+        confirmed = {tid: g.category for tid, g in confirmed_gold(store).items()
+                     if tid in wanted}
+        _remember(_INPUTS, confirmed_key, confirmed)
+    return failed, confirmed
+
+
+def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bool = False,
+                       failed_ids: Sequence[str] | None = None) -> dict[str, float] | None:
     """The classifier's confidence in its proposal for each failure (confirmed ones too, see
     `labeling.learn.proposals.proposals`), once at least `min_labels` confirmed labels (in two
     or more categories) exist; None before that, or when `min_labels` is 0 (the setting
     `rerank_min_labels` turns the ordering off). Also None while the failures' features are
     still being computed in the background (from the evidence stored beside pre-labels; the
-    finder runs only for failures without) unless `wait`: a page keeps the store's order."""
+    finder runs only for failures without) unless `wait`: a page keeps the store's order.
+    `failed_ids`: the workspace's failures in browse order (``failed_frame``), when the caller
+    has them already; read from the workspace otherwise."""
     if min_labels <= 0:
         return None
     from labeling.clusters import workspace_failures
-    from labeling.learn.confirmed import confirmed_gold
     from labeling.learn.proposals import (
         FEATURES,
         failure_features,
@@ -160,13 +203,12 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int,
         stored_evidence,
     )
 
-    failed = tuple(str(t) for t in failed_frame(ws)["id"])
-    wanted = set(failed)
-    confirmed = {tid: g.category for tid, g in confirmed_gold(store).items() if tid in wanted}
+    revision = store_revision(store)
+    failed, confirmed = _ranking_inputs(store, ws, revision, failed_ids)
     if not ready(confirmed, min_labels):
         return None
-    # A new pre-label run stores new evidence: the features follow it (one cheap count).
-    data_key = (str(ws.root), failed, store.prelabels.count())
+    # A new pre-label run stores new evidence: the features follow it (its count).
+    data_key = (str(ws.root), failed, revision[1])
     key = (*data_key, tuple(sorted(confirmed.items())))
     ranking = _RANKINGS.get(key)
     if ranking is None:

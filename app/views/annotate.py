@@ -138,10 +138,10 @@ def _my_labels(me: User) -> None:
 
 @st.fragment
 def labelling_panel(me: User) -> None:
-    # The ranking reads the workspace's failures: on a reader thread, whose DuckDB connection
-    # is already open (see faillab.app.state.on_reader).
-    ranking = on_reader(lambda: classifier_ranking(store, ws,
-                                                   min_labels=settings.rerank_min_labels))
+    # The failures come from the page's cache (read on a reader thread, whose DuckDB
+    # connection is already open): the ranking itself reads only the store.
+    ranking = classifier_ranking(store, ws, min_labels=settings.rerank_min_labels,
+                                 failed_ids=_failed_ids())
     state = queue_state(store, _failed_ids(), me.name,
                         prelabel_threshold=settings.prelabel_threshold,
                         spot_check_share=settings.spot_check_share, ranking=ranking)

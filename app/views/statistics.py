@@ -16,25 +16,27 @@ from analysis.charts import robustness_bars
 from analysis.quick_charts import html_table, quick_chart
 from analysis.sources import (
     DESCRIPTIONS,
-    HUMAN_PROVENANCES,
     Inputs,
     SourceError,
     chart_for,
-    compute_all,
     compute_table,
     filter_frame,
-    labeller_pairs,
     run_temperatures,
 )
-from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
 from faillab.app.auth import current_user
-from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame, workspace
+from faillab.app.state import data_key, get_settings, trajectory_frame, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.downloads import charts_bundle_download, table_downloads
 from faillab.app.widgets.stats_chart import chart_panel, figure_downloads, table_panel
+from faillab.app.widgets.stats_data import (
+    counted_labels,
+    filter_options,
+    labels_for,
+    labels_token,
+    tables_for,
+)
 from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
-    LABEL_SCOPES,
     SCOPED_TABLES,
     chart_label_note,
     label_scope_choice,
@@ -44,7 +46,6 @@ from faillab.app.widgets.stats_options import (
     success_source_choice,
     turn_budget_view,
 )
-from labeling.store import Viewer
 
 TITLES = {
     "success": "Success",
@@ -57,60 +58,6 @@ TITLES = {
     "robustness": "Robustness",
     "labeller": "Pre-labeller vs human",
 }
-#: How long label frames stay cached: labelling goes on while people look at this page, so
-#: they must refresh soon, but not on every widget click.
-LABELS_TTL_S = 30
-
-
-@st.cache_data(ttl=LABELS_TTL_S, show_spinner="Loading labels…", max_entries=4)
-def _labels(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
-    # The store decides what `viewer` may see (a blind annotator: own labels and pre-labels).
-    store = get_store_for(url)
-    return store.adjudications.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
-
-
-def _token(df: pd.DataFrame | None) -> int:
-    """Content hash of a small frame, to key the table cache without hashing the big frame."""
-    if df is None or df.empty:
-        return 0
-    return int(pd.util.hash_pandas_object(df.astype(str), index=False).sum())
-
-
-@st.cache_data(show_spinner="Computing tables…", max_entries=16)
-def _tables(
-    signature: tuple[Any, ...],
-    runs: tuple[str, ...],
-    intents: tuple[str, ...] | None,
-    scopes: tuple[str, ...] | None,
-    labels_token: int,
-    _frame: pd.DataFrame,
-    _labels: pd.DataFrame | None,
-    _pairs: pd.DataFrame | None,
-) -> dict[str, pd.DataFrame]:
-    sub = filter_frame(_frame[_frame["run"].isin(runs)], intents, scopes)
-    inputs = Inputs(sub, _labels, _pairs)
-    return compute_all(inputs, list(runs))
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _filter_options(
-    signature: tuple[Any, ...], _frame: pd.DataFrame
-) -> tuple[list[str], list[str], list[str]]:
-    """Runs (in order of appearance), intents and scopes present, in their canonical order.
-
-    Cached on the workspace: over 50,000 rows, walking the columns value by value in Python
-    was most of the page's script run."""
-    runs = [str(r) for r in _frame["run"].astype(str).unique()]
-    intents = _frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str).unique()
-    scopes = _frame["scope"].astype("object").fillna(NO_SCOPE).astype(str).unique()
-    present_intents, present_scopes = {str(i) for i in intents}, {str(s) for s in scopes}
-    return (
-        runs,
-        [i for i in ordered_values(pd.Series(intents), INTENTS) if i in present_intents],
-        [s for s in ordered_values(pd.Series(scopes), SCOPES) if s in present_scopes],
-    )
-
-
 st.title("Statistics")
 viewer = viewer_of(current_user())
 ws = workspace()
@@ -123,17 +70,18 @@ if not ws.part_files():
 
 source = success_source_choice()
 signature = (*data_key(ws), source)
-frame = trajectory_frame(source)
+with st.spinner("Loading trajectories…"):
+    frame = trajectory_frame(source)
 
 labels: pd.DataFrame | None = None
 pairs: pd.DataFrame | None = None
 try:
-    labels, pairs = _labels(get_settings().annotations_url(), viewer)
+    labels, pairs = labels_for(get_settings().annotations_url(), viewer)
 except Exception as err:  # a store outage must not hide the trajectory statistics
     st.warning(f"Labels could not be loaded, label tables are empty: {type(err).__name__}")
 
 # --- filters -----------------------------------------------------------------------------------
-all_runs, intent_options, scope_options = _filter_options(signature, frame)
+all_runs, intent_options, scope_options = filter_options(signature, frame)
 
 with st.container(border=True):
     # Runs and intents on rows of their own (six intent chips did not fit in a column at
@@ -149,7 +97,7 @@ with st.container(border=True):
     with c_labels:
         label_scope = label_scope_choice()
     if st.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
-        _labels.clear()
+        labels_for.clear()
         st.rerun()
 
 if not runs or not intents or not scopes:
@@ -161,19 +109,10 @@ intent_sel = None if set(intents) == set(intent_options) else tuple(intents)
 scope_sel = None if set(scopes) == set(scope_options) else tuple(scopes)
 # The label tables count human-confirmed labels unless LLM-only pre-labels are asked for;
 # the provenance table always shows every source, so the share left out stays visible.
-counted = labels
-if labels is not None and label_scope == LABEL_SCOPES[0]:
-    counted = labels[labels["provenance"].isin(HUMAN_PROVENANCES)]
-tables = _tables(
-    signature,
-    tuple(runs),
-    intent_sel,
-    scope_sel,
-    _token(counted) ^ (_token(pairs) * 31),
-    frame,
-    counted,
-    pairs,
-)
+counted = counted_labels(labels, label_scope)
+with st.spinner("Computing tables…"):
+    tables = tables_for(signature, tuple(runs), intent_sel, scope_sel,
+                        labels_token(counted, pairs), frame, counted, pairs)
 
 selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
 if "provenance" in tables and counted is not labels:

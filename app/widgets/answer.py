@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.widgets.safe import plain
+from faillab.app.widgets.steps import steps_css, table_html
 from trajectories.model import Trajectory
 from trajectories.scoring import (
     answer_cut,
@@ -33,6 +34,14 @@ def diff_frame(predicted: Any, truth: Any, decimals: int | None = None) -> pd.Da
                + [{"status": "− missing", "row": _fmt(list(r))} for r in missing]
                + [{"status": "+ extra", "row": _fmt(list(r))} for r in extra])
     return pd.DataFrame(records, columns=["status", "row"])
+
+
+def diff_table(frame: pd.DataFrame, max_height_px: int) -> None:
+    """The row diff as a plain HTML table (escaped), not the interactive grid: a few rows need
+    none of the grid's scripts, and the grid was one of the heaviest elements of the page."""
+    steps_css()
+    table = table_html(list(frame.columns), frame.values.tolist(), max_height_px)
+    st.html(f'<div class="faillab-diff">{table}</div>')
 
 
 def outcome_of(traj: Trajectory) -> str:
@@ -76,8 +85,7 @@ def render_answer_panel(traj: Trajectory) -> None:
     frame = (diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
              if task.has_ground_truth else pd.DataFrame())
     if not frame.empty:
-        st.dataframe(frame, hide_index=True, key=f"diff_{traj.id}",
-                     height=min(38 + 35 * len(frame), 300))
+        diff_table(frame, 300)
     if ordered:
         st.caption("This task asks for an order, so row order counts in the exact match.")
     st.markdown("**Answer format required**")
@@ -100,8 +108,7 @@ def render_answer_compact(traj: Trajectory) -> None:
         if frame.empty:
             st.caption("Both answers are empty.")
         else:
-            st.dataframe(frame, hide_index=True, key=f"diff_{traj.id}",
-                         height=min(38 + 35 * len(frame), 150))
+            diff_table(frame, 150)
         if wants_order(task.question, task.answer_format):
             st.caption("Row order counts for this task.")
     else:

@@ -1,29 +1,28 @@
 """Page-level keyboard and scroll behaviour Streamlit has no API for.
 
-A zero-height component runs a small script in the page. It watches for a new item (the
-container keyed ``annotate_item_<id>`` around the question) and then scrolls the page and the
-steps pane to the top (the next item starts at its question); it takes the focus off a clicked
-button (shortcut keys pressed on a focused button do nothing); and Ctrl+Enter (or Escape) in a
-text box commits the text and leaves the box, so the single-key shortcuts work again without
-reaching for the mouse.
+A component without markup runs a small script in the page itself (Streamlit's components v2:
+no iframe; the deprecated ``components.v1.html`` loaded one per session). It watches for a new
+item (the container keyed ``annotate_item_<id>`` around the question) and then scrolls the page
+and the steps pane to the top (the next item starts at its question); it takes the focus off a
+clicked button (shortcut keys pressed on a focused button do nothing); and Ctrl+Enter (or
+Escape) in a text box commits the text and leaves the box, so the single-key shortcuts work
+again without reaching for the mouse.
 
-The component's HTML never changes, so the browser keeps one iframe for the whole session
-instead of loading a new one for every item (that load sat between a label key and the next
-item). Each load of the iframe replaces the listeners an earlier one installed.
+The component stays mounted while the page shows an item (same key on every run), so the
+script runs once per visit, not once per item; when it unmounts it removes its listeners, and
+a new mount replaces any an earlier one left behind.
 """
 
 from __future__ import annotations
 
 import streamlit as st
-import streamlit.components.v1 as components
 
 ITEM_KEY_PREFIX = "annotate_item_"
 
 _SCRIPT = """
-<script>
-(function () {
-  const top = window.parent;
-  const doc = top.document;
+export default function () {
+  const top = window;
+  const doc = document;
   const old = top.__faillabPageKeys;
   if (old) {
     old.observer.disconnect();
@@ -85,9 +84,15 @@ _SCRIPT = """
   }
   doc.addEventListener('click', onClick, true);
   doc.addEventListener('keydown', onKey, true);
-  top.__faillabPageKeys = {observer: observer, onClick: onClick, onKey: onKey};
-})();
-</script>
+  const mine = {observer: observer, onClick: onClick, onKey: onKey};
+  top.__faillabPageKeys = mine;
+  return function () {
+    observer.disconnect();
+    doc.removeEventListener('click', onClick, true);
+    doc.removeEventListener('keydown', onKey, true);
+    if (top.__faillabPageKeys === mine) { top.__faillabPageKeys = null; }
+  };
+}
 """.replace("__PREFIX__", ITEM_KEY_PREFIX)
 
 _CSS = """
@@ -101,10 +106,13 @@ _CSS = """
 """
 
 
+_PAGE_SCRIPT = st.components.v2.component("faillab_page_keys", js=_SCRIPT)
+
+
 def page_keys() -> None:
-    """Install the page script (same HTML on every run: one iframe per session)."""
+    """Install the page script (mounted once, kept across runs by its key) and the CSS."""
     st.html(_CSS)
-    components.html(_SCRIPT, height=0)
+    _PAGE_SCRIPT(key="faillab_page_keys", height=0)
 
 
 def item_key(trajectory_id: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 import streamlit as st
 
 from faillab.app.widgets.safe import escape_markdown
-from faillab.app.widgets.steps import KIND_LABEL, render_action, render_message
+from faillab.app.widgets.steps import KIND_LABEL, render_action, render_message, steps_css
 from trajectories.model import Step, StepKind
 from trajectories.render import preview
 
@@ -46,6 +46,7 @@ def render_step_outline(steps: list[Step], *, full: Collection[int],
                         pick: Callable[[int], None] | None = None,
                         key_prefix: str = "") -> None:
     """Steps ``< FULL_HEAD`` and those in ``full`` drawn whole; the others as lazy one-liners."""
+    steps_css()
     for index, step in enumerate(steps):
         if index < FULL_HEAD or index in full:
             _one(index, step, rerun, pick, key_prefix)

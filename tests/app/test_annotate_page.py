@@ -65,7 +65,7 @@ def position(at: AppTest) -> str:
 
 def texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [str(d.value) for d in at.dataframe]
+    parts += [str(d.value) for d in at.dataframe] + [h.value for h in at.html]
     return "\n".join(str(p) for p in parts)
 
 

@@ -3,10 +3,13 @@ Trajectory page without an error, and its SQL re-runs against the EHRSQL databas
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.support import EHRSQL_SQLITE, REPO, require_shared
+from trajectories.model import StepKind
 from trajectories.workspace import Workspace
 
 
@@ -33,8 +36,9 @@ def test_every_real_trajectory_renders(real_workspace: Workspace,
         assert not at.exception, (row["id"], at.exception)
         traj = real_workspace.get(row["id"])
         assert traj is not None
-        codes = {c.value for c in at.code}
-        assert all(s.code in codes for s in traj.steps if s.kind == "sql")
+        blocks = "".join(h.value for h in at.html)  # each step one escaped HTML block
+        assert all(html.escape(s.code or "") in blocks for s in traj.steps
+                   if s.kind == StepKind.SQL)
 
 
 def test_real_sql_steps_rerun_against_ehrsql(real_workspace: Workspace,
@@ -45,7 +49,7 @@ def test_real_sql_steps_rerun_against_ehrsql(real_workspace: Workspace,
     for row in real_workspace.list():
         traj = real_workspace.get(row["id"])
         assert traj is not None
-        ok = [i for i, s in enumerate(traj.steps) if s.kind == "sql" and not s.error]
+        ok = [i for i, s in enumerate(traj.steps) if s.kind == StepKind.SQL and not s.error]
         if ok:
             break
     at.switch_page("views/trajectory.py")

@@ -179,7 +179,7 @@ def test_take_label_skip_undo_in_one_viewport(
     for text in ("Answer vs ground truth", "Reference SQL"):
         inside_viewport(page.get_by_text(text, exact=True).first)
     inside_viewport(page.get_by_label("Note", exact=True).and_(page.locator("textarea")))
-    inside_viewport(page.locator("[data-testid='stDataFrame']").first)  # the answer diff
+    inside_viewport(page.locator(".faillab-diff").first)  # the answer diff
     for name in (r"^Accept pre-label", r"^Skip", r"^Undo", r"^SQL Logic Error", r"^Stuck-in-Loop",
                  r"^Re-run reference SQL"):
         inside_viewport(page.get_by_role("button", name=re.compile(name)).first)

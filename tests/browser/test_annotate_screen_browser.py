@@ -107,7 +107,7 @@ def test_everything_acted_on_is_on_screen(browser: Browser,
     inside(page.get_by_label("First faulty step", exact=True).first, viewport)
     for text in ("Answer vs ground truth", "Reference SQL"):
         inside(page.get_by_text(text, exact=True).first, viewport)
-    inside(page.locator(".st-key-annotate_answer [data-testid='stDataFrame']").first, viewport)
+    inside(page.locator(".st-key-annotate_answer .faillab-diff").first, viewport)
     # The evidence is one line at the top of the steps pane, whether it decides or not.
     evidence = page.locator(".st-key-annotate_steps_pane [class*='st-key-evidence_']").first
     inside(evidence, viewport)

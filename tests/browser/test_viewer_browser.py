@@ -39,6 +39,31 @@ def hostile_trajectory() -> object:
     ).with_id()
 
 
+#: Rows of the long observation a late step of the long trajectory carries (over the size at
+#: which an observation starts collapsed).
+LONG_ROWS = 80
+
+
+def long_trajectory() -> object:
+    """Thirty SQL steps, each with a small result table, and a long result near the end: the
+    steps beyond the first screen must be there and open like the first ones."""
+    steps = [Step(kind=StepKind.MESSAGE, role="user", content="How many admissions per drug?")]
+    for i in range(1, 31):
+        rows = [(f"drug-{i}-{r}", r) for r in range(3)]
+        steps.append(Step(kind=StepKind.SQL, code=f"SELECT drug, n FROM t{i} -- step {i}",
+                          observation=str(rows)))
+    long_rows = [(f"late-row-{r}", "<img src=x onerror=window.__pwned=7>") for r in
+                 range(LONG_ROWS)]
+    steps.append(Step(kind=StepKind.SQL, code="SELECT drug, note FROM late",
+                      observation=str(long_rows)))
+    return make_trajectory(
+        task=Task(id="long-1", question="How many admissions per drug, step by step?",
+                  intent="Medications", scope="population", ground_truth=[["a", 1]],
+                  reference_sql="SELECT 1"),
+        steps=steps,
+    ).with_id()
+
+
 @pytest.fixture(scope="module")
 def viewer_server(tmp_path_factory: pytest.TempPathFactory,
                   ) -> Iterator[tuple[StreamlitServer, Workspace, str]]:
@@ -48,7 +73,7 @@ def viewer_server(tmp_path_factory: pytest.TempPathFactory,
     ws = Workspace(root)
     ws.import_files(files)
     hostile = hostile_trajectory()
-    ws.add([(hostile, None)])  # type: ignore[list-item]
+    ws.add([(hostile, None), (long_trajectory(), None)])  # type: ignore[list-item]
     ws.set_ehr_database(require_shared(EHRSQL_SQLITE))
     server = StreamlitServer(root)
     try:
@@ -139,6 +164,10 @@ def test_hostile_content_is_shown_as_text(viewer_server: tuple[StreamlitServer, 
     assert 'onerror="window.__pwned = 2"' in body
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("img[src='x'], iframe, svg[onload]").count() == 0
+    # The recorded result is a light HTML table whose cell shows the hostile text as text.
+    cell = page.locator(".faillab-table td", has_text="<svg onload=window.__pwned=4>")
+    expect(cell).to_have_count(1)
+    expect(page.get_by_text("SELECT '<img src=x onerror=alert(1)>'").first).to_be_visible()
     assert not dialogs
     assert not any("leak.png" in url for url in requests)
     screenshot(page, "trajectory-hostile")
@@ -228,3 +257,28 @@ def test_browse_fragment_keeps_the_url_in_step_and_rows_open(
     assert not frame.set_index("id").loc[tid, "success"]
     wait_idle(page)
     expect(page.get_by_text(f"Trajectory {tid}", exact=False)).to_be_visible()
+
+
+def test_late_steps_are_drawn_and_open(viewer_server: tuple[StreamlitServer, Workspace, str],
+                                       page: Page) -> None:
+    server, _, _ = viewer_server
+    traj = long_trajectory()
+    page.goto(f"{server.url}/trajectory?id={traj.id}")  # type: ignore[attr-defined]
+    wait_idle(page)
+    expect(page.get_by_text("Reference SQL", exact=True)).to_be_visible()
+    pane = page.locator(".st-key-steps_pane")
+    # Every step is on the page from the first run, the last ones too, with their tables.
+    expect(pane.locator(".faillab-step-title")).to_have_count(31)  # 31 actions; messages apart
+    late = pane.get_by_text("30. SQL", exact=True)
+    late.scroll_into_view_if_needed()
+    expect(late).to_be_visible()
+    expect(pane.locator(".faillab-table td", has_text="drug-30-2")).to_be_visible()
+    expect(pane.get_by_role("button", name="Re-run SQL")).to_have_count(31)
+    # The long result of the last step is collapsed; opening it shows its rows.
+    opener = pane.get_by_text(re.compile(r"^Observation \([\d,]+ characters\)$"))
+    opener.scroll_into_view_if_needed()
+    opener.click()
+    wait_idle(page)
+    expect(pane.locator("[data-testid='stDataFrame']")).to_have_count(1)
+    assert page.evaluate("() => window.__pwned") is None
+    screenshot(page, "trajectory-late-steps")

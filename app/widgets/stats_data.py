@@ -1,0 +1,100 @@
+"""The Statistics page's cached data: the label frames, the filter options and the tables.
+
+Apart from the page so the server can compute what a first visit shows (every run, intent and
+scope, human-confirmed labels, as someone not signed in sees them) in the background at its
+first page run: the tables over 50,000 trajectories took 0.9-1.8 s the first time, on top of
+the page's own run, for whoever opened Statistics first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from analysis.sources import HUMAN_PROVENANCES, Inputs, compute_all, filter_frame, labeller_pairs
+from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
+from faillab.app.state import data_key, get_store_for, trajectory_frame
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.stats_options import LABEL_SCOPES
+from labeling.store import Viewer
+from trajectories.workspace import Workspace
+
+#: How long label frames stay cached: labelling goes on while people look at this page, so
+#: they must refresh soon, but not on every widget click.
+LABELS_TTL_S = 30
+
+
+@st.cache_data(ttl=LABELS_TTL_S, show_spinner=False, max_entries=4)
+def labels_for(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Final labels and pre-label/human pairs as ``viewer`` may see them (the store decides:
+    a blind annotator sees their own labels and the pre-labels)."""
+    store = get_store_for(url)
+    return store.adjudications.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
+
+
+def counted_labels(labels: pd.DataFrame | None, label_scope: str) -> pd.DataFrame | None:
+    """The labels the label tables count: human-confirmed only unless LLM-only are asked for."""
+    if labels is not None and label_scope == LABEL_SCOPES[0]:
+        return labels[labels["provenance"].isin(HUMAN_PROVENANCES)]
+    return labels
+
+
+def _token(df: pd.DataFrame | None) -> int:
+    """Content hash of a small frame, to key the table cache without hashing the big frame."""
+    if df is None or df.empty:
+        return 0
+    return int(pd.util.hash_pandas_object(df.astype(str), index=False).sum())
+
+
+def labels_token(counted: pd.DataFrame | None, pairs: pd.DataFrame | None) -> int:
+    return _token(counted) ^ (_token(pairs) * 31)
+
+
+# No spinners of their own (the page shows one): the warm-up thread fills these caches too.
+@st.cache_data(show_spinner=False, max_entries=16)
+def tables_for(
+    signature: tuple[Any, ...],
+    runs: tuple[str, ...],
+    intents: tuple[str, ...] | None,
+    scopes: tuple[str, ...] | None,
+    labels_token: int,
+    _frame: pd.DataFrame,
+    _labels: pd.DataFrame | None,
+    _pairs: pd.DataFrame | None,
+) -> dict[str, pd.DataFrame]:
+    sub = filter_frame(_frame[_frame["run"].isin(runs)], intents, scopes)
+    inputs = Inputs(sub, _labels, _pairs)
+    return compute_all(inputs, list(runs))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def filter_options(
+    signature: tuple[Any, ...], _frame: pd.DataFrame
+) -> tuple[list[str], list[str], list[str]]:
+    """Runs (in order of appearance), intents and scopes present, in their canonical order.
+
+    Cached on the workspace: over 50,000 rows, walking the columns value by value in Python
+    was most of the page's script run."""
+    runs = [str(r) for r in _frame["run"].astype(str).unique()]
+    intents = _frame["intent"].astype("object").fillna(OTHER_INTENT).astype(str).unique()
+    scopes = _frame["scope"].astype("object").fillna(NO_SCOPE).astype(str).unique()
+    present_intents, present_scopes = {str(i) for i in intents}, {str(s) for s in scopes}
+    return (
+        runs,
+        [i for i in ordered_values(pd.Series(intents), INTENTS) if i in present_intents],
+        [s for s in ordered_values(pd.Series(scopes), SCOPES) if s in present_scopes],
+    )
+
+
+def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
+    """Compute what a first visit shows (no filter changed, nobody signed in), to the caches
+    the page reads. Runs in a background thread; draws nothing."""
+    frame = trajectory_frame(source, ws)
+    signature = (*data_key(ws), source)
+    runs, _, _ = filter_options(signature, frame)
+    labels, pairs = labels_for(annotations_url, viewer_of(None))
+    counted = counted_labels(labels, LABEL_SCOPES[0])
+    tables_for(signature, tuple(runs), None, None, labels_token(counted, pairs), frame, counted,
+               pairs)

@@ -1,0 +1,70 @@
+"""The server computes what a first Statistics visit shows in the background at its first page
+run (faillab.app.state), so that visit finds its tables in the cache."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import faillab.app.widgets.stats_data as stats_data
+from tests.support import REPO
+
+MAIN = str(REPO / "app" / "main.py")
+
+
+@pytest.fixture
+def fresh_workspace(tmp_path: Path, demo_workspace: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    root = tmp_path / "ws"  # a root this process has not warmed yet
+    shutil.copytree(demo_workspace, root)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
+        monkeypatch.delenv(var, raising=False)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield root
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _count_table_computations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = stats_data.compute_all
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stats_data, "compute_all", counted)
+    return calls
+
+
+def test_the_first_statistics_visit_finds_its_tables_computed(
+    fresh_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.run()  # the server's first page (the overview) starts the warm-up
+    assert not at.exception
+    warm_ups = [t for t in threading.enumerate() if t.name == "faillab-statistics-warm-up"]
+    assert warm_ups, "no warm-up started"
+    for thread in warm_ups:
+        thread.join(timeout=120)
+    calls = _count_table_computations(monkeypatch)
+    at.switch_page("views/statistics.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert calls == []  # the visit read what the warm-up computed
+    assert any("trajectories in" in c.value for c in at.caption)
+
+    # Without the warm-up's results the same visit computes them itself.
+    st.cache_data.clear()
+    at.run()
+    assert not at.exception
+    assert calls == [1]
