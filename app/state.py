@@ -25,6 +25,7 @@ import streamlit as st
 from faillab.settings import Settings
 from labeling.store import Store, open_store
 from trajectories.model import Trajectory
+from trajectories.views import keep_browse_warm
 from trajectories.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -59,7 +60,11 @@ def get_settings() -> Settings:
 @st.cache_resource
 def get_workspace(root: str) -> Workspace:
     # One Workspace per process and root; it keeps a DuckDB connection per thread internally.
-    return Workspace(Path(root))
+    ws = Workspace(Path(root))
+    # Whatever page opens first (a shared Browse link, a deep link), the Browse table is built
+    # in the background from now on, and again after each import, instead of on a first Browse.
+    keep_browse_warm(ws)
+    return ws
 
 
 @st.cache_resource

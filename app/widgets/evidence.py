@@ -7,9 +7,8 @@ import threading
 from collections.abc import Sequence
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from faillab.app.state import EhrKey, ehr_key, load_trajectory, workspace
+from faillab.app.state import EhrKey, ehr_key, in_background, load_trajectory, workspace
 from faillab.app.widgets.answer import outcome_of
 from faillab.app.widgets.safe import escape_markdown
 from taxonomy import TaxonomyError, default_taxonomy
@@ -101,11 +100,9 @@ def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
                 with _WARMING_LOCK:
                     _WARMING.discard(tid)
 
-    thread = threading.Thread(target=warm, name="faillab-prefetch", daemon=True)
-    # The page's run context, so Streamlit's caches know the thread (no "missing context" log
-    # line per call); the thread draws nothing, it only fills the process-wide caches.
-    add_script_run_ctx(thread, get_script_run_ctx())
-    thread.start()
+    # Without the page's run context, as every warm-up thread (see `in_background`): a thread
+    # holding a session's context after its run ended made that session lose widget clicks.
+    in_background(warm, "faillab-prefetch")
 
 
 def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = True,
