@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from sqlalchemy import create_engine, make_url, text
+
+from labeling.store import Store, open_store
+from tests.support import save_test_taxonomy
 
 
 def fresh_postgres_url(database_url: str) -> str:
@@ -18,3 +22,11 @@ def fresh_postgres_url(database_url: str) -> str:
         engine.dispose()
     url = make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
     return url.render_as_string(hide_password=False)
+
+
+def sqlite_store_with_annotator(folder: Path, name: str = "ana") -> Store:
+    """A new SQLite annotation store in ``folder`` with the test taxonomy and one annotator."""
+    store = open_store(f"sqlite:///{folder / 'a.sqlite'}")
+    save_test_taxonomy(store)
+    store.users.add(name)
+    return store

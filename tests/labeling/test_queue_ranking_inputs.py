@@ -13,16 +13,14 @@ import labeling.learn.confirmed as confirmed_module
 import labeling.queue as queue
 from labeling.learn.classifier import MIN_LABELS
 from labeling.queue import classifier_ranking, failed_frame, store_revision
-from labeling.store import Store, open_store
-from tests.support import save_test_taxonomy
+from labeling.store import Store
+from tests.labeling.support import sqlite_store_with_annotator
 from trajectories.workspace import Workspace
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    st = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
-    save_test_taxonomy(st)
-    st.users.add("ana")
+    st = sqlite_store_with_annotator(tmp_path)
     yield st
     st.close()
 
