@@ -8,10 +8,12 @@ the page's own run, for whoever opened Statistics first.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
+from sqlalchemy import make_url
 
 from analysis.sources import HUMAN_PROVENANCES, Inputs, compute_all, filter_frame, labeller_pairs
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
@@ -94,7 +96,22 @@ def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
     frame = trajectory_frame(source, ws)
     signature = (*data_key(ws), source)
     runs, _, _ = filter_options(signature, frame)
-    labels, pairs = labels_for(annotations_url, viewer_of(None))
+    labels: pd.DataFrame | None = None
+    pairs: pd.DataFrame | None = None
+    # A warm-up only reads: it never creates a workspace's annotation store (opening a SQLite
+    # store makes its file). No store yet means no labels; the tables' cache key is the same
+    # as for an empty store's frames (`labels_token` is 0 for both).
+    if not _missing_sqlite_store(annotations_url):
+        labels, pairs = labels_for(annotations_url, viewer_of(None))
     counted = counted_labels(labels, LABEL_SCOPES[0])
     tables_for(signature, tuple(runs), None, None, labels_token(counted, pairs), frame, counted,
                pairs)
+
+
+def _missing_sqlite_store(url: str) -> bool:
+    """True for a SQLite store whose file does not exist yet (opening it would create it)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return database in ("", ":memory:") or not Path(database).exists()

@@ -56,6 +56,8 @@ def test_the_first_statistics_visit_finds_its_tables_computed(
     assert warm_ups, "no warm-up started"
     for thread in warm_ups:
         thread.join(timeout=120)
+    # The warm-up only reads: a workspace nobody has labelled keeps having no store file.
+    assert not (fresh_workspace / "annotations.sqlite").exists()
     calls = _count_table_computations(monkeypatch)
     at.switch_page("views/statistics.py")
     at.run()
