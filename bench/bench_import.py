@@ -112,7 +112,7 @@ def t(file, name):
 total = t("workspace.py", "import_files")
 # Both import paths: the fast one (fast_chat documents, canonical_id) and the pydantic one.
 hash_s = t("model.py", "with_id") + t("model.py", "canonical_id")
-parse_s = t("detect.py", "_read_document")  # read, scans, orjson
+parse_s = t("json_documents.py", "read_document")  # read, scans, orjson
 validate_s = t("detect.py", "iter_file") - parse_s - hash_s
 score_s = t("rows.py", "score") + t("scoring.py", "score_values")
 row_s = t("rows.py", "index_row") + t("rows.py", "document_row") - score_s

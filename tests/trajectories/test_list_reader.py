@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 
 from tests.support import REAL_TRAJECTORIES, require_shared
-from trajectories.importers import ImportProblem, detect
-from trajectories.importers.detect import _parse_document, _records, iter_file
+from trajectories.importers import ImportProblem, json_documents
+from trajectories.importers.detect import _records, iter_file
+from trajectories.importers.json_documents import parse_document
 from trajectories.workspace import Workspace
 
 
 def _whole(path: Path) -> list[tuple[str, Any]] | str:
     """What parsing the whole list gives: each record with its location, or the error."""
     try:
-        doc, _ = _parse_document(path.read_bytes())
+        doc, _ = parse_document(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         return type(err).__name__
     return [(f"record {i}", record) for i, record in enumerate(doc)]
@@ -49,7 +50,7 @@ def _record(key_first: str = "task_idx", **extra: Any) -> dict[str, Any]:
 def _no_whole_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any) -> Any:
         raise AssertionError("the whole list was parsed")
-    monkeypatch.setattr(detect, "_whole_list", refuse)
+    monkeypatch.setattr(json_documents, "whole_list", refuse)
 
 
 def test_real_harness_files_are_read_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-import orjson
 
 from trajectories.importers.errors import ImportProblem
 from trajectories.importers.fast_chat import Prepared, prepare_chat
@@ -21,6 +17,13 @@ from trajectories.importers.inspect_ai import (
     json_log_samples,
     looks_like_inspect_log,
     parse_inspect_sample,
+)
+from trajectories.importers.json_documents import (
+    DocumentText,
+    document_problem,
+    has_long_integer,
+    list_records,
+    read_document,
 )
 from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
 from trajectories.importers.mapping import Mapping, parse_mapped
@@ -41,191 +44,9 @@ class ParsedFile:
     raw_rejects: list[tuple[str, str]] = field(default_factory=list)  # (location, raw text)
 
 
-#: orjson reads integers beyond 64 bits as floats; such files go to the standard parser so a
-#: record's values (and so its content hash) never depend on the parser.
-_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
-_LONG_RUN = b"0" * 19
-
-
-def _has_long_integer(data: bytes) -> bool:
-    """True when a run of 19+ digits is a whole integer (not a float's fraction or exponent).
-    Digits inside strings count too: those files just take the slower parser. (Digits are
-    folded to '0' so the scan is a plain substring search, far faster than a regex.)"""
-    folded = data.translate(_ZERO_DIGITS)
-    start = folded.find(_LONG_RUN)
-    while start != -1:
-        end = start + len(_LONG_RUN)
-        while folded[end:end + 1] == b"0":
-            end += 1
-        before = data[start - 1:start] if start else b""
-        if before == b"-" and start >= 2:
-            before = data[start - 2:start - 1]
-            fraction_or_exponent = before in (b"e", b"E")
-        else:
-            fraction_or_exponent = before in (b".", b"e", b"E", b"+")
-        if not fraction_or_exponent and data[end:end + 1] not in (b".", b"e", b"E"):
-            return True
-        start = folded.find(_LONG_RUN, end)
-    return False
-
-
-def _loads(data: bytes) -> tuple[Any, bool]:
-    """Parse a whole JSON document: orjson when it accepts the text (several times faster),
-    else the standard parser, whose acceptance (NaN, huge integers, lone surrogate escapes)
-    and error messages are the import's contract. The flag says orjson read it (so its
-    values are plain JSON: no NaN, no integer beyond 64 bits)."""
-    if not _has_long_integer(data):
-        try:
-            return orjson.loads(data), True
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data.decode("utf-8-sig")), False
-
-
-@dataclass(frozen=True)
-class _Document:
-    """What is known of a whole document's text once it is parsed (its bytes are let go)."""
-
-    plain: bool  # read by orjson (``_loads``)
-    surrogate_hint: bool  # holds an escape that can decode to a surrogate
-
-
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cycle collector off while a whole document is parsed: parsing a 25 MB file makes
-    millions of containers, and each collection run while they are made walks all made so far
-    (about a tenth of the import's CPU). Parsed JSON holds no reference cycles to collect."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _parse_document(data: bytes) -> tuple[Any, _Document]:
-    """A whole document's values, and what is known of its text."""
-    with _no_cycle_collection():
-        doc, plain = _loads(data)
-    return doc, _Document(plain, bool(_SURROGATE_ESCAPE.search(data)))
-
-
-def _read_document(path: Path) -> tuple[Any, _Document]:
-    # The surrogate scan is made from these bytes, not from a second read of the file while
-    # the parsed records are held (that was one more file-sized buffer at the worker's peak).
-    return _parse_document(path.read_bytes())
-
-
-def _document_problem(path: Path,
-                      err: json.JSONDecodeError | UnicodeDecodeError) -> ImportProblem:
-    """A whole document the parsers refuse, said the one way (``json``'s position)."""
-    if isinstance(err, UnicodeDecodeError):
-        return ImportProblem(str(path), f"not UTF-8 text (byte {err.start})")
-    return ImportProblem(
-        str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
-        " the file may be truncated")
-
-
-#: JSON's whitespace (``\s`` would take more).
-_WS = rb"[ \t\n\r]*"
-#: The start of a JSON list whose first record is an object: its first key is captured.
-_LIST_HEAD = re.compile(_WS + rb"\[" + _WS + rb"(\{)" + _WS + rb'("(?:[^"\\]|\\.)*")' + _WS
-                        + b":")
-_JSON_SPACE = b" \t\n\r"
-
-
-def _list_end(data: bytes) -> int | None:
-    """Where the last record of a list of objects ends (just past its '}'), when the text ends
-    with '}', ']' and only whitespace; else None. (Read from the end: a regular expression
-    anchored at the end still tries every '}' of the file.)"""
-    end = _before_space(data, len(data))
-    if end == 0 or data[end - 1:end] != b"]":
-        return None
-    end = _before_space(data, end - 1)
-    return end if end and data[end - 1:end] == b"}" else None
-
-
-def _before_space(data: bytes, end: int) -> int:
-    while end and data[end - 1] in _JSON_SPACE:
-        end -= 1
-    return end
-#: A record whose parse fails at more boundaries than this sends its file to the whole parse.
-_MAX_FALSE_BOUNDARIES = 8
-
-
-def _list_records(path: Path) -> Iterator[tuple[int, Any, _Document]]:
-    """A JSON list's records one at a time, parsed by orjson from the file's bytes, so a
-    worker holds the file's bytes and one record rather than the whole parsed list (a 25 MB
-    file is about 300 MB of Python objects).
-
-    A record ends at a closing brace followed by a comma and the next object's first key as
-    the first record spells it (a harness writes every record with the same first key). A key
-    inside a string cannot match (a string holds no bare quote), so the only false boundaries
-    are nested objects that start with that key; those are found out because the slice does
-    not parse: a slice from a value's start parses only when it ends exactly at that value's
-    end. Anything else (no object first, another first key, text after the list, a damaged
-    record, values orjson reads differently from ``json``) sends the rest of the file to the
-    whole-document parse the import always used, so records, values and errors are the same:
-    a damaged file still fails as a whole with ``json``'s line and column."""
-    data = path.read_bytes()
-    head = _LIST_HEAD.match(data)
-    last_end = _list_end(data) if head else None
-    if head is None or last_end is None or _has_long_integer(data):
-        yield from _whole_list(path, data, 0)
-        return
-    known = _Document(True, bool(_SURROGATE_ESCAPE.search(data)))
-    boundary = re.compile(rb"\}" + _WS + b"," + _WS + rb"(\{)" + _WS + re.escape(head[2]) + _WS
-                          + b":")
-    view = memoryview(data)
-    start, index = head.start(1), 0
-    while start < last_end:
-        scan_from, false_boundaries = start, 0
-        while True:
-            found = boundary.search(data, scan_from, last_end)
-            end = found.start() + 1 if found else last_end
-            try:
-                record = orjson.loads(view[start:end])
-                break
-            except orjson.JSONDecodeError:
-                false_boundaries += 1
-                if found is None or false_boundaries > _MAX_FALSE_BOUNDARIES:
-                    view.release()
-                    yield from _whole_list(path, data, index)
-                    return
-                scan_from = end
-        yield index, record, known
-        del record  # let each record go once it is read: bounded memory
-        index += 1
-        start = found.start(1) if found else last_end
-    view.release()
-
-
-def _whole_list(path: Path, data: bytes, first: int) -> Iterator[tuple[int, Any, _Document]]:
-    """A JSON list parsed whole (the reader for every file the record reader does not take),
-    from record ``first`` on."""
-    try:
-        doc, known = _parse_document(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise _document_problem(path, err) from None
-    del data
-    if not isinstance(doc, list):
-        raise ImportProblem(str(path), "expected a JSON list of records")
-    # The parsed records are set aside from the cycle collector while they are read (they
-    # are freed by reference counting as each is let go): otherwise every full collection
-    # walks the whole parsed file again.
-    gc.freeze()
-    try:
-        for i in range(first, len(doc)):
-            rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
-            yield i, rec, known
-    finally:
-        gc.unfreeze()
-
-
 def _plain_line(line: bytes) -> bool:
     """True when the standard parser reads this JSONL line to values orjson would give too."""
-    return b"NaN" not in line and b"Infinity" not in line and not _has_long_integer(line)
+    return b"NaN" not in line and b"Infinity" not in line and not has_long_integer(line)
 
 
 def _raw(record: Any) -> str:
@@ -233,21 +54,21 @@ def _raw(record: Any) -> str:
     return json.dumps(record, ensure_ascii=False, default=str)
 
 
-def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, _Document | bool]]:
+def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, DocumentText | bool]]:
     """Yield (location, record, raw, source) tuples; raw is None when the record came out of a
     whole document (its text is made only if it is rejected); source is that document's
-    ``_Document``, or for a JSONL line whether its values are plain JSON (``_plain_line``).
+    ``DocumentText``, or for a JSONL line whether its values are plain JSON (``_plain_line``).
     A JSON list is one document (read whole); JSONL is streamed line by line so memory stays
     bounded by one record."""
     if first == "[":
-        for i, rec, known in _list_records(path):
+        for i, rec, known in list_records(path):
             yield f"record {i}", rec, None, known
         return
     if _single_document(path):
         try:
-            doc, known = _read_document(path)
+            doc, known = read_document(path)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise _document_problem(path, err) from None
+            raise document_problem(path, err) from None
         if not isinstance(doc, dict):
             raise ImportProblem(
                 str(path), "expected a JSON object, a JSON list of records, or JSONL")
@@ -301,7 +122,6 @@ class _BadJson:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Cheap test on the raw text before walking a record: an escaped or a decoded surrogate.
 _SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _surrogate_field(value: Any, path: str = "") -> str | None:
@@ -405,7 +225,7 @@ def iter_file(
         # A record from a whole document has no text of its own: walk it only when its file
         # could hold a surrogate escape at all (decided once per file).
         if line is None:
-            assert isinstance(source, _Document)
+            assert isinstance(source, DocumentText)
             hint, plain = source.surrogate_hint, source.plain
         else:
             plain = bool(source)

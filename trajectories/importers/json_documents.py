@@ -1,0 +1,207 @@
+"""Reading whole JSON documents and JSON lists of records for the importers.
+
+orjson where it reads the text exactly as the standard parser would (several times faster),
+else ``json``, whose acceptance (NaN, integers beyond 64 bits, lone surrogate escapes) and error
+messages are the import's contract; a harness's JSON list is read one record at a time so a
+worker holds the file's bytes and one record, not the whole parsed list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from trajectories.importers.errors import ImportProblem
+
+#: An escape that can decode to a surrogate (such a document's strings are checked).
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+#: orjson reads integers beyond 64 bits as floats; such files go to the standard parser so a
+#: record's values (and so its content hash) never depend on the parser.
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUN = b"0" * 19
+
+
+def has_long_integer(data: bytes) -> bool:
+    """True when a run of 19+ digits is a whole integer (not a float's fraction or exponent).
+    Digits inside strings count too: those files just take the slower parser. (Digits are
+    folded to '0' so the scan is a plain substring search, far faster than a regex.)"""
+    folded = data.translate(_ZERO_DIGITS)
+    start = folded.find(_LONG_RUN)
+    while start != -1:
+        end = start + len(_LONG_RUN)
+        while folded[end:end + 1] == b"0":
+            end += 1
+        before = data[start - 1:start] if start else b""
+        if before == b"-" and start >= 2:
+            before = data[start - 2:start - 1]
+            fraction_or_exponent = before in (b"e", b"E")
+        else:
+            fraction_or_exponent = before in (b".", b"e", b"E", b"+")
+        if not fraction_or_exponent and data[end:end + 1] not in (b".", b"e", b"E"):
+            return True
+        start = folded.find(_LONG_RUN, end)
+    return False
+
+
+def loads_plain(data: bytes) -> tuple[Any, bool]:
+    """Parse a whole JSON document: orjson when it accepts the text (several times faster),
+    else the standard parser, whose acceptance (NaN, huge integers, lone surrogate escapes)
+    and error messages are the import's contract. The flag says orjson read it (so its
+    values are plain JSON: no NaN, no integer beyond 64 bits)."""
+    if not has_long_integer(data):
+        try:
+            return orjson.loads(data), True
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data.decode("utf-8-sig")), False
+
+
+@dataclass(frozen=True)
+class DocumentText:
+    """What is known of a whole document's text once it is parsed (its bytes are let go)."""
+
+    plain: bool  # read by orjson (``loads_plain``)
+    surrogate_hint: bool  # holds an escape that can decode to a surrogate
+
+
+@contextlib.contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """The cycle collector off while a whole document is parsed: parsing a 25 MB file makes
+    millions of containers, and each collection run while they are made walks all made so far
+    (about a tenth of the import's CPU). Parsed JSON holds no reference cycles to collect."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse_document(data: bytes) -> tuple[Any, DocumentText]:
+    """A whole document's values, and what is known of its text."""
+    with no_cycle_collection():
+        doc, plain = loads_plain(data)
+    return doc, DocumentText(plain, bool(SURROGATE_ESCAPE.search(data)))
+
+
+def read_document(path: Path) -> tuple[Any, DocumentText]:
+    # The surrogate scan is made from these bytes, not from a second read of the file while
+    # the parsed records are held (that was one more file-sized buffer at the worker's peak).
+    return parse_document(path.read_bytes())
+
+
+def document_problem(path: Path,
+                      err: json.JSONDecodeError | UnicodeDecodeError) -> ImportProblem:
+    """A whole document the parsers refuse, said the one way (``json``'s position)."""
+    if isinstance(err, UnicodeDecodeError):
+        return ImportProblem(str(path), f"not UTF-8 text (byte {err.start})")
+    return ImportProblem(
+        str(path), f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno});"
+        " the file may be truncated")
+
+
+#: JSON's whitespace (``\s`` would take more).
+_WS = rb"[ \t\n\r]*"
+#: The start of a JSON list whose first record is an object: its first key is captured.
+_LIST_HEAD = re.compile(_WS + rb"\[" + _WS + rb"(\{)" + _WS + rb'("(?:[^"\\]|\\.)*")' + _WS
+                        + b":")
+_JSON_SPACE = b" \t\n\r"
+
+
+def _list_end(data: bytes) -> int | None:
+    """Where the last record of a list of objects ends (just past its '}'), when the text ends
+    with '}', ']' and only whitespace; else None. (Read from the end: a regular expression
+    anchored at the end still tries every '}' of the file.)"""
+    end = _before_space(data, len(data))
+    if end == 0 or data[end - 1:end] != b"]":
+        return None
+    end = _before_space(data, end - 1)
+    return end if end and data[end - 1:end] == b"}" else None
+
+
+def _before_space(data: bytes, end: int) -> int:
+    while end and data[end - 1] in _JSON_SPACE:
+        end -= 1
+    return end
+#: A record whose parse fails at more boundaries than this sends its file to the whole parse.
+_MAX_FALSE_BOUNDARIES = 8
+
+
+def list_records(path: Path) -> Iterator[tuple[int, Any, DocumentText]]:
+    """A JSON list's records one at a time, parsed by orjson from the file's bytes, so a
+    worker holds the file's bytes and one record rather than the whole parsed list (a 25 MB
+    file is about 300 MB of Python objects).
+
+    A record ends at a closing brace followed by a comma and the next object's first key as
+    the first record spells it (a harness writes every record with the same first key). A key
+    inside a string cannot match (a string holds no bare quote), so the only false boundaries
+    are nested objects that start with that key; those are found out because the slice does
+    not parse: a slice from a value's start parses only when it ends exactly at that value's
+    end. Anything else (no object first, another first key, text after the list, a damaged
+    record, values orjson reads differently from ``json``) sends the rest of the file to the
+    whole-document parse the import always used, so records, values and errors are the same:
+    a damaged file still fails as a whole with ``json``'s line and column."""
+    data = path.read_bytes()
+    head = _LIST_HEAD.match(data)
+    last_end = _list_end(data) if head else None
+    if head is None or last_end is None or has_long_integer(data):
+        yield from whole_list(path, data, 0)
+        return
+    known = DocumentText(True, bool(SURROGATE_ESCAPE.search(data)))
+    boundary = re.compile(rb"\}" + _WS + b"," + _WS + rb"(\{)" + _WS + re.escape(head[2]) + _WS
+                          + b":")
+    view = memoryview(data)
+    start, index = head.start(1), 0
+    while start < last_end:
+        scan_from, false_boundaries = start, 0
+        while True:
+            found = boundary.search(data, scan_from, last_end)
+            end = found.start() + 1 if found else last_end
+            try:
+                record = orjson.loads(view[start:end])
+                break
+            except orjson.JSONDecodeError:
+                false_boundaries += 1
+                if found is None or false_boundaries > _MAX_FALSE_BOUNDARIES:
+                    view.release()
+                    yield from whole_list(path, data, index)
+                    return
+                scan_from = end
+        yield index, record, known
+        del record  # let each record go once it is read: bounded memory
+        index += 1
+        start = found.start(1) if found else last_end
+    view.release()
+
+
+def whole_list(path: Path, data: bytes, first: int) -> Iterator[tuple[int, Any, DocumentText]]:
+    """A JSON list parsed whole (the reader for every file the record reader does not take),
+    from record ``first`` on."""
+    try:
+        doc, known = parse_document(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise document_problem(path, err) from None
+    del data
+    if not isinstance(doc, list):
+        raise ImportProblem(str(path), "expected a JSON list of records")
+    # The parsed records are set aside from the cycle collector while they are read (they
+    # are freed by reference counting as each is let go): otherwise every full collection
+    # walks the whole parsed file again.
+    gc.freeze()
+    try:
+        for i in range(first, len(doc)):
+            rec, doc[i] = doc[i], None  # let each record go once it is read: bounded memory
+            yield i, rec, known
+    finally:
+        gc.unfreeze()
