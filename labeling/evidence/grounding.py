@@ -112,10 +112,10 @@ def unknown_value(ref: RefParts, got: RefParts, probe: Probe) -> tuple[str, str]
         for table in sorted(ref.tables & got.tables):
             if not re.fullmatch(r"[a-z_][a-z0-9_]*", table):
                 continue
-            there = probe.run(f"SELECT 1 FROM {table} WHERE {col} = {_quote(wanted[0])} LIMIT 1")
+            there = probe.run(_holds(table, col, wanted[0]))
             if there is None or not there.rows:
                 continue  # no such column there, or the reference's value is not there either
-            absent = probe.run(f"SELECT 1 FROM {table} WHERE {col} = {_quote(value)} LIMIT 1")
+            absent = probe.run(_holds(table, col, value))
             if absent is not None and not absent.rows:
                 return col, value
     return None
@@ -132,5 +132,7 @@ def _term(value: str) -> bool:
             and not _RE_NUMBERISH.match(value))
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+def _holds(table: str, col: str, value: str) -> str:
+    # Parsed literals are lower-cased, and a database may store 'PO' or 'po': compare folded.
+    quoted = "'" + value.replace("'", "''") + "'"
+    return f"SELECT 1 FROM {table} WHERE LOWER(CAST({col} AS VARCHAR)) = {quoted} LIMIT 1"

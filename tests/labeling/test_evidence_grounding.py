@@ -20,7 +20,7 @@ from trajectories.model import Step, StepKind
 COPD = "chronic obstructive pulmonary disease, unspecified"
 DX_REF = ("SELECT d.charttime FROM diagnoses_icd d JOIN d_icd_diagnoses t "
           f"ON d.icd_code = t.icd_code WHERE d.subject_id = 1 AND t.long_title = '{COPD}'")
-ROUTE_REF = "SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1 AND route = 'ih'"
+ROUTE_REF = "SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1 AND route = 'IH'"
 
 
 def search(table: str, value: str, obs: str) -> Step:
@@ -35,8 +35,8 @@ def ehr(tmp_path: Path) -> Path:
     con = sqlite3.connect(path)
     con.executescript(
         "CREATE TABLE prescriptions (subject_id INTEGER, starttime TEXT, drug TEXT, route TEXT);"
-        "INSERT INTO prescriptions VALUES (1, '2100-01-02', 'albuterol', 'ih'),"
-        " (1, '2100-01-03', 'heparin', 'iv');"
+        "INSERT INTO prescriptions VALUES (1, '2100-01-02', 'albuterol', 'IH'),"
+        " (1, '2100-01-03', 'heparin', 'IV');"
         "CREATE TABLE d_icd_diagnoses (icd_code TEXT, icd_version INTEGER, long_title TEXT);"
         f"INSERT INTO d_icd_diagnoses VALUES ('496', 9, '{COPD}'),"
         " ('J449', 10, 'Chronic obstructive pulmonary disease, unspecified');"
@@ -75,7 +75,7 @@ def test_a_name_that_a_search_found_is_not_a_lookup_error() -> None:
 
 
 def test_a_value_the_database_does_not_hold_is_a_lookup_error(ehr: Path) -> None:
-    spelled_out = ROUTE_REF.replace("'ih'", "'inhalation'")
+    spelled_out = ROUTE_REF.replace("'IH'", "'inhalation'")
     limited = ROUTE_REF + " ORDER BY starttime DESC LIMIT 1"
     steps = [sql("SELECT * FROM prescriptions WHERE subject_id = 1", "[...]"),
              sql(spelled_out, "[(None,)]"), sql(spelled_out + " AND starttime > '2099'", "[]")]
@@ -85,7 +85,7 @@ def test_a_value_the_database_does_not_hold_is_a_lookup_error(ehr: Path) -> None
     assert "route = 'inhalation' matches no row" in ev.reason and "'ih'" in ev.reason
     assert ev.step == 1  # the first query that used the value
     # Another value the database does hold is a different reading, not a grounding failure.
-    other = ROUTE_REF.replace("'ih'", "'iv'")
+    other = ROUTE_REF.replace("'IH'", "'iv'")
     ev = find_divergence(traj([sql(other, "[('2100-01-03',)]")], [["2100-01-03"]], ref=limited,
                               gold=[["2100-01-02"]]), ehr)
     assert "matches no row" not in ev.reason
