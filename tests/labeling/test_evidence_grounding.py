@@ -107,3 +107,26 @@ def test_an_abbreviation_names_the_same_concept(ehr: Path) -> None:
     another = by_abbreviation.replace("%COPD%", "%asthma%")
     ev = find_divergence(traj([sql(another, "[]")], None, ref=DX_REF, gold=[["2100-07-01"]]), ehr)
     assert ev.part == "concept" and ev.category == SEMANTIC
+
+
+def test_the_calibration_templates_make_value_and_limit_failures_the_finder_names(
+    tmp_path: Path,
+) -> None:
+    """On the calibration demo (seed 1, not the one calibrated on) the value rule decides only
+    failures injected as code errors, and the limit part only logic errors."""
+    from labeling.evidence import Probe
+    from trajectories.demo import generate_demo
+    from trajectories.demo.drafting import CODE, LOGIC
+
+    demo = generate_demo(tmp_path, seed=1, n_tasks=48, rollouts=3, n_patients=500,
+                         calibration=True)
+    fails = [t for t in demo.trajectories if t.outcome is not None and not t.outcome.success
+             and (t.task.template_id or "").startswith("grounding.")]
+    with Probe.open(demo.ehr_path) as probe:
+        found = [(str((t.model_extra or {})["simulated_failure"]), find_divergence(t, probe=probe))
+                 for t in fails]
+    by_value = [cause for cause, ev in found if "matches no row" in ev.reason]
+    by_limit = [cause for cause, ev in found if ev.part == "order_limit"]
+    assert by_value and set(by_value) == {CODE}
+    assert by_limit and set(by_limit) == {LOGIC}
+
