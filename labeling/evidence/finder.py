@@ -294,7 +294,7 @@ def find_divergence(
         last_step = next(((i, p) for i, sql in reversed(steps)
                           if (p := decompose(sql)) is not None), None)
     if last_step is None:
-        ungrounded = ungrounded_search(sg.action_views(trajectory), ref)
+        ungrounded = ungrounded_search(trajectory, ref)
         if ungrounded is not None:
             return _evidence(trajectory, ungrounded[0], _calibrated([ungrounded[1]]), rows,
                              executed)

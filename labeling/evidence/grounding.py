@@ -23,6 +23,7 @@ from typing import Any
 from labeling.evidence.parts import Divergence, RefParts, decompose
 from labeling.evidence.probes import Probe
 from labeling.prelabel import signals as sg
+from trajectories.model import Trajectory
 
 TEXT_CODE_COLS = frozenset({"label", "long_title", "short_title", "drug"})
 _RE_DICT_NAME = re.compile(r"\bd_")  # a dictionary table's name (not hadm_id's "d_")
@@ -75,7 +76,7 @@ def searched(steps: list[tuple[int, str]], last: int) -> set[str]:
     return out
 
 
-def ungrounded_search(views: list[sg.ActionView], ref: RefParts) -> tuple[int, Divergence] | None:
+def ungrounded_search(trajectory: Trajectory, ref: RefParts) -> tuple[int, Divergence] | None:
     """For a trajectory with no query to compare: when the reference grounds a name (a
     dictionary title, a drug) and the agent's searches of the dictionaries (search tools, SQL
     on ``d_`` tables) never showed it, the term was not grounded, at the first search. A name
@@ -85,11 +86,14 @@ def ungrounded_search(views: list[sg.ActionView], ref: RefParts) -> tuple[int, D
     names.discard("")
     if not names:
         return None
+    views = sg.action_views(trajectory)
     searches = [v for v in views if v.tool_table is not None
                 or (v.sql is not None and _RE_DICT_NAME.search(v.sql.lower()))]
     if not searches:
         return None
-    if any(name in v.observation.lower() for v in views for name in names):
+    # The whole output, not the view's clipped one: a long listing may show the name mid-way.
+    outputs = (trajectory.steps[v.index].observation for v in views)
+    if any(name in out.lower() for out in outputs if isinstance(out, str) for name in names):
         return None
     steps = ", ".join(str(v.index) for v in searches[:4])
     name = sorted(names)[0]

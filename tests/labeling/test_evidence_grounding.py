@@ -70,6 +70,10 @@ def test_a_name_that_a_search_found_is_not_a_lookup_error() -> None:
                    "'isosorbide': ['isosorbide dinitrate'].")
     ev = find_divergence(traj([found], "no routes", ref=ref, gold=[["po"]]))
     assert ev.category is None and "no parsable agent SQL step" in ev.reason
+    # Found in the middle of a long listing (past what the rules' views keep) is still found.
+    listing = ", ".join(f"'title {i}'" for i in range(800))
+    long = search("d_icd_diagnoses", "pulmonary", f"[{listing}, '{COPD}', {listing}]")
+    assert find_divergence(traj([long], "none", ref=DX_REF, gold=[["2100"]])).category is None
     # No search at all: nothing says the term was not grounded.
     assert find_divergence(traj([], "no", ref=DX_REF, gold=[["2100"]])).category is None
 
