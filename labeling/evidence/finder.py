@@ -16,6 +16,10 @@ the reference, in this order of decisiveness:
    that already shows one of those differences.
 5. ``result``: no part differs but the executed results do.
 
+Whether the agent grounded the question's terms in the database's own names and values (a
+search that never found the reference's name, a filter value no row holds, an abbreviation of
+the concept) is :mod:`labeling.evidence.grounding`'s.
+
 The suggested category and its confidence come from the part (``CALIBRATION``): each
 confidence is the share of demo failures, over the injected causes the demo generator knows,
 in which that part went with that category (see docs/evidence.md for how it was measured).
