@@ -172,12 +172,12 @@ def test_a_dictionary_row_id_joined_as_the_code_is_a_code_error() -> None:
 
 
 def test_a_partial_name_searched_is_the_same_concept() -> None:
-    from labeling.evidence.finder import _related
+    from labeling.evidence.grounding import related
 
-    assert _related({"hem"}, {"hemoglobin"})  # searched too widely, same concept
-    assert _related({"hemoglobin"}, {"hemoglob"})
-    assert not _related({"hem"}, {"potassium"})
-    assert not _related({"culture"}, {"resection"})
+    assert related({"hem"}, {"hemoglobin"})  # searched too widely, same concept
+    assert related({"hemoglobin"}, {"hemoglob"})
+    assert not related({"hem"}, {"potassium"})
+    assert not related({"culture"}, {"resection"})
 
 
 # --------------------------------------------------------------------------- executed evidence

@@ -62,11 +62,12 @@ def iter_demo_trajectories(out_dir: Path, *, seed: int = 0, n_tasks: int = 72,
 
 
 def generate_demo(out_dir: Path, *, seed: int = 0, n_tasks: int = 72, rollouts: int = 3,
-                  n_patients: int = 2000) -> DemoResult:
-    """Build the demo EHR under ``out_dir`` and simulate every configured agent on it."""
+                  n_patients: int = 2000, calibration: bool = False) -> DemoResult:
+    """Build the demo EHR under ``out_dir`` and simulate every configured agent on it.
+    ``calibration`` adds the calibration-only task templates (another set of tasks and ids)."""
     ehr_path = Path(out_dir) / EHR_FILENAME
     build_ehr(ehr_path, seed=seed, n_patients=n_patients)
     with DemoDatabase(ehr_path) as db:
-        specs = make_tasks(db, seed=seed, n_tasks=n_tasks)
+        specs = make_tasks(db, seed=seed, n_tasks=n_tasks, calibration=calibration)
         trajectories = list(simulate_runs(db, specs, seed=seed, rollouts=rollouts))
     return DemoResult(ehr_path, trajectories, [s.task for s in specs])

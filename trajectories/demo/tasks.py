@@ -30,6 +30,7 @@ from trajectories.demo.templates_diagnoses import (
     t_patients_dx_since_year,
     t_primary_codes,
 )
+from trajectories.demo.templates_grounding import CALIBRATION_TEMPLATES
 from trajectories.demo.templates_labs import (
     t_avg_lab_dx,
     t_count_tests_next_admission,
@@ -101,20 +102,24 @@ def _spec(d: Draft, task_id: str, gt: Any, pair_id: str | None, variant: str | N
     return TaskSpec(task, d.tables, d.lookups, d.variants, d.probe, d.probe_note, d.relaxed)
 
 
-def make_tasks(db: DemoDatabase, *, seed: int, n_tasks: int = 72) -> list[TaskSpec]:
+def make_tasks(db: DemoDatabase, *, seed: int, n_tasks: int = 72,
+               calibration: bool = False) -> list[TaskSpec]:
     """Draw ``n_tasks`` tasks (Clean/Noise pairs count as two) and verify every answer by
     executing its reference SQL.  Templates are visited round-robin so any ``n_tasks`` >= 40
-    covers all six intents at both scopes."""
+    covers all six intents at both scopes. ``calibration`` adds the calibration-only templates
+    (:mod:`trajectories.demo.templates_grounding`) to the schedule; without it the tasks, and so
+    every demo id, are what they always were."""
+    templates = TEMPLATES + CALIBRATION_TEMPLATES if calibration else TEMPLATES
     rng = random.Random(f"tasks|{seed}")
     ctx = Ctx(db)
     specs: list[TaskSpec] = []
-    visits = [0] * len(TEMPLATES)
+    visits = [0] * len(templates)
     seen: set[str] = set()
     i = 0
     while len(specs) < n_tasks:
-        t_index = i % len(TEMPLATES)
+        t_index = i % len(templates)
         i += 1
-        template, pairable = TEMPLATES[t_index]
+        template, pairable = templates[t_index]
         want_pair = pairable and visits[t_index] % 2 == 0 and n_tasks - len(specs) >= 2
         visits[t_index] += 1
         chosen: tuple[Draft, Any] | None = None
@@ -143,6 +148,6 @@ def make_tasks(db: DemoDatabase, *, seed: int, n_tasks: int = 72) -> list[TaskSp
                 specs.append(_spec(noise, f"demo-{n + 1:05d}", None, pair, "noise"))
             else:
                 specs.append(_spec(draft, f"demo-{n:05d}", gt, None, None))
-        if i > 50 * (n_tasks + len(TEMPLATES)):
+        if i > 50 * (n_tasks + len(templates)):
             raise RuntimeError("could not draw enough answerable tasks; is the database empty?")
     return specs
