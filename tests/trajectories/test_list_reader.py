@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,54 @@ def test_the_reader_stops_early_without_reading_on(tmp_path: Path) -> None:
     assert first.location == "record 0" and first.prepared is not None
     del items  # a reader let go early is closed
     assert len(list(iter_file(path, prepare=True))) == 3
+
+
+@pytest.mark.parametrize("text", [
+    b'"\\ud800"', b'"\\udfff"', b'"a\\uDBFF b"', b'"\\ude00\\ud83d"', b'"\\ud800\\u0041"',
+    b'{"\\ud800": 1}',
+])
+def test_orjson_refuses_a_lone_surrogate_escape(text: bytes) -> None:
+    # What lets a document orjson read skip the search for surrogate escapes (PLAIN_TEXT).
+    with pytest.raises(json_documents.orjson.JSONDecodeError):
+        json_documents.orjson.loads(text)
+    assert json.loads(text) is not None  # the standard parser takes it (and is walked)
+
+
+def test_a_document_orjson_reads_is_not_searched_for_surrogates() -> None:
+    pair = b'[{"a": "\\ud83d\\ude00"}]'
+    assert parse_document(pair)[1] == json_documents.PLAIN_TEXT
+    lone = b'[{"a": "\\ud800"}]'
+    assert parse_document(lone)[1] == json_documents.DocumentText(False, True)
+    assert parse_document(b'[{"a": NaN}]')[1] == json_documents.DocumentText(False, False)
+
+
+def _long_integer_by_regex(data: bytes) -> bool:
+    """The definition ``has_long_integer`` implements: a run of 19+ digits that is not a
+    float's fraction or exponent nor followed by one."""
+    for run in re.finditer(rb"[0-9]{19,}", data):
+        before = data[max(run.start() - 2, 0):run.start()]
+        if before[-1:] in (b".", b"e", b"E", b"+") or before in (b"e-", b"E-"):
+            continue
+        if data[run.end():run.end() + 1] not in (b".", b"e", b"E"):
+            return True
+    return False
+
+
+def test_long_integers_are_found_as_the_definition_says() -> None:
+    rng = random.Random(19)
+    pieces = [b"1", b"9", b"0", b"5", b".", b"e", b"E", b"+", b"-", b" ", b",", b'"', b"a"]
+    for _ in range(20_000):
+        data = b"".join(rng.choice(pieces[:4] * 6 + pieces) for _ in range(rng.randrange(50)))
+        assert json_documents.has_long_integer(data) == _long_integer_by_regex(data), data
+
+
+@pytest.mark.parametrize("before", [b" ", b"-", b":", b".", b"e", b"e-", b"+"])
+def test_long_integers_are_found_across_the_scans_chunks(before: bytes) -> None:
+    chunk = json_documents._CLASS_CHUNK
+    for at in range(chunk - 25, chunk + 3):
+        data = bytearray(b" " * (2 * chunk))
+        data[at - len(before):at] = before
+        data[at:at + 19] = b"1" * 19
+        assert json_documents.has_long_integer(bytes(data)) == (before in (b" ", b"-", b":"))
+    assert json_documents.has_long_integer(b"1" * 19)
+    assert not json_documents.has_long_integer(b"1" * 18)
