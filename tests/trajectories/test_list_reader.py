@@ -194,6 +194,12 @@ def test_orjson_refuses_a_lone_surrogate_escape(text: bytes) -> None:
     assert json.loads(text) is not None  # the standard parser takes it (and is walked)
 
 
+def test_orjson_refuses_an_encoded_surrogate() -> None:
+    # Surrogates written as UTF-8 bytes are not UTF-8: both parsers refuse them.
+    with pytest.raises(json_documents.orjson.JSONDecodeError):
+        json_documents.orjson.loads(b'["\xed\xa0\x80"]')
+
+
 def test_a_document_orjson_reads_is_not_searched_for_surrogates() -> None:
     pair = b'[{"a": "\\ud83d\\ude00"}]'
     assert parse_document(pair)[1] == json_documents.PLAIN_TEXT
