@@ -220,7 +220,11 @@ def _long_integer_by_regex(data: bytes) -> bool:
     return False
 
 
-def test_long_integers_are_found_as_the_definition_says() -> None:
+@pytest.mark.parametrize("prescan_min", [0, json_documents._PRESCAN_MIN])
+def test_long_integers_are_found_as_the_definition_says(monkeypatch: pytest.MonkeyPatch,
+                                                        prescan_min: int) -> None:
+    # 0: the vectorised pre-scan runs first on these short texts too.
+    monkeypatch.setattr(json_documents, "_PRESCAN_MIN", prescan_min)
     rng = random.Random(19)
     pieces = [b"1", b"9", b"0", b"5", b".", b"e", b"E", b"+", b"-", b" ", b",", b'"', b"a"]
     for _ in range(20_000):
