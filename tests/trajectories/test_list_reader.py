@@ -242,3 +242,21 @@ def test_long_integers_are_found_across_the_scans_chunks(before: bytes) -> None:
         assert json_documents.has_long_integer(bytes(data)) == (before in (b" ", b"-", b":"))
     assert json_documents.has_long_integer(b"1" * 19)
     assert not json_documents.has_long_integer(b"1" * 18)
+
+
+def test_record_boundaries_are_where_the_pattern_says() -> None:
+    # The boundary, stated as a regular expression: '}' ',' '{' key ':' with JSON whitespace
+    # between; the reader finds the leftmost one at or after a start, wholly before an end.
+    space = rb"[ \t\n\r]*"
+    rng = random.Random(7)
+    for key in (b'"k"', b'"a\\"b"'):
+        pattern = re.compile(rb"\}" + space + b"," + space + rb"(\{)" + space + re.escape(key)
+                             + space + b":")
+        pieces = [b"{", b"}", b",", b" ", b"\n", b"\t", b":", b'"k', b"k", b"x", key]
+        for _ in range(20_000):
+            data = b"".join(rng.choice(pieces) for _ in range(rng.randrange(30)))
+            start = rng.randrange(len(data) + 1)
+            end = rng.randrange(start, len(data) + 1)
+            found = pattern.search(data, start, end)
+            assert json_documents._next_boundary(data, key, start, end) == (
+                (found.start(), found.start(1)) if found else None), (data, start, end)

@@ -186,6 +186,10 @@ def _before_space(data: bytes, end: int) -> int:
     return end
 
 
+#: The bytes around a record boundary, as ``data[i]`` gives them (ints).
+_COLON, _OPEN, _COMMA, _CLOSE = b":{,}"
+
+
 def _next_boundary(data: bytes, key: bytes, start: int, end: int) -> tuple[int, int] | None:
     """The first place at or after ``start`` where one record ends and the next begins with
     ``key``: '}', ',', '{', the key and ':' with only JSON whitespace between, all before
@@ -221,7 +225,6 @@ def _boundary_at(data: bytes, at: int, key_size: int, start: int,
     return close, brace
 
 
-_COLON, _OPEN, _COMMA, _CLOSE = b":{,}"
 #: A record whose parse fails at more boundaries than this sends its file to the whole parse.
 _MAX_FALSE_BOUNDARIES = 8
 
