@@ -112,7 +112,9 @@ def t(file, name):
 total = t("workspace.py", "import_files")
 # Both import paths: the fast one (fast_chat documents, canonical_id) and the pydantic one.
 hash_s = t("model.py", "with_id") + t("model.py", "canonical_id")
-parse_s = t("json_documents.py", "read_document")  # read, scans, orjson
+# Read, scans, orjson: a whole document, or a JSON list record by record (a generator: its
+# time is summed over every resume).
+parse_s = t("json_documents.py", "read_document") + t("json_documents.py", "list_records")
 validate_s = t("detect.py", "iter_file") - parse_s - hash_s
 score_s = t("rows.py", "score") + t("scoring.py", "score_values")
 row_s = t("rows.py", "index_row") + t("rows.py", "document_row") - score_s
@@ -125,7 +127,8 @@ buckets = {"parse JSON": parse_s, "normalise (+ validate on the pydantic path)":
            "Parquet write": t("core.py", "write_table")}
 buckets["other"] = total - sum(buckets.values())
 print(json.dumps({"profiled_total_s": round(total, 2),
-                  "share": {k: f"{100 * v / total:.0f}%" for k, v in buckets.items()}}, indent=2))
+                  "share": {k: f"{100 * v / total:.0f}%" for k, v in buckets.items()},
+                  "seconds": {k: round(v, 3) for k, v in buckets.items()}}, indent=2))
 stats.sort_stats("tottime").print_stats(15)
 """
 

@@ -29,7 +29,7 @@ from trajectories.importers.openai_chat import (
     parse_openai_chat,
 )
 from trajectories.model import StepKind, Trajectory, canonical_bytes, canonical_id
-from trajectories.rows import document_row, index_row
+from trajectories.rows import document_row, index_row, json_text
 from trajectories.workspace import Workspace
 
 IDENTITY = RunIdentity(run="mimic_iv-tool-calling-gpt-x-0.0_range_0--1_valid", model="gpt-x",
@@ -366,3 +366,12 @@ def test_the_real_cut_results_are_answers_of_their_last_query() -> None:
                 cut.append(index_row(traj)["exact_match"])
     # The harness cut five last results in these runs; none can be an exact match.
     assert len(cut) == 5 and True not in cut
+
+
+@pytest.mark.parametrize("value", [
+    None, "é \u2028 \ud800", [["2100-03-12 14:25:00", 1.5, None, True]], {"b": 1, "a": [2**70]},
+    math.nan, -math.inf, 1e-7, {"set": {1}}, ("tuple", 1), b"bytes", Path("x"),
+])
+def test_json_text_writes_what_json_dumps_writes(value: Any) -> None:
+    # The stored answer columns: the one encoder must write json.dumps's very text.
+    assert json_text(value) == json.dumps(value, ensure_ascii=False, default=str)

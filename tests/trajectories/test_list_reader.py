@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,84 @@ def test_the_reader_stops_early_without_reading_on(tmp_path: Path) -> None:
     assert first.location == "record 0" and first.prepared is not None
     del items  # a reader let go early is closed
     assert len(list(iter_file(path, prepare=True))) == 3
+
+
+@pytest.mark.parametrize("text", [
+    b'"\\ud800"', b'"\\udfff"', b'"a\\uDBFF b"', b'"\\ude00\\ud83d"', b'"\\ud800\\u0041"',
+    b'{"\\ud800": 1}',
+])
+def test_orjson_refuses_a_lone_surrogate_escape(text: bytes) -> None:
+    # What lets a document orjson read skip the search for surrogate escapes (PLAIN_TEXT).
+    with pytest.raises(json_documents.orjson.JSONDecodeError):
+        json_documents.orjson.loads(text)
+    assert json.loads(text) is not None  # the standard parser takes it (and is walked)
+
+
+def test_orjson_refuses_an_encoded_surrogate() -> None:
+    # Surrogates written as UTF-8 bytes are not UTF-8: both parsers refuse them.
+    with pytest.raises(json_documents.orjson.JSONDecodeError):
+        json_documents.orjson.loads(b'["\xed\xa0\x80"]')
+
+
+def test_a_document_orjson_reads_is_not_searched_for_surrogates() -> None:
+    pair = b'[{"a": "\\ud83d\\ude00"}]'
+    assert parse_document(pair)[1] == json_documents.PLAIN_TEXT
+    lone = b'[{"a": "\\ud800"}]'
+    assert parse_document(lone)[1] == json_documents.DocumentText(False, True)
+    assert parse_document(b'[{"a": NaN}]')[1] == json_documents.DocumentText(False, False)
+
+
+def _long_integer_by_regex(data: bytes) -> bool:
+    """The definition ``has_long_integer`` implements: a run of 19+ digits that is not a
+    float's fraction or exponent nor followed by one."""
+    for run in re.finditer(rb"[0-9]{19,}", data):
+        before = data[max(run.start() - 2, 0):run.start()]
+        if before[-1:] in (b".", b"e", b"E", b"+") or before in (b"e-", b"E-"):
+            continue
+        if data[run.end():run.end() + 1] not in (b".", b"e", b"E"):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("prescan_min", [0, json_documents._PRESCAN_MIN])
+def test_long_integers_are_found_as_the_definition_says(monkeypatch: pytest.MonkeyPatch,
+                                                        prescan_min: int) -> None:
+    # 0: the vectorised pre-scan runs first on these short texts too.
+    monkeypatch.setattr(json_documents, "_PRESCAN_MIN", prescan_min)
+    rng = random.Random(19)
+    pieces = [b"1", b"9", b"0", b"5", b".", b"e", b"E", b"+", b"-", b" ", b",", b'"', b"a"]
+    for _ in range(20_000):
+        data = b"".join(rng.choice(pieces[:4] * 6 + pieces) for _ in range(rng.randrange(50)))
+        assert json_documents.has_long_integer(data) == _long_integer_by_regex(data), data
+
+
+@pytest.mark.parametrize("before", [b" ", b"-", b":", b".", b"e", b"e-", b"+"])
+def test_long_integers_are_found_across_the_scans_chunks(before: bytes) -> None:
+    chunk = json_documents._CLASS_CHUNK
+    for at in range(chunk - 25, chunk + 3):
+        data = bytearray(b" " * (2 * chunk))
+        data[at - len(before):at] = before
+        data[at:at + 19] = b"1" * 19
+        assert json_documents.has_long_integer(bytes(data)) == (before in (b" ", b"-", b":"))
+    assert json_documents.has_long_integer(b"1" * 19)
+    assert not json_documents.has_long_integer(b"1" * 18)
+
+
+def test_record_boundaries_are_where_the_pattern_says() -> None:
+    # The boundary, stated as a regular expression: '}' ',' '{' key ':' with JSON whitespace
+    # between; the reader finds the leftmost one at or after a start, wholly before an end.
+    space = rb"[ \t\n\r]*"
+    rng = random.Random(7)
+    for key in (b'"k"', b'"a\\"b"'):
+        pattern = re.compile(rb"\}" + space + b"," + space + rb"(\{)" + space + re.escape(key)
+                             + space + b":")
+        # Whole and partial boundaries are common, so a start often falls inside one.
+        pieces = [b"{", b"}", b",", b" ", b"\n", b"\t", b":", b'"k', b"k", b"x", key,
+                  b"} ,", b", {", key + b" :", b"}, {" + key + b":"]
+        for _ in range(20_000):
+            data = b"".join(rng.choice(pieces) for _ in range(rng.randrange(30)))
+            start = rng.randrange(len(data) + 1)
+            end = rng.randrange(start, len(data) + 1)
+            found = pattern.search(data, start, end)
+            assert json_documents._next_boundary(data, key, start, end) == (
+                (found.start(), found.start(1)) if found else None), (data, start, end)

@@ -21,7 +21,9 @@ import orjson
 
 from trajectories.importers.errors import ImportProblem
 
-#: An escape that can decode to a surrogate (such a document's strings are checked).
+#: An escape that can decode to a surrogate (such a document's strings are checked when the
+#: standard parser read it: orjson refuses a lone surrogate escape, and a pair decodes to one
+#: character in both parsers).
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
@@ -29,12 +31,54 @@ SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 #: record's values (and so its content hash) never depend on the parser.
 _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
+#: ``_may_have_long_integer`` classes bytes as 1 (a digit), 2 ('.') or 0 (anything else) and
+#: looks for a run of 19 digits after a byte of class 0, this many bytes at a time (small
+#: enough for its three work arrays to stay in the CPU's cache).
+_CLASS_CHUNK = 1 << 18
+_INTEGER_START = b"\x00" + b"\x01" * len(_LONG_RUN)
+#: Below this size (a JSONL line, a small document) the exact check alone is about as cheap as
+#: the pre-scan or cheaper (measured: 0.5 against 8 us at 500 bytes, 11 against 47 at 16 KB,
+#: 40 against 28 at 64 KB).
+_PRESCAN_MIN = 64 * 1024
+
+
+def _may_have_long_integer(data: bytes) -> bool:
+    """False when no run of 19+ digits starts after a byte other than '.' (nor at the start):
+    then ``has_long_integer`` is False, since every run it accepts starts so. A run after a
+    '.' is a float's fraction, as every 19-digit run in a harness's costs and rewards is, so
+    the exact (and per run, slow) check is left to the rare text that has an integer-like
+    run. Vectorised a chunk at a time: about half the time of folding the digits with
+    ``bytes.translate`` (a copy of the file) and a fifth of a regular expression."""
+    import numpy as np  # here: the importers load without numpy (a file's scan needs it)
+
+    if data[:len(_LONG_RUN)].isdigit():
+        return True
+    array = np.frombuffer(data, np.uint8)
+    work = np.empty(min(len(array), _CLASS_CHUNK + len(_INTEGER_START)), np.uint8)
+    digit = np.empty(len(work), np.bool_)
+    dot = np.empty(len(work), np.bool_)
+    # Chunks overlap by a needle's length less one, so a run across a seam is seen whole.
+    for start in range(0, len(array), _CLASS_CHUNK):
+        chunk = array[max(start - len(_INTEGER_START) + 1, 0):start + _CLASS_CHUNK]
+        size = len(chunk)
+        np.subtract(chunk, 48, out=work[:size])  # digits to 0-9, every other byte above 9
+        np.less(work[:size], 10, out=digit[:size])
+        np.equal(chunk, 46, out=dot[:size])
+        classes = digit[:size].view(np.uint8)
+        classes += dot[:size].view(np.uint8)
+        classes += dot[:size].view(np.uint8)
+        if classes.tobytes().find(_INTEGER_START) != -1:
+            return True
+    return False
 
 
 def has_long_integer(data: bytes) -> bool:
     """True when a run of 19+ digits is a whole integer (not a float's fraction or exponent).
     Digits inside strings count too: those files just take the slower parser. (Digits are
-    folded to '0' so the scan is a plain substring search, far faster than a regex.)"""
+    folded to '0' so the scan is a plain substring search, far faster than a regex; a
+    vectorised scan rules most texts out first.)"""
+    if len(data) >= _PRESCAN_MIN and not _may_have_long_integer(data):
+        return False
     folded = data.translate(_ZERO_DIGITS)
     start = folded.find(_LONG_RUN)
     while start != -1:
@@ -71,7 +115,13 @@ class DocumentText:
     """What is known of a whole document's text once it is parsed (its bytes are let go)."""
 
     plain: bool  # read by orjson (``loads_plain``)
-    surrogate_hint: bool  # holds an escape that can decode to a surrogate
+    #: Read by the standard parser and holds an escape that can decode to a lone surrogate.
+    surrogate_hint: bool
+
+
+#: What is known of a document orjson read: it has no lone surrogate (orjson refuses one, a
+#: test checks), so its strings need no walk and its text no search for escapes.
+PLAIN_TEXT = DocumentText(True, False)
 
 
 @contextlib.contextmanager
@@ -92,7 +142,7 @@ def parse_document(data: bytes) -> tuple[Any, DocumentText]:
     """A whole document's values, and what is known of its text."""
     with no_cycle_collection():
         doc, plain = loads_plain(data)
-    return doc, DocumentText(plain, bool(SURROGATE_ESCAPE.search(data)))
+    return doc, PLAIN_TEXT if plain else DocumentText(False, bool(SURROGATE_ESCAPE.search(data)))
 
 
 def read_document(path: Path) -> tuple[Any, DocumentText]:
@@ -134,6 +184,47 @@ def _before_space(data: bytes, end: int) -> int:
     while end and data[end - 1] in _JSON_SPACE:
         end -= 1
     return end
+
+
+#: The bytes around a record boundary, as ``data[i]`` gives them (ints).
+_COLON, _OPEN, _COMMA, _CLOSE = b":{,}"
+
+
+def _next_boundary(data: bytes, key: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """The first place at or after ``start`` where one record ends and the next begins with
+    ``key``: '}', ',', '{', the key and ':' with only JSON whitespace between, all before
+    ``end``; as (the '}', the '{'). The key is found with a plain substring search and the
+    rest read around it (a regular expression starting at '}' stopped at every brace of the
+    file: 15 ms of 25 MB)."""
+    at = data.find(key, start, end)
+    while at != -1:
+        found = _boundary_at(data, at, len(key), start, end)
+        if found:
+            return found
+        at = data.find(key, at + 1, end)
+    return None
+
+
+def _boundary_at(data: bytes, at: int, key_size: int, start: int,
+                 end: int) -> tuple[int, int] | None:
+    """``_next_boundary`` for the key found at ``at``."""
+    after = at + key_size
+    while after < end and data[after] in _JSON_SPACE:
+        after += 1
+    if after == end or data[after] != _COLON:
+        return None
+    brace = _before_space(data, at) - 1
+    if brace < start or data[brace] != _OPEN:
+        return None
+    comma = _before_space(data, brace) - 1
+    if comma < start or data[comma] != _COMMA:
+        return None
+    close = _before_space(data, comma) - 1
+    if close < start or data[close] != _CLOSE:
+        return None
+    return close, brace
+
+
 #: A record whose parse fails at more boundaries than this sends its file to the whole parse.
 _MAX_FALSE_BOUNDARIES = 8
 
@@ -158,16 +249,14 @@ def list_records(path: Path) -> Iterator[tuple[int, Any, DocumentText]]:
     if head is None or last_end is None or has_long_integer(data):
         yield from whole_list(path, data, 0)
         return
-    known = DocumentText(True, bool(SURROGATE_ESCAPE.search(data)))
-    boundary = re.compile(rb"\}" + _WS + b"," + _WS + rb"(\{)" + _WS + re.escape(head[2]) + _WS
-                          + b":")
+    key = head[2]
     view = memoryview(data)
     start, index = head.start(1), 0
     while start < last_end:
         scan_from, false_boundaries = start, 0
         while True:
-            found = boundary.search(data, scan_from, last_end)
-            end = found.start() + 1 if found else last_end
+            found = _next_boundary(data, key, scan_from, last_end)
+            end = found[0] + 1 if found else last_end
             try:
                 record = orjson.loads(view[start:end])
                 break
@@ -178,10 +267,10 @@ def list_records(path: Path) -> Iterator[tuple[int, Any, DocumentText]]:
                     yield from whole_list(path, data, index)
                     return
                 scan_from = end
-        yield index, record, known
+        yield index, record, PLAIN_TEXT
         del record  # let each record go once it is read: bounded memory
         index += 1
-        start = found.start(1) if found else last_end
+        start = found[1] if found else last_end
     view.release()
 
 
