@@ -272,8 +272,13 @@ def exact_match(
     predicted: Any, truth: Any, *, ordered: bool = False, decimals: int | None = None
 ) -> bool:
     """True when ``predicted`` equals ``truth`` under the documented normalisation."""
-    pred_rows = to_rows(predicted, decimals)
     true_rows = to_rows(truth, decimals)
+    predicted = _maybe_json(predicted)
+    if true_rows and isinstance(predicted, list | tuple) and len(predicted) != len(true_rows):
+        # A list normalises to as many rows as it has, or to none (all null): either way not
+        # the truth's count. Most failed answers end here, before every cell is normalised.
+        return False
+    pred_rows = to_rows(predicted, decimals)
     if len(pred_rows) != len(true_rows):
         return False
     if ordered:

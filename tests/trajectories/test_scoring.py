@@ -58,3 +58,21 @@ def test_dict_rows_and_diff() -> None:
     assert to_rows([{"drug": "Heparin", "n": 3}]) == [("heparin", 3.0)]
     both, missing, extra = answer_diff([["a"], ["c"]], [["a"], ["b"]])
     assert both == [("a",)] and missing == [("b",)] and extra == [("c",)]
+
+
+@pytest.mark.parametrize(
+    ("predicted", "truth", "expected"),
+    [
+        # A list's length decides before its cells are read, whatever the cells hold.
+        ([None, None], [["a"]], False),  # all null: no rows, the truth has one
+        ([[None], [None]], [[None]], True),  # all null on both sides: both "no answer"
+        ([None, None, None], [], True),
+        ('[["a"], ["b"]]', [["a"]], False),  # JSON text counts its rows too
+        ('[["a"]]', [["A "]], True),
+        ((["a"], ["b"]), [["a"], ["b"]], True),  # a tuple of rows is a list of rows
+        ((["a"],), [["a"], ["b"]], False),
+    ],
+)
+def test_row_counts_and_null_rows(predicted: object, truth: object, expected: bool) -> None:
+    assert exact_match(predicted, truth) is expected
+    assert exact_match(predicted, truth, ordered=True) is expected
