@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from trajectories.parts import Parts
@@ -60,6 +59,8 @@ class Compaction(Parts):
             n_out = max(1, -(-rows // COMPACT_ROWS), -(-raw_bytes // (part_mb * 1024 * 1024)))
             bounds = [sorted_ids[(k * rows) // n_out].as_py() for k in range(1, n_out)]
             del all_ids, ordered, sorted_ids
+            import pyarrow.dataset as ds  # here, not at the top: see Parts._rewrite_without
+
             dataset = ds.dataset([str(p) for p in small], format="parquet",
                                  schema=INDEX_SCHEMA, filesystem=self._fs)
             finals: list[Path] = []

@@ -24,7 +24,6 @@ from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -253,6 +252,9 @@ class Parts:
                                                                    list[Path]]:
         """Stage a copy of each named part without the given ids (none when nothing is
         left); returns the staged copies and the parts they replace, for one publish."""
+        # Imported here: pyarrow.dataset pulls in pandas, ~150 ms that every CLI start paid.
+        import pyarrow.dataset as ds
+
         staged: list[tuple[Path, Path]] = []
         replaced: list[Path] = []
         try:

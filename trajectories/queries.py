@@ -6,15 +6,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from trajectories.model import Trajectory
 from trajectories.parts import Parts, _store_errors, _store_errors_from_os
 from trajectories.rows import INDEX_COLUMNS, INDEX_SCHEMA, PROVENANCE_COLUMNS
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 #: Task fields resolved per task id across runs (and overridable from a task file).
 TASK_FIELDS = ("intent", "scope", "template_id")
@@ -316,6 +318,8 @@ class Queries(Parts):
         """The listed parts as one Arrow dataset whose footers are read once, here: every
         later query then skips a HEAD and a footer GET per part (parts never change), and row
         groups are pruned by their id statistics without touching the store."""
+        import pyarrow.dataset as ds  # here, not at the top: see Parts._rewrite_without
+
         assert self.remote is not None
         fmt = ds.ParquetFileFormat()
         fragments = []
