@@ -292,6 +292,7 @@ def test_recorded_and_rerun_errors_are_named_and_cut_tables_stay_tables(
     assert "73 results not shown" in blocks
     assert re.search(r"<b>Recorded error:</b> no such table: nowhere", blocks), blocks
     errors = [e.value for e in at.error]
-    assert any(e.startswith("**Re-run error:**") for e in errors), errors
+    # Named as the re-run's, with the step it re-ran (the pane has one re-run control).
+    assert any(e.startswith(r"**Re-run error \(step 1\):**") for e in errors), errors
     st.cache_resource.clear()
     st.cache_data.clear()
