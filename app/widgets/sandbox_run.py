@@ -11,7 +11,6 @@ import streamlit as st
 from faillab.app.state import rerun_sql, workspace
 from faillab.app.widgets.safe import escape_markdown
 from trajectories.model import Step, StepKind
-from trajectories.render import preview
 
 NO_EHR = ("No EHR database configured for this workspace, so SQL can't be re-run "
           "(faillab sandbox use FILE).")
@@ -52,42 +51,28 @@ def sql_steps(steps: list[Step]) -> dict[int, str]:
     return {i: s.code or "" for i, s in enumerate(steps) if s.kind == StepKind.SQL}
 
 
-def step_choice(index: int, step: Step) -> str:
-    """"3. SQL · recorded error · SELECT ..." for the step picker (plain text, never markup)."""
-    flag = " · recorded error" if step.error else ""
-    return f"{index}. SQL{flag} · {preview(step.code or '', 60)}"
-
-
 def step_rerun_control(key: str, steps: list[Step]) -> None:
-    """One re-run control for a whole steps pane: pick a SQL step, re-run it, see its result.
+    """One re-run box for a whole steps pane: a collapsed expander whose per-step "Re-run"
+    buttons (and their results) are built only while it is open.
 
-    One picker and one button instead of a button in every step: at 50,000 trajectories the
-    ~19 per-step buttons were about a sixth of a deep link's wait (the browser drawing them),
-    while one re-run at a time is what anyone asks for. Both are reachable with the keyboard
-    (Tab), and each step's result stays in the session: picking the step again shows it.
-    The picker starts on the first SQL step with a recorded error (the one people check)."""
+    A button in every SQL step was about a sixth of a deep link's wait at 50,000 trajectories
+    (the browser drawing ~19 buttons nobody had asked for); a step picker (selectbox) instead
+    cost more browser CPU than the buttons (its widget's scripts on every page load). The
+    expander is one element; opening it (Enter on its header) reruns only this fragment, and
+    each step's result stays in the session, shown again when the box is opened again."""
     choices = sql_steps(steps)
     if not choices:
         return
-    if workspace().ehr_path is None:
+    ehr = workspace().ehr_path
+    if ehr is None:
         st.caption(NO_EHR)
         return
-    options = list(choices)
-    failing = [i for i in options if steps[i].error]
-    pick_col, button_col = st.columns([5, 2], vertical_alignment="bottom")
-    with pick_col:
-        index = st.selectbox("Re-run the SQL of step", options,
-                             index=options.index(failing[0]) if failing else 0,
-                             format_func=lambda i: step_choice(i, steps[i]),
-                             key=f"rerun_pick_{key}")
-    if index is None:
-        return
-    with button_col:
-        clicked = st.button("Re-run SQL", key=f"rerun_btn_{key}_{index}",
-                            icon=":material/play_arrow:", width="stretch")
-    state_key = f"rerun_result_{key}_{index}"
-    ehr = workspace().ehr_path
-    assert ehr is not None
-    if clicked:
-        st.session_state[state_key] = rerun_sql(ehr, choices[index])
-    _show_result(st.session_state.get(state_key), ehr, f"{key}_{index}", f" (step {index})")
+    box = st.expander(f"Re-run a step's SQL ({len(choices)} SQL steps)",
+                      key=f"rerun_steps_{key}", on_change="rerun")
+    with box:
+        if not box.open:
+            return
+        for index, sql in choices.items():
+            flag = " (recorded error)" if steps[index].error else ""
+            rerun_button(f"{key}_{index}", sql, label=f"Re-run step {index}{flag}",
+                         what=f" (step {index})")

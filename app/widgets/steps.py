@@ -41,7 +41,6 @@ STEPS_CSS = """<style>
 .faillab-step { border: 1px solid rgba(128, 128, 128, 0.3); border-radius: 0.5rem;
   padding: 0.75rem 1rem; }
 .faillab-step.faillab-inbox { border: none; padding: 0; }
-.faillab-steps { display: flex; flex-direction: column; gap: 1rem; }
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }
 .faillab-error-mark { color: #e0383e; }
 .faillab-code { background: rgba(128, 128, 128, 0.1); border-radius: 0.4rem;
@@ -228,46 +227,15 @@ def render_action(index: int, step: Step, expand_all: bool,
                       icon=":material/flag:")
 
 
-def _plain_html(index: int, step: Step, rerun: Callable[[int, str], None] | None,
-                pick: Callable[[int], None] | None) -> str | None:
-    """The step's whole drawing as HTML when it needs no Streamlit element (no button, no
-    expander), else None."""
-    if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
-        if step.kind == StepKind.THINKING or (step.role or "assistant") == "system":
-            return None
-        return message_html(index, step)
-    block, more = action_html(index, step)
-    if more or pick is not None or (rerun is not None and step.kind == StepKind.SQL):
-        return None
-    return block
-
-
 def render_steps(steps: list[Step], *, expand_all: bool,
                  rerun: Callable[[int, str], None] | None = None,
                  pick: Callable[[int], None] | None = None, key_prefix: str = "") -> None:
     """``pick``, when given, adds a "Mark as first faulty step" button to every action step
     (the label form uses it so the faulty step is chosen on the trajectory itself).
-    ``key_prefix`` names the trajectory, so the open/closed state of its steps is its own.
-
-    Consecutive steps that are HTML only are sent as one ``st.html`` (a run of steps), not one
-    element each: every element is a React subtree the browser mounts, and a deep link drew
-    about twenty of them for steps that need no Streamlit widget."""
+    ``key_prefix`` names the trajectory, so the open/closed state of its steps is its own."""
     steps_css()
-    run: list[str] = []
-
-    def flush() -> None:
-        if run:
-            st.html(f'<div class="faillab-steps">{"".join(run)}</div>')
-            run.clear()
-
     for index, step in enumerate(steps):
-        plain_block = _plain_html(index, step, rerun, pick)
-        if plain_block is not None:
-            run.append(plain_block)
-            continue
-        flush()
         if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
             render_message(index, step, expand_all, key_prefix)
         else:
             render_action(index, step, expand_all, rerun, pick, key_prefix)
-    flush()

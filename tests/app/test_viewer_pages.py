@@ -282,6 +282,7 @@ def test_recorded_and_rerun_errors_are_named_and_cut_tables_stay_tables(
     at.run()
     at.switch_page("views/trajectory.py")
     at.query_params["id"] = str(traj.id)
+    at.session_state[f"rerun_steps_{traj.id}"] = True  # the steps' re-run box, opened
     at.run()
     at.button(key=f"rerun_btn_{traj.id}_1").click().run()
     assert not at.exception
@@ -292,7 +293,7 @@ def test_recorded_and_rerun_errors_are_named_and_cut_tables_stay_tables(
     assert "73 results not shown" in blocks
     assert re.search(r"<b>Recorded error:</b> no such table: nowhere", blocks), blocks
     errors = [e.value for e in at.error]
-    # Named as the re-run's, with the step it re-ran (the pane has one re-run control).
+    # Named as the re-run's, with the step it re-ran.
     assert any(e.startswith(r"**Re-run error \(step 1\):**") for e in errors), errors
     st.cache_resource.clear()
     st.cache_data.clear()

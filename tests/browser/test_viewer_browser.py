@@ -273,15 +273,12 @@ def test_late_steps_are_drawn_and_open(viewer_server: tuple[StreamlitServer, Wor
     late.scroll_into_view_if_needed()
     expect(late).to_be_visible()
     expect(pane.locator(".faillab-table td", has_text="drug-30-2")).to_be_visible()
-    # One re-run control for the pane instead of a button per step; it reaches every step.
-    expect(pane.get_by_role("button", name="Re-run SQL")).to_have_count(0)
-    # Picked with the keyboard: type to filter the step list, Enter to choose.
-    page.locator("[class*='st-key-rerun_pick_'] input").click()
-    page.keyboard.type("30. SQL")
-    page.get_by_role("option", name=re.compile(r"^30\. SQL · SELECT drug, n FROM t30")).wait_for()
-    page.keyboard.press("Enter")
+    # One re-run box for the steps instead of a button in each; opened, it reaches every step.
+    expect(pane.get_by_role("button", name="Re-run")).to_have_count(0)
+    page.get_by_text(re.compile(r"^Re-run a step's SQL \(31 SQL steps\)$")).click()
     wait_idle(page)
-    page.get_by_role("button", name="Re-run SQL").first.click()
+    expect(page.get_by_role("button", name=re.compile(r"^Re-run step \d+"))).to_have_count(31)
+    page.get_by_role("button", name="Re-run step 30", exact=True).click()
     wait_idle(page)
     # No table t30 in the EHR: the re-run's error, named as the re-run's and the step's.
     expect(page.get_by_text(re.compile(r"^Re-run error \(step 30\):"))).to_be_visible()
