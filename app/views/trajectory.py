@@ -4,8 +4,8 @@ Deep link: /trajectory?id=<trajectory id>.
 
 Everything that depends on the shown trajectory is one ``st.fragment``: J/K (prev/next failure),
 "Expand all" and opening a step rerun only the fragment, in one script run; the steps' re-run
-control (one step picker and one button above the steps) and the reference SQL's "Re-run" are
-fragments inside it, so a re-run redraws only itself.
+box (one collapsed expander above the steps, its buttons built when opened) and the reference
+SQL's "Re-run" are fragments inside it, so opening the box or a re-run redraws only itself.
 Before, J/K went through ``st.switch_page``: a run of the whole app to register the press, then a
 second full run (main.py, sign-in, sidebar, this page) to show the next trajectory.
 """
@@ -43,8 +43,8 @@ def _rerun_box(key: str, sql: str, label: str = "Re-run SQL") -> None:
 
 @st.fragment
 def _step_rerun(key: str, steps: list[Step]) -> None:
-    # One control for the pane, not a button per step (see ``step_rerun_control``); a fragment
-    # for the same reason as above.
+    # One box for the pane, not a button in every step (see ``step_rerun_control``); a
+    # fragment for the same reason as above.
     step_rerun_control(key, steps)
 
 
