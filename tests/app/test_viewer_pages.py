@@ -86,6 +86,38 @@ def test_trajectory_page_renders_steps_and_answer(app: AppTest, demo_workspace: 
     assert any(m.value == "wrong" for m in app.metric)  # exact match of a failure
 
 
+def test_step_rerun_buttons_are_built_only_in_the_opened_box(app: AppTest,
+                                                           demo_workspace: Path) -> None:
+    ws = Workspace(demo_workspace)
+    failed, sql = "", []
+    for row in ws.list(failed=True):  # a failure with SQL steps
+        traj = ws.get(row["id"])
+        assert traj is not None
+        failed, sql = str(traj.id), [i for i, s in enumerate(traj.steps)
+                                     if s.kind == StepKind.SQL]
+        if sql:
+            break
+    assert sql
+    app.switch_page("views/trajectory.py")
+    app.query_params["id"] = failed
+    app.run()
+    prefix = f"rerun_btn_{failed}_"
+    steps_buttons = [b for b in app.button if b.key and b.key.startswith(prefix)
+                     and not b.key.endswith("_reference")]
+    assert steps_buttons == []  # closed: no step button drawn
+    box = [e for e in app.expander if e.label.startswith("Re-run a step's SQL")]
+    assert [e.label for e in box] == [f"Re-run a step's SQL ({len(sql)} SQL steps)"]
+    app.session_state[f"rerun_steps_{failed}"] = True
+    app.run()
+    keys = {b.key for b in app.button if b.key and b.key.startswith(prefix)}
+    assert {f"{prefix}{i}" for i in sql} <= keys  # open: one per SQL step
+    app.button(key=f"{prefix}{sql[-1]}").click().run()
+    assert not app.exception
+    # The result names its step (Markdown-escaped in the caption: a backslash before each paren).
+    shown = [c.value for c in app.caption] + [e.value for e in app.error]
+    assert any(f"(step {sql[-1]})" in v.replace("\\", "") for v in shown), shown
+
+
 def test_trajectory_page_reruns_sql_in_sandbox(app: AppTest, demo_workspace: Path) -> None:
     ws = Workspace(demo_workspace)
     failed = ws.list(failed=True)[0]["id"]
