@@ -58,7 +58,7 @@ def step_rerun_control(key: str, steps: list[Step]) -> None:
     buttons (and their results) are built only while it is open.
 
     A button in every SQL step (16-19 on a typical failure) was drawn on every deep link
-    although one re-run at a time is what anyone asks for: 0.06-0.09 s of a 0.8-0.9 s deep link
+    although one re-run at a time is what anyone asks for: about 0.1 s of a 0.8-0.9 s deep link
     at 50,000 trajectories. A step picker (selectbox) instead cost more browser CPU than the
     buttons (its widget's scripts on every page load). The expander is one element; opening it
     (Enter on its header) reruns only this fragment, and each step's result stays in the
