@@ -77,6 +77,59 @@ _IDLE = """() => {
       && app.getAttribute('data-test-script-state') === 'notRunning';
 }"""
 
+# What the browser has to draw for a page: DOM nodes, Streamlit elements and buttons in the
+# main area (a count, unlike a time, does not depend on the machine's load).
+_DOM_FACTS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  if (!main) return {};
+  return {main_nodes: main.querySelectorAll('*').length,
+          elements: main.querySelectorAll("[data-testid='stElementContainer']").length,
+          buttons: main.querySelectorAll('button').length,
+          step_blocks: main.querySelectorAll('.faillab-step').length};
+}"""
+
+
+#: The server's process id while it runs (its CPU is counted apart from the browser's).
+SERVER_PID: list[int] = []
+
+
+def _process_tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the server's processes and by every other
+    process started from this one (Chromium and Playwright's driver), read from /proc (Linux).
+    On a shared machine a difference of these is the work an action cost, whatever the load."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+
+    def under(root: int) -> set[int]:
+        found, todo = {root}, [root]
+        while todo:
+            pid = todo.pop()
+            kids = [c for c, p in parent.items() if p == pid and c not in found]
+            found.update(kids)
+            todo.extend(kids)
+        return found
+
+    server = under(SERVER_PID[0]) if SERVER_PID else set()
+    browser = under(os.getpid()) - server - {os.getpid()}
+    return {"server": sum(cpu.get(p, 0.0) for p in server),
+            "browser": sum(cpu.get(p, 0.0) for p in browser)}
+
+
+def cpu_per_action(before: dict[str, float], n: int) -> dict[str, float]:
+    after = _process_tree_cpu()
+    return {f"{k}_cpu_s_per_action": round((after[k] - before[k]) / max(n, 1), 3)
+            for k in before}
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -95,6 +148,7 @@ def serve(workspace: Path, env: dict[str, str], port: int = 0) -> Iterator[str]:
         start_new_session=True,  # one process group: the server and the Streamlit it starts
     )
     url = f"http://127.0.0.1:{port}"
+    SERVER_PID[:] = [proc.pid]
     try:
         deadline = time.time() + 90
         while time.time() < deadline:
@@ -357,9 +411,15 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
         section(results, "near_empty_page", lambda: figures(
             [timed_load(page, f"{url}/trajectory?id=no-such-id-{i}", "No trajectory with id")
              for i in range(repeat)]))
-        section(results, "trajectory_deep_link", lambda: figures(
-            [timed_load(page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
-             for tid in ids[:repeat]]))
+        def deep_link() -> dict[str, Any]:
+            cpu = _process_tree_cpu()
+            out = figures([timed_load(page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
+                           for tid in ids[:repeat]])
+            out["cpu"] = cpu_per_action(cpu, repeat)
+            out["page"] = page.evaluate(_DOM_FACTS)  # what the browser drew for the last one
+            return out
+
+        section(results, "trajectory_deep_link", deep_link)
 
         def deep_link_cold() -> dict[str, Any]:
             # The row above reuses one tab, so from the second link on the app's scripts come
@@ -392,13 +452,25 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
 
         def first_rerun() -> dict[str, Any]:
             rerun_page = new_page()
-            first_reruns = []
+            first_reruns, box_opens = [], []
             for tid in ids[:max(3, repeat // 4)]:
                 timed_load(rerun_page, f"{url}/trajectory?id={tid}", TRAJECTORY_READY)
-                button = rerun_page.get_by_role("button", name="Re-run").first
+                # The steps' Re-run buttons are in a box built when opened (timed apart);
+                # a page without the box has them in the steps.
+                box = rerun_page.get_by_text(re.compile(r"^Re-run a step's SQL"))
+                button = rerun_page.get_by_role("button", name=re.compile(r"^Re-run (step|SQL)"))
+                if box.count():
+                    start = time.perf_counter()
+                    box.first.click()
+                    button.first.wait_for(timeout=30_000)
+                    wait_idle(rerun_page)
+                    box_opens.append(time.perf_counter() - start)
                 if button.count():
-                    first_reruns.append(timed_rerun(rerun_page, button.click))
-            return figures(first_reruns)
+                    first_reruns.append(timed_rerun(rerun_page, button.first.click))
+            out = figures(first_reruns)
+            if box_opens:
+                out["opening_the_box"] = figures(box_opens)
+            return out
 
         section(results, "first_sql_rerun", first_rerun)
 

@@ -3,8 +3,9 @@
 Deep link: /trajectory?id=<trajectory id>.
 
 Everything that depends on the shown trajectory is one ``st.fragment``: J/K (prev/next failure),
-"Expand all" and opening a step rerun only the fragment, in one script run; each "Re-run"
-button with its result is a fragment inside it, so a re-run redraws only itself.
+"Expand all" and opening a step rerun only the fragment, in one script run; the steps' re-run
+box (one collapsed expander above the steps, its buttons built when opened) and the reference
+SQL's "Re-run" are fragments inside it, so opening the box or a re-run redraws only itself.
 Before, J/K went through ``st.switch_page``: a run of the whole app to register the press, then a
 second full run (main.py, sign-in, sidebar, this page) to show the next trajectory.
 """
@@ -23,8 +24,9 @@ from faillab.app.state import (
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.safe import escape_markdown, plain
-from faillab.app.widgets.sandbox_run import rerun_button
+from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.steps import render_steps
+from trajectories.model import Step
 from trajectories.views import BrowseFilter
 
 # Start the SQL sandbox's worker now, in the background, so the first "Re-run" click does not
@@ -37,6 +39,13 @@ def _rerun_box(key: str, sql: str, label: str = "Re-run SQL") -> None:
     # A fragment of its own: a click re-runs and redraws this button and its result only, not
     # the whole trajectory around it (which cost about 1 s of browser work per click).
     rerun_button(key, sql, label=label)
+
+
+@st.fragment
+def _step_rerun(key: str, steps: list[Step]) -> None:
+    # One box for the pane, not a button in every step (see ``step_rerun_control``); a
+    # fragment for the same reason as above.
+    step_rerun_control(key, steps)
 
 
 def _show(trajectory_id: str) -> None:
@@ -94,15 +103,10 @@ def trajectory_view() -> None:
         head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
         expand_all = head[1].toggle("Expand all", key="expand_all")
 
-        shown_id = traj.id
-
-        def rerun(index: int, sql: str) -> None:
-            _rerun_box(f"{shown_id}_{index}", sql)
-
+        _step_rerun(trajectory_id, traj.steps)
         # The steps scroll in their own pane so the answer column stays in view beside them.
         with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
-            render_steps(traj.steps, expand_all=expand_all, rerun=rerun,
-                         key_prefix=trajectory_id)
+            render_steps(traj.steps, expand_all=expand_all, key_prefix=trajectory_id)
     with right:
         render_evidence(traj, key=trajectory_id)
         render_answer_panel(traj)

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from faillab.app.widgets.safe import plain
-from faillab.app.widgets.steps import steps_css, table_html
+from faillab.app.widgets.safe import plain, table_html
+from faillab.app.widgets.steps import steps_css
 from trajectories.model import Trajectory
 from trajectories.scoring import (
     answer_cut,

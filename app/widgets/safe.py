@@ -3,11 +3,16 @@
 Streamlit never renders raw HTML unless ``unsafe_allow_html`` is set (it is never set in this
 app), but Markdown itself can still create links and remote images from data. Every ASCII
 punctuation character is backslash-escaped, so data always shows as the literal text it is.
+
+The pages' light HTML blocks (``st.html``: steps, the answer diff) are built from the helpers
+here too, so every piece of data placed in markup goes through one escaping function.
 """
 
 from __future__ import annotations
 
+import html
 import string
+from typing import Any
 
 import streamlit as st
 
@@ -25,3 +30,25 @@ def plain(text: str | None, *, caption: bool = False) -> None:
         st.caption(body)
     else:
         st.markdown(body)
+
+
+def escape_html(text: object) -> str:
+    """Data as HTML text: every markup character escaped, quotes included."""
+    return html.escape(str(text), quote=True)
+
+
+def cell_html(value: Any) -> str:
+    """A table cell's content: the value escaped, a missing one shown as ``null``."""
+    if value is None:
+        return '<span class="faillab-null">null</span>'
+    return escape_html(value)
+
+
+def table_html(columns: list[str], rows: list[list[Any]], max_height_px: int = 320) -> str:
+    """A small table as HTML (header and cells escaped), scrolling past ``max_height_px``."""
+    head = "".join(f"<th>{escape_html(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell_html(v)}</td>" for v in row) + "</tr>"
+                   for row in rows)
+    return (f'<div class="faillab-table-wrap" style="max-height: {int(max_height_px)}px">'
+            f'<table class="faillab-table"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")

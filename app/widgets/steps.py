@@ -13,15 +13,13 @@ strings occur in real trajectories); Streamlit sanitises ``st.html`` once more o
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from faillab.app.widgets.safe import escape_markdown
+from faillab.app.widgets.safe import escape_html, escape_markdown, table_html
 from trajectories.importers.sql_reply import split_cut_note
 from trajectories.model import Step, StepKind
 from trajectories.render import (
@@ -64,11 +62,6 @@ STEPS_CSS = """<style>
 </style>"""
 
 
-def _e(text: object) -> str:
-    """Data as HTML text: every markup character escaped, quotes included."""
-    return html.escape(str(text), quote=True)
-
-
 def steps_css() -> None:
     st.html(STEPS_CSS)
 
@@ -106,25 +99,9 @@ def table_and_note(text: str) -> tuple[Tabular | None, str]:
     return None, ""
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return '<span class="faillab-null">null</span>'
-    return _e(value)
-
-
-def table_html(columns: list[str], rows: list[list[Any]], max_height_px: int = 320) -> str:
-    """A small table as HTML (header and cells escaped), scrolling past ``max_height_px``."""
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
-                   for row in rows)
-    return (f'<div class="faillab-table-wrap" style="max-height: {int(max_height_px)}px">'
-            f'<table class="faillab-table"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
-
-
 def _code(text: str, language: str | None = None) -> str:
-    lang = f' data-language="{_e(language)}"' if language else ""
-    return f'<pre class="faillab-code"{lang}>{_e(text)}</pre>'
+    lang = f' data-language="{escape_html(language)}"' if language else ""
+    return f'<pre class="faillab-code"{lang}>{escape_html(text)}</pre>'
 
 
 def observation_html(text: str) -> str:
@@ -134,7 +111,7 @@ def observation_html(text: str) -> str:
         return _code(text)
     out = table_html(table.columns, table.rows)
     if note:
-        out += f'<p class="faillab-note">{_e(note)}</p>'
+        out += f'<p class="faillab-note">{escape_html(note)}</p>'
     return out
 
 
@@ -147,7 +124,7 @@ def _observation_part(step: Step) -> tuple[str, str | None]:
     if step.error:
         # Named as recorded, so it is never mistaken for the error of a re-run shown nearby.
         shown = (f'<div class="faillab-recorded-error" role="alert"><b>Recorded error:</b> '
-                 f"{_e(preview(text, ERROR_PREVIEW))}</div>")
+                 f"{escape_html(preview(text, ERROR_PREVIEW))}</div>")
         return shown, ("error" if len(text) > ERROR_PREVIEW else None)
     if should_collapse(text):
         return "", "observation"
@@ -155,9 +132,9 @@ def _observation_part(step: Step) -> tuple[str, str | None]:
 
 
 def step_title(index: int, step: Step) -> str:
-    title = f"{index}. {_e(KIND_LABEL[step.kind])}"
+    title = f"{index}. {escape_html(KIND_LABEL[step.kind])}"
     if step.name:
-        title += f" · {_e(step.name)}"
+        title += f" · {escape_html(step.name)}"
     if step.error:
         title += ' · <span class="faillab-error-mark">error</span>'
     return f'<div class="faillab-step-title">{title}</div>'
@@ -214,8 +191,8 @@ def _long_observation(text: str) -> None:
 def message_html(index: int, step: Step) -> str:
     role = step.role or "assistant"
     return (f'<div class="faillab-step faillab-message">'
-            f'<div class="faillab-message-role">{index}. {_e(role)} message</div>'
-            f'<div class="faillab-message-text">{_e(step.content or "")}</div></div>')
+            f'<div class="faillab-message-role">{index}. {escape_html(role)} message</div>'
+            f'<div class="faillab-message-text">{escape_html(step.content or "")}</div></div>')
 
 
 def render_message(index: int, step: Step, expand_all: bool, key_prefix: str = "") -> None:

@@ -54,6 +54,7 @@ def test_real_sql_steps_rerun_against_ehrsql(real_workspace: Workspace,
             break
     at.switch_page("views/trajectory.py")
     at.query_params["id"] = row["id"]
+    at.session_state[f"rerun_steps_{row['id']}"] = True  # the steps' re-run box, opened
     at.run()
     at.button(key=f"rerun_btn_{row['id']}_{ok[0]}").click().run()
     assert not at.exception

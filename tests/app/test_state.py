@@ -51,6 +51,7 @@ def test_rebuilt_ehr_database_gives_fresh_rerun_results(tmp_path: Path,
     at = AppTest.from_file(MAIN, default_timeout=60).run()
     at.switch_page("views/trajectory.py")
     at.query_params["id"] = traj.id
+    at.session_state[f"rerun_steps_{traj.id}"] = True  # the steps' re-run box, opened
     at.run()
     assert not at.exception
     button = f"rerun_btn_{traj.id}_0"

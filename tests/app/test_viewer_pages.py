@@ -86,6 +86,38 @@ def test_trajectory_page_renders_steps_and_answer(app: AppTest, demo_workspace: 
     assert any(m.value == "wrong" for m in app.metric)  # exact match of a failure
 
 
+def test_step_rerun_buttons_are_built_only_in_the_opened_box(app: AppTest,
+                                                           demo_workspace: Path) -> None:
+    ws = Workspace(demo_workspace)
+    failed, sql = "", []
+    for row in ws.list(failed=True):  # a failure with SQL steps
+        traj = ws.get(row["id"])
+        assert traj is not None
+        failed, sql = str(traj.id), [i for i, s in enumerate(traj.steps)
+                                     if s.kind == StepKind.SQL]
+        if sql:
+            break
+    assert sql
+    app.switch_page("views/trajectory.py")
+    app.query_params["id"] = failed
+    app.run()
+    prefix = f"rerun_btn_{failed}_"
+    steps_buttons = [b for b in app.button if b.key and b.key.startswith(prefix)
+                     and not b.key.endswith("_reference")]
+    assert steps_buttons == []  # closed: no step button drawn
+    box = [e for e in app.expander if e.label.startswith("Re-run a step's SQL")]
+    assert [e.label for e in box] == [f"Re-run a step's SQL ({len(sql)} SQL steps)"]
+    app.session_state[f"rerun_steps_{failed}"] = True
+    app.run()
+    keys = {b.key for b in app.button if b.key and b.key.startswith(prefix)}
+    assert {f"{prefix}{i}" for i in sql} <= keys  # open: one per SQL step
+    app.button(key=f"{prefix}{sql[-1]}").click().run()
+    assert not app.exception
+    # The result names its step (Markdown-escaped in the caption: a backslash before each paren).
+    shown = [c.value for c in app.caption] + [e.value for e in app.error]
+    assert any(f"(step {sql[-1]})" in v.replace("\\", "") for v in shown), shown
+
+
 def test_trajectory_page_reruns_sql_in_sandbox(app: AppTest, demo_workspace: Path) -> None:
     ws = Workspace(demo_workspace)
     failed = ws.list(failed=True)[0]["id"]
@@ -282,6 +314,7 @@ def test_recorded_and_rerun_errors_are_named_and_cut_tables_stay_tables(
     at.run()
     at.switch_page("views/trajectory.py")
     at.query_params["id"] = str(traj.id)
+    at.session_state[f"rerun_steps_{traj.id}"] = True  # the steps' re-run box, opened
     at.run()
     at.button(key=f"rerun_btn_{traj.id}_1").click().run()
     assert not at.exception
@@ -292,6 +325,7 @@ def test_recorded_and_rerun_errors_are_named_and_cut_tables_stay_tables(
     assert "73 results not shown" in blocks
     assert re.search(r"<b>Recorded error:</b> no such table: nowhere", blocks), blocks
     errors = [e.value for e in at.error]
-    assert any(e.startswith("**Re-run error:**") for e in errors), errors
+    # Named as the re-run's, with the step it re-ran.
+    assert any(e.startswith(r"**Re-run error \(step 1\):**") for e in errors), errors
     st.cache_resource.clear()
     st.cache_data.clear()

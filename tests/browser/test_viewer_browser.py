@@ -273,7 +273,15 @@ def test_late_steps_are_drawn_and_open(viewer_server: tuple[StreamlitServer, Wor
     late.scroll_into_view_if_needed()
     expect(late).to_be_visible()
     expect(pane.locator(".faillab-table td", has_text="drug-30-2")).to_be_visible()
-    expect(pane.get_by_role("button", name="Re-run SQL")).to_have_count(31)
+    # One re-run box for the steps instead of a button in each; opened, it reaches every step.
+    expect(pane.get_by_role("button", name="Re-run")).to_have_count(0)
+    page.get_by_text(re.compile(r"^Re-run a step's SQL \(31 SQL steps\)$")).click()
+    wait_idle(page)
+    expect(page.get_by_role("button", name=re.compile(r"^Re-run step \d+"))).to_have_count(31)
+    page.get_by_role("button", name="Re-run step 30", exact=True).click()
+    wait_idle(page)
+    # No table t30 in the EHR: the re-run's error, named as the re-run's and the step's.
+    expect(page.get_by_text(re.compile(r"^Re-run error \(step 30\):"))).to_be_visible()
     # The long result of the last step is collapsed; opening it shows its rows.
     opener = pane.get_by_text(re.compile(r"^Observation \([\d,]+ characters\)$"))
     opener.scroll_into_view_if_needed()
