@@ -119,10 +119,6 @@ def _carry_labels(workspace: Path | None, ws: Workspace) -> dict[str, object]:
     holds on ids that are gone (see labeling.store.rekey). Works from the workspace's journal
     of pending re-keys (trajectories.rekey_journal), so re-keys an earlier import could not
     hand over (the store was unreachable) are carried now too."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from labeling.store.errors import StoreError
-    from trajectories.rekey_journal import JOURNAL
     from trajectories.workspace import WorkspaceError
 
     try:
@@ -135,7 +131,12 @@ def _carry_labels(workspace: Path | None, ws: Workspace) -> dict[str, object]:
     if not _store_exists(workspace):
         ws.settle_rekeys(settled)  # no annotation store yet: no label to carry
         return {}
+    # Only now: the store's modules take ~0.8 s to import, which every import paid at its end.
+    from sqlalchemy.exc import SQLAlchemyError
+
     from faillab.cli_users import open_annotations
+    from labeling.store.errors import StoreError
+    from trajectories.rekey_journal import JOURNAL
 
     try:
         store = open_annotations(workspace)
