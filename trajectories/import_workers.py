@@ -8,6 +8,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import sys
@@ -111,15 +112,36 @@ def _parse_file_in_worker(spec: FileSpec, path: Path, *, keys: FileKeys | None,
         return_freed_memory()
 
 
-def return_freed_memory() -> None:
-    """Hand memory freed by the last file back to the system. Without this a worker's
-    resident size only grew from file to file (about 300 -> 490 MB over 25 files): glibc keeps
-    freed heap pages (and raises its mmap threshold after the first large buffer is freed,
-    so the next file's bytes come from the heap too), and Arrow's allocator keeps its own."""
+#: A worker keeps the memory its last file freed while it is resident below this size.
+TRIM_ABOVE_MB = 288
+
+
+def return_freed_memory(above_mb: float = TRIM_ABOVE_MB) -> bool:
+    """Hand memory freed by the last file back to the system once the worker holds more than
+    ``above_mb`` (True when it did). Without this a worker's resident size only grew from file
+    to file (about 300 -> 490 MB over 25 files): glibc keeps freed heap pages (and raises its
+    mmap threshold after the first large buffer is freed, so the next file's bytes come from
+    the heap too), and Arrow's allocator keeps its own. Not after every file: the next file
+    faults the returned pages in again. For 50,000 real-layout records (2 workers) returning
+    after every file cost 3.7-4.0 CPU s of system time, above 288 MB 2.1-2.3 s, for a peak of
+    716-760 MB PSS in all instead of 646-661."""
+    if _resident_mb() < above_mb:
+        return False
     pa.default_memory_pool().release_unused()
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+    return True
+
+
+def _resident_mb() -> float:
+    """This process's resident size (infinite where /proc is missing: memory is then always
+    returned)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return math.inf
 
 
 @functools.cache
