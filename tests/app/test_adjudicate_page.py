@@ -3,7 +3,6 @@ and optimistic locking against a concurrent decision by another lead."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
@@ -17,6 +16,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
+from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO, save_test_taxonomy
 from trajectories.workspace import Workspace
 
@@ -27,13 +27,8 @@ MAIN = str(REPO / "app" / "main.py")
 def disputed(demo_workspace: Path, tmp_path: Path,
              monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Store, str]]:
     """A store where two annotators disagree on one failed item."""
-    root = tmp_path / "ws"
-    shutil.copytree(demo_workspace, root)
-    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
-    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
-        monkeypatch.delenv(var, raising=False)
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    root = copy_of(demo_workspace, tmp_path)
+    serve_workspace(root, monkeypatch)
     store = open_store(Settings.from_env().annotations_url())
     save_test_taxonomy(store, ("v",))  # the disputed item's labels, kept apart from others
     for name, role in (("ana", "annotator"), ("ben", "annotator"), ("lea", "lead"),

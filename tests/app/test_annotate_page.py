@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import create_assignments, failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
+from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO
 from trajectories.workspace import Workspace
 
@@ -25,13 +25,8 @@ VERSION = default_taxonomy().version
 @pytest.fixture
 def env(demo_workspace: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
-    root = tmp_path / "ws"
-    shutil.copytree(demo_workspace, root)
-    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
-    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
-        monkeypatch.delenv(var, raising=False)
-    st.cache_resource.clear()  # settings, workspace and store are cached per process
-    st.cache_data.clear()
+    root = copy_of(demo_workspace, tmp_path)
+    serve_workspace(root, monkeypatch)
     store = open_store(Settings.from_env().annotations_url())
     store.users.add("ana", "annotator")
     store.users.add("ben", "annotator")

@@ -3,7 +3,6 @@ are confirmed (setting rerank_min_labels), and the store's order before."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import classifier_ranking, failed_frame, queue_for
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
+from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO
 from trajectories.workspace import Workspace
 
@@ -30,14 +30,9 @@ KEYS = ["semantic_misunderstanding", "sql_logic_error", "answer_format_error"]
 @pytest.fixture
 def env(demo_workspace: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
-    root = tmp_path / "ws"
-    shutil.copytree(demo_workspace, root)
-    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    root = copy_of(demo_workspace, tmp_path)
+    serve_workspace(root, monkeypatch)
     monkeypatch.setenv("FAILLAB_RERANK_MIN_LABELS", "12")
-    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
-        monkeypatch.delenv(var, raising=False)
-    st.cache_resource.clear()
-    st.cache_data.clear()
     store = open_store(Settings.from_env().annotations_url())
     store.taxonomies.save(TAXONOMY.version, TAXONOMY.name, TAXONOMY.to_dict())
     store.users.add("ana", "annotator")

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from faillab.settings import Settings
 from labeling.clusters import build_clusters, default_embedder, workspace_failures
 from labeling.store import Store, open_store
+from tests.app.support import serve_workspace
 from tests.support import REAL_TRAJECTORIES, REPO, require_shared
 from trajectories.workspace import Workspace
 
@@ -23,11 +24,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Works
     files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[:2]
     ws = Workspace(tmp_path / "ws")
     ws.import_files(files)
-    monkeypatch.setenv("FAILLAB_WORKSPACE", str(ws.root))
-    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
-        monkeypatch.delenv(var, raising=False)
-    st.cache_resource.clear()
-    st.cache_data.clear()
+    serve_workspace(ws.root, monkeypatch)
     store = open_store(Settings.from_env().annotations_url())
     store.users.add("ana", "annotator")
     yield ws, store

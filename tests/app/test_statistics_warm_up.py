@@ -3,7 +3,6 @@ run (faillab.app.state), so that visit finds its tables in the cache."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import faillab.app.widgets.stats_data as stats_data
+from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO
 
 MAIN = str(REPO / "app" / "main.py")
@@ -22,13 +22,8 @@ MAIN = str(REPO / "app" / "main.py")
 @pytest.fixture
 def fresh_workspace(tmp_path: Path, demo_workspace: Path,
                     monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "ws"  # a root this process has not warmed yet
-    shutil.copytree(demo_workspace, root)
-    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
-    for var in ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL"):
-        monkeypatch.delenv(var, raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
+    root = copy_of(demo_workspace, tmp_path)  # a root this process has not warmed yet
+    serve_workspace(root, monkeypatch)
     yield root
     st.cache_data.clear()
     st.cache_resource.clear()

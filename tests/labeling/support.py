@@ -1,7 +1,8 @@
-"""Helpers for the store tests that test modules import (conftest.py holds the fixtures)."""
+"""Helpers that labeling test modules import (conftest.py holds the fixtures)."""
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -30,3 +31,14 @@ def sqlite_store_with_annotator(folder: Path, name: str = "ana") -> Store:
     save_test_taxonomy(store)
     store.users.add(name)
     return store
+
+
+def sqlite_ehr(path: Path, script: str) -> Path:
+    """A tiny EHR database at ``path`` made by a SQL script, for evidence found by execution."""
+    con = sqlite3.connect(path)
+    try:
+        con.executescript(script)
+        con.commit()
+    finally:
+        con.close()
+    return path

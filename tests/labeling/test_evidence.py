@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from labeling.evidence.finder import MEASURED_PARTS
 from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.prelabel.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC
 from taxonomy import default_taxonomy
+from tests.labeling.support import sqlite_ehr
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
 
 REF = (
@@ -186,9 +186,7 @@ def test_a_partial_name_searched_is_the_same_concept() -> None:
 @pytest.fixture()
 def icd_db(tmp_path: Path) -> Path:
     """A tiny EHR with both ICD versions of one concept, for code look-ups by execution."""
-    path = tmp_path / "ehr.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(
+    return sqlite_ehr(tmp_path / "ehr.sqlite", (
         "CREATE TABLE d_icd_diagnoses (icd_code TEXT, icd_version INTEGER, long_title TEXT);"
         "INSERT INTO d_icd_diagnoses VALUES ('4280', 9, 'Congestive heart failure'),"
         " ('I509', 10, 'Heart failure, unspecified');"
@@ -196,10 +194,7 @@ def icd_db(tmp_path: Path) -> Path:
         " icd_version INTEGER);"
         "INSERT INTO diagnoses_icd VALUES (1, 10, 'I509', 10), (2, 20, 'I509', 10),"
         " (3, 30, '4280', 9);"
-    )
-    con.commit()
-    con.close()
-    return path
+    ))
 
 
 def test_executed_evidence_names_the_code_version_and_cites_rows(icd_db: Path) -> None:
@@ -233,8 +228,7 @@ def test_a_name_matched_as_text_is_not_called_a_missing_code(icd_db: Path) -> No
 
 def test_a_wrong_code_before_a_misreading_is_the_first_error(tmp_path: Path) -> None:
     path = tmp_path / "proc.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(
+    sqlite_ehr(path, (
         "CREATE TABLE d_icd_procedures (icd_code TEXT, long_title TEXT);"
         "INSERT INTO d_icd_procedures VALUES ('icd9|5491', 'percutaneous abdominal drainage'),"
         " ('icd9|3615', 'single internal mammary-coronary artery bypass');"
@@ -244,9 +238,7 @@ def test_a_wrong_code_before_a_misreading_is_the_first_error(tmp_path: Path) -> 
         "INSERT INTO microbiologyevents VALUES (1, 10, 'gram stain');"
         "CREATE TABLE labevents (subject_id INTEGER, hadm_id INTEGER, itemid INTEGER);"
         "INSERT INTO labevents VALUES (2, 20, 50902);"
-    )
-    con.commit()
-    con.close()
+    ))
     ref = ("SELECT m.test_name FROM microbiologyevents m WHERE m.hadm_id IN (SELECT hadm_id "
            "FROM procedures_icd WHERE icd_code = (SELECT icd_code FROM d_icd_procedures "
            "WHERE long_title = 'percutaneous abdominal drainage'))")

@@ -4,7 +4,6 @@ abbreviation of the reference's concept."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from labeling.evidence.grounding import related
 from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.prelabel.signals import CODE_LOOKUP, SEMANTIC
 from taxonomy import default_taxonomy
+from tests.labeling.support import sqlite_ehr
 from tests.labeling.test_evidence import sql, traj
 from trajectories.model import Step, StepKind
 
@@ -31,9 +31,7 @@ def search(table: str, value: str, obs: str) -> Step:
 
 @pytest.fixture()
 def ehr(tmp_path: Path) -> Path:
-    path = tmp_path / "ehr.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(
+    return sqlite_ehr(tmp_path / "ehr.sqlite", (
         "CREATE TABLE prescriptions (subject_id INTEGER, starttime TEXT, drug TEXT, route TEXT);"
         "INSERT INTO prescriptions VALUES (1, '2100-01-02', 'albuterol', 'IH'),"
         " (1, '2100-01-03', 'heparin', 'IV');"
@@ -43,10 +41,7 @@ def ehr(tmp_path: Path) -> Path:
         "CREATE TABLE diagnoses_icd (subject_id INTEGER, hadm_id INTEGER, icd_code TEXT,"
         " charttime TEXT);"
         "INSERT INTO diagnoses_icd VALUES (1, 10, '496', '2100-07-01');"
-    )
-    con.commit()
-    con.close()
-    return path
+    ))
 
 
 def test_searches_that_never_find_the_reference_name_are_a_lookup_error() -> None:

@@ -1,0 +1,29 @@
+"""Helpers for the page tests that run the app against a workspace of their own."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import streamlit as st
+
+#: Settings a developer's shell may hold that would change what the pages show.
+_APP_ENV = ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL")
+
+
+def copy_of(workspace: Path, tmp_path: Path) -> Path:
+    """A private copy of ``workspace`` (the session's demo is shared by every test)."""
+    root = tmp_path / "ws"
+    shutil.copytree(workspace, root)
+    return root
+
+
+def serve_workspace(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the app at ``root`` with default settings (local store, no sign-in, not blind),
+    and drop the settings, workspace and store an earlier test cached in this process."""
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(root))
+    for var in _APP_ENV:
+        monkeypatch.delenv(var, raising=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
