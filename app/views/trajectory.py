@@ -23,7 +23,7 @@ from faillab.app.state import (
 )
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
-from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.safe import code_html, escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.steps import render_steps
 from trajectories.model import Step
@@ -110,11 +110,12 @@ def trajectory_view() -> None:
     with right:
         render_evidence(traj, key=trajectory_id)
         render_answer_panel(traj)
-        st.markdown("**Reference SQL**")
         if task.reference_sql:
-            st.code(task.reference_sql, language="sql", wrap_lines=True)
+            st.html('<div class="faillab-step-title">Reference SQL</div>'
+                    + code_html(task.reference_sql, "sql"))
             _rerun_box(f"{traj.id}_reference", task.reference_sql, label="Re-run reference SQL")
         else:
+            st.markdown("**Reference SQL**")
             st.caption("The task carries no reference SQL.")
 
     prev_id, next_id = failure_neighbours_of(trajectory_id, flt)

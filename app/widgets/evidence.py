@@ -10,7 +10,8 @@ import streamlit as st
 
 from faillab.app.state import EhrKey, ehr_key, in_background, load_trajectory, workspace
 from faillab.app.widgets.answer import outcome_of
-from faillab.app.widgets.safe import escape_markdown
+from faillab.app.widgets.safe import code_html, escape_markdown
+from faillab.app.widgets.steps import steps_css
 from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
 
@@ -64,7 +65,8 @@ def _details(found: dict[str, object]) -> None:
     rows = found.get("rows") or []
     assert isinstance(rows, list)
     if rows:
-        st.code("\n".join(str(r) for r in rows), language=None, wrap_lines=True)
+        steps_css()
+        st.html(code_html("\n".join(str(r) for r in rows)))
 
 
 _WARMING: set[str] = set()

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import pandas as pd
 import streamlit as st
 
-from faillab.app.widgets.safe import escape_html, escape_markdown, table_html
+from faillab.app.widgets.safe import code_html, escape_html, escape_markdown, table_html
 from trajectories.importers.sql_reply import split_cut_note
 from trajectories.model import Step, StepKind
 from trajectories.render import (
@@ -40,6 +40,7 @@ ERROR_PREVIEW = 400
 STEPS_CSS = """<style>
 .faillab-step { border: 1px solid rgba(128, 128, 128, 0.3); border-radius: 0.5rem;
   padding: 0.75rem 1rem; }
+.faillab-steps { display: flex; flex-direction: column; gap: 1rem; }
 .faillab-step.faillab-inbox { border: none; padding: 0; }
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }
 .faillab-error-mark { color: #e0383e; }
@@ -59,6 +60,14 @@ STEPS_CSS = """<style>
 .faillab-null { color: rgba(128, 128, 128, 1); font-style: italic; }
 .faillab-message-role { color: rgba(128, 128, 128, 1); font-size: 0.85rem; }
 .faillab-message-text { white-space: pre-wrap; overflow-wrap: anywhere; }
+.faillab-info { background: rgba(28, 131, 225, 0.1); border-radius: 0.4rem;
+  padding: 0.5rem 0.8rem; margin-bottom: 0.5rem; }
+.faillab-verdicts { display: flex; gap: 2rem; margin-bottom: 0.6rem; }
+.faillab-verdict-label { font-size: 0.85rem; }
+.faillab-verdict-value { font-size: 1.6rem; line-height: 1.3; }
+.faillab-pair { display: grid; grid-template-columns: 1fr 1fr; gap: 0.8rem; }
+.faillab-pair > div { min-width: 0; }
+.faillab-json { max-height: 220px; overflow: auto; }
 </style>"""
 
 
@@ -99,16 +108,11 @@ def table_and_note(text: str) -> tuple[Tabular | None, str]:
     return None, ""
 
 
-def _code(text: str, language: str | None = None) -> str:
-    lang = f' data-language="{escape_html(language)}"' if language else ""
-    return f'<pre class="faillab-code"{lang}>{escape_html(text)}</pre>'
-
-
 def observation_html(text: str) -> str:
     """A short recorded observation: a table when it is one (with the cut note), else text."""
     table, note = table_and_note(text)
     if table is None:
-        return _code(text)
+        return code_html(text)
     out = table_html(table.columns, table.rows)
     if note:
         out += f'<p class="faillab-note">{escape_html(note)}</p>'
@@ -145,13 +149,13 @@ def action_html(index: int, step: Step) -> tuple[str, str | None]:
     block, and what is left to an on-demand expander (see ``_observation_part``)."""
     parts = [step_title(index, step)]
     if step.kind == StepKind.SQL:
-        parts.append(_code(step.code or "", "sql"))
+        parts.append(code_html(step.code or "", "sql"))
     elif step.kind == StepKind.PYTHON:
-        parts.append(_code(step.code or "", "python"))
+        parts.append(code_html(step.code or "", "python"))
         parts.append('<p class="faillab-note">Python steps are shown, never executed.</p>')
     else:
         pretty, valid = pretty_arguments(step.arguments)
-        parts.append(_code(pretty, "json" if valid else None))
+        parts.append(code_html(pretty, "json" if valid else None))
         if not valid:
             parts.append('<div class="faillab-warning">The agent emitted arguments that are '
                          "not valid JSON; shown raw.</div>")
@@ -195,6 +199,19 @@ def message_html(index: int, step: Step) -> str:
             f'<div class="faillab-message-text">{escape_html(step.content or "")}</div></div>')
 
 
+def _plain_html(index: int, step: Step, can_rerun: bool, can_pick: bool) -> str | None:
+    """The step as one finished HTML block, or None when it needs Streamlit elements (an
+    on-demand expander, a Re-run or "Mark as first faulty step" button)."""
+    if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
+        if step.kind == StepKind.THINKING or (step.role or "assistant") == "system":
+            return None
+        return message_html(index, step)
+    if can_pick or (can_rerun and step.kind == StepKind.SQL):
+        return None
+    block, more = action_html(index, step)
+    return None if more else block
+
+
 def render_message(index: int, step: Step, expand_all: bool, key_prefix: str = "") -> None:
     role = step.role or "assistant"
     if step.kind == StepKind.THINKING or role == "system":
@@ -232,10 +249,23 @@ def render_steps(steps: list[Step], *, expand_all: bool,
                  pick: Callable[[int], None] | None = None, key_prefix: str = "") -> None:
     """``pick``, when given, adds a "Mark as first faulty step" button to every action step
     (the label form uses it so the faulty step is chosen on the trajectory itself).
-    ``key_prefix`` names the trajectory, so the open/closed state of its steps is its own."""
+    ``key_prefix`` names the trajectory, so the open/closed state of its steps is its own.
+
+    Consecutive steps that need no Streamlit element of their own are sent as one HTML block:
+    each element costs the browser its own container, sanitiser pass and React subtree."""
     steps_css()
+    run: list[str] = []
     for index, step in enumerate(steps):
+        plain = _plain_html(index, step, rerun is not None, pick is not None)
+        if plain is not None:
+            run.append(plain)
+            continue
+        if run:
+            st.html(f'<div class="faillab-steps">{"".join(run)}</div>')
+            run = []
         if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
             render_message(index, step, expand_all, key_prefix)
         else:
             render_action(index, step, expand_all, rerun, pick, key_prefix)
+    if run:
+        st.html(f'<div class="faillab-steps">{"".join(run)}</div>')

@@ -14,8 +14,20 @@ from collections.abc import Callable
 
 from labeling.evidence.grounding import TEXT_CODE_COLS, related, words
 from labeling.evidence.parts import Divergence, RefParts, decompose
-from labeling.evidence.probes import Probe
+from labeling.evidence.probes import CodeInfo, Probe
 from labeling.prelabel import signals as sg
+
+
+def _looked_up(probe: Probe, pairs: frozenset[tuple[str, str]]) -> dict[str, CodeInfo]:
+    """The codes of ``(column, literal)`` pairs, each looked up where its column points."""
+    by_column: dict[str, list[str]] = {}
+    for column, value in sorted(pairs):
+        by_column.setdefault(column, []).append(value)
+    out: dict[str, CodeInfo] = {}
+    for column, values in by_column.items():
+        for code, info in probe.codes(values, column).items():
+            out.setdefault(code, info)
+    return out
 
 
 def with_lookups(
@@ -29,10 +41,10 @@ def with_lookups(
     missing = ref_codes - used
     if not got_codes and not missing and not ref.lookups:
         return found
-    ref_info = probe.codes(sorted(ref_codes)) if ref_codes else {}
+    ref_info = _looked_up(probe, ref.codes)
     for pattern_table, pattern in sorted(ref.lookups):
         ref_info.update(probe.lookup(pattern_table, pattern))
-    got_info = probe.codes(sorted(used)) if used else {}
+    got_info = _looked_up(probe, got.codes)
     for code, what in sorted(got_info.items())[:3]:
         rows.append(f"agent code {code}: {what.describe()}")
     for code, what in sorted(ref_info.items())[:3]:

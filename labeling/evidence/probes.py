@@ -151,24 +151,29 @@ class Probe:
             self._dicts = found
         return self._dicts
 
-    def codes(self, codes: list[str]) -> dict[str, CodeInfo]:
+    def codes(self, codes: list[str], column: str | None = None) -> dict[str, CodeInfo]:
         """What each code is, from the dictionary tables the database has. Each code is looked
         up once per probe, and only in tables whose codes have its shape: ICD codes contain a
         digit, itemids are all digits (a label or drug name can be neither, so it is not
-        scanned for: the answer would be the same, without a full scan of a dictionary)."""
+        scanned for: the answer would be the same, without a full scan of a dictionary).
+
+        ``column``, the column the query compared the code with, narrows the tables further:
+        a literal compared with ``itemid`` is an item, never an ICD code, so the two ICD
+        dictionaries (about 190,000 rows, a full scan each: 70 ms of a deep link's 120 ms of
+        evidence on EHRSQL's SQLite) are not read for it, and it is never described as a
+        diagnosis whose code happens to share its digits."""
         safe = [c for c in codes if _RE_CODE.match(c)][:20]
+        wanted = _TABLE_CODE_OF.get(column or "")
         out: dict[str, CodeInfo] = {}
         for table, code, version, label in self._dictionaries():
+            if wanted is not None and code != wanted:
+                continue
             fits = [c for c in safe if _fits(code, c)]
             todo = [c for c in fits if (table, c.lower()) not in self._codes]
             if todo:
-                # Parts are lower-cased; ICD codes are stored upper-case: compare without case.
-                listed = ", ".join(f"'{c.upper()}'" for c in todo)
                 cols = ", ".join(c for c in (code, version or "NULL", label))
-                got = self.run(
-                    f"SELECT {cols} FROM {table} WHERE upper(CAST({code} AS VARCHAR)) IN "
-                    f"({listed}) ORDER BY 1"
-                )
+                got = self.run(f"SELECT {cols} FROM {table} WHERE {_code_match(code, todo)} "
+                               "ORDER BY 1")
                 for c in todo:
                     self._codes[(table, c.lower())] = None
                 for value, ver, text in got.rows if got is not None else ():
@@ -196,6 +201,34 @@ class Probe:
             for value, ver, text in got.rows if got is not None else ():
                 out.setdefault(str(value).lower(), CodeInfo(name, _ver(ver, value), str(text)))
         return out
+
+
+#: The dictionary code column a compared column's literals are looked up in.
+_TABLE_CODE_OF = {"itemid": "itemid", "icd_code": "icd_code", "icd9_code": "icd_code",
+                  "icd10_code": "icd_code"}
+
+
+def _spellings(code: str) -> list[str]:
+    """How a code (lower-cased by the parser) may be stored: MIMIC-IV writes ICD codes upper
+    case, EHRSQL lower case with a version prefix (``icd9|e0043``)."""
+    head, bar, tail = code.partition("|")
+    forms = [code.lower(), code.upper()]
+    if bar:
+        forms.append(f"{head.lower()}|{tail.upper()}")
+    return list(dict.fromkeys(forms))
+
+
+def _code_match(column: str, codes: list[str]) -> str:
+    """The WHERE clause that finds ``codes`` (shape-checked by ``_RE_CODE``) in ``column``.
+
+    Text codes are compared as stored, in each spelling a database uses, so the engine scans
+    the plain column instead of computing ``upper(CAST(...))`` for every row (40 -> 17 ms on
+    EHRSQL's 106,000 diagnoses); itemids are numbers, compared as text after a cast."""
+    if column == "itemid":
+        listed = ", ".join(f"'{c}'" for c in codes)
+        return f"CAST({column} AS VARCHAR) IN ({listed})"
+    listed = ", ".join(f"'{s}'" for c in codes for s in _spellings(c))
+    return f"{column} IN ({listed})"
 
 
 def _fits(column: str, code: str) -> bool:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import streamlit as st
+from streamlit.testing.v1 import AppTest
 
 #: Settings a developer's shell may hold that would change what the pages show.
 _APP_ENV = ("FAILLAB_DATABASE_URL", "FAILLAB_AUTH", "FAILLAB_BLIND", "FAILLAB_HIDE_PRELABEL")
@@ -27,3 +30,17 @@ def serve_workspace(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     st.cache_resource.clear()
     st.cache_data.clear()
+
+
+_VERDICT = re.compile(r'<div class="faillab-verdict-label">(.*?)</div>'
+                      r'<div class="faillab-verdict-value">(.*?)</div>')
+
+
+def answer_panel(at: AppTest) -> str:
+    """The answer panel's HTML block as the page drew it ("" when there is none)."""
+    return next((h.value for h in at.html if 'class="faillab-answer"' in h.value), "")
+
+
+def verdicts(panel_html: str) -> dict[str, str]:
+    """The answer panel's verdicts (label -> shown value), read from its HTML."""
+    return {html.unescape(k): html.unescape(v) for k, v in _VERDICT.findall(panel_html)}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.support import answer_panel, verdicts
 from tests.support import REPO
 from trajectories.model import StepKind
 from trajectories.workspace import Workspace
@@ -77,13 +78,14 @@ def test_trajectory_page_renders_steps_and_answer(app: AppTest, demo_workspace: 
     app.query_params["id"] = failed
     app.run()
     assert not app.exception
-    codes = [c.value for c in app.code]
-    assert traj.task.reference_sql in codes
-    # The steps are drawn as escaped HTML blocks, one per step.
+    # The steps and the reference SQL are drawn as escaped HTML blocks.
     blocks = "".join(h.value for h in app.html)
+    assert f'Reference SQL</div><pre class="faillab-code" data-language="sql">' \
+        f"{html.escape(traj.task.reference_sql or '')}</pre>" in blocks
+    assert not app.code  # no highlighted code block (its script costs every page load)
     sql_steps = [s.code or "" for s in traj.steps if s.kind == StepKind.SQL]
     assert sql_steps and all(html.escape(sql) in blocks for sql in sql_steps)
-    assert any(m.value == "wrong" for m in app.metric)  # exact match of a failure
+    assert verdicts(answer_panel(app))["Exact match"] == "wrong"  # a failure
 
 
 def test_step_rerun_buttons_are_built_only_in_the_opened_box(app: AppTest,
@@ -206,21 +208,21 @@ def test_unscored_trajectory_is_never_success_or_failure(
     at.query_params["id"] = str(unscored.id)
     at.run()
     assert not at.exception
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics == {"Exact match": "unscored", "Recorded outcome": "none"}
+    panel = answer_panel(at)
+    assert verdicts(panel) == {"Exact match": "unscored", "Recorded outcome": "none"}
     captions = [c.value for c in at.caption]
     assert any("outcome: **unscored**" in c for c in captions)
     assert not any("outcome: **success" in c or "outcome: **failure" in c for c in captions)
-    assert any(i.value.startswith("Unscored:") for i in at.info)
-    assert any("None recorded" in c for c in captions)
+    assert 'role="status">Unscored: the task has no ground truth' in panel
+    assert "None recorded" in panel
     # With a recorded verdict the trajectory is scored by it; exact match stays unscored.
     at.query_params["id"] = str(recorded.id)
     at.run()
     assert not at.exception
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics == {"Exact match": "unscored", "Recorded outcome": "wrong"}
+    panel = answer_panel(at)
+    assert verdicts(panel) == {"Exact match": "unscored", "Recorded outcome": "wrong"}
     assert any("outcome: **failure**" in c.value for c in at.caption)
-    assert not at.info
+    assert "Unscored:" not in panel
     st.cache_resource.clear()
     st.cache_data.clear()
 

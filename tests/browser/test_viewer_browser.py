@@ -110,9 +110,12 @@ def test_browse_filter_open_rerun(viewer_server: tuple[StreamlitServer, Workspac
     assert opened is not None and not ws.frame().set_index("id").loc[tid, "success"]
     expect(page.get_by_text("Final answer vs ground truth")).to_be_visible()
     expect(page.get_by_text("Reference SQL", exact=True)).to_be_visible()
-    visible_code = page.locator("[data-testid='stCode'] >> visible=true")
+    # SQL steps, answers and the reference SQL as plain blocks: no highlighted code block
+    # (its script cost every deep link about 0.4 s of browser CPU).
+    visible_code = page.locator("pre.faillab-code >> visible=true")
     expect(visible_code.first).to_be_visible()
-    assert visible_code.count() >= 3  # SQL steps, answers and the reference SQL
+    assert visible_code.count() >= 3
+    assert page.locator("[data-testid='stCode']").count() == 0
     # Re-run the reference SQL against the real EHRSQL database.
     page.get_by_role("button", name="Re-run reference SQL").click()
     wait_idle(page)
@@ -162,6 +165,9 @@ def test_hostile_content_is_shown_as_text(viewer_server: tuple[StreamlitServer, 
     body = page.inner_text("body")
     assert "<script>window.__pwned = 1</script>" in body
     assert 'onerror="window.__pwned = 2"' in body
+    # The answer panel is one HTML block too: the answer, the truth and the format as text.
+    assert "<script>window.__pwned = 6</script>" in body
+    assert "<iframe src=javascript:alert(1)>" in body and "<b>aspirin</b>" in body
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator("img[src='x'], iframe, svg[onload]").count() == 0
     # The recorded result is a light HTML table whose cell shows the hostile text as text.

@@ -422,3 +422,25 @@ def test_evidence_is_stored_beside_the_prelabel_and_exported(store: Any, icd_db:
     assert row["evidence"]["reason"] == result.evidence["reason"]
     csv_text = export_labels(store, fmt="csv")
     assert "ICD-9 code looked up" in csv_text
+
+
+def test_a_code_is_looked_up_only_where_its_column_points(tmp_path: Path) -> None:
+    """An itemid that shares its digits with an ICD code is an item, never a diagnosis; ICD
+    codes are found as MIMIC-IV stores them (upper case) and as EHRSQL does (lower case, with
+    a version prefix), though the parser lower-cases every literal."""
+    db = sqlite_ehr(tmp_path / "ehr.sqlite", (
+        "CREATE TABLE d_icd_diagnoses (icd_code TEXT, icd_version INTEGER, long_title TEXT);"
+        "INSERT INTO d_icd_diagnoses VALUES ('4019', 9, 'Hypertension NOS'),"
+        " ('icd10|e119', 10, 'Type 2 diabetes'), ('I509', 10, 'Heart failure');"
+        "CREATE TABLE d_labitems (itemid INTEGER, label TEXT);"
+        "INSERT INTO d_labitems VALUES (4019, 'Made-up lab');"
+    ))
+    with Probe.open(db) as probe:
+        assert {c: i.label for c, i in probe.codes(["4019"], "itemid").items()} == {
+            "4019": "Made-up lab"}
+    with Probe.open(db) as probe:
+        found = probe.codes(["4019", "icd10|e119", "i509"], "icd_code")
+        assert {c: i.label for c, i in found.items()} == {
+            "4019": "Hypertension NOS", "icd10|e119": "Type 2 diabetes", "i509": "Heart failure"}
+    with Probe.open(db) as probe:  # no column known: every dictionary the shape fits, as before
+        assert probe.codes(["4019"])["4019"].table == "d_icd_diagnoses"

@@ -58,8 +58,6 @@ def test_unscored_task_is_not_an_audit_candidate(tmp_path: Path) -> None:
 
 
 def test_a_cut_answer_is_unknown_or_a_failure_everywhere_it_is_scored() -> None:
-    from streamlit.testing.v1 import AppTest
-
     from trajectories.rows import score
     from trajectories.scoring import answer_cut, score_trajectory
 
@@ -80,13 +78,10 @@ def test_a_cut_answer_is_unknown_or_a_failure_everywhere_it_is_scored() -> None:
         "the producer recorded 1 of 173 rows of the last SQL query's result")
     assert "could not be read" in (answer_cut(unreadable) or "")
 
-    def panel(traj_json: str) -> None:
-        from faillab.app.widgets.answer import render_answer_panel
-        from trajectories.model import Trajectory
+    from faillab.app.widgets.answer import answer_panel_html
+    from tests.app.support import verdicts
 
-        render_answer_panel(Trajectory.model_validate_json(traj_json))
-
-    at = AppTest.from_function(panel, args=(undecided.model_dump_json(),)).run()
-    assert not at.exception
-    assert at.metric[0].value == "unknown"
-    assert any("Incomplete final answer" in c.value for c in at.caption)
+    panel = answer_panel_html(undecided)
+    assert verdicts(panel)["Exact match"] == "unknown"
+    assert "Incomplete final answer: the producer" in panel
+    assert verdicts(answer_panel_html(too_many))["Exact match"] == "wrong"
