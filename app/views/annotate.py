@@ -33,7 +33,7 @@ from faillab.app.widgets.label_form import (
 from faillab.app.widgets.page_keys import item_key, page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
-from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.safe import code_html, escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button
 from faillab.app.widgets.step_outline import render_step_outline
 from faillab.app.widgets.undo import (
@@ -220,7 +220,7 @@ def labelling_panel(me: User) -> None:
         with ref, st.container(key="annotate_reference"):
             st.markdown("**Reference SQL**")
             if traj.task.reference_sql:
-                st.code(traj.task.reference_sql, language="sql", wrap_lines=True, height=130)
+                st.html(code_html(traj.task.reference_sql, "sql", max_height_px=130))
                 rerun_button(f"{tid}_reference", traj.task.reference_sql,
                              label="Re-run reference SQL")
             else:

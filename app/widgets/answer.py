@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from faillab.app.widgets.safe import escape_html, table_html
+from faillab.app.widgets.safe import code_html, escape_html, table_html
 from faillab.app.widgets.steps import steps_css
 from trajectories.model import Trajectory
 from trajectories.scoring import (
@@ -139,4 +139,5 @@ def render_answer_compact(traj: Trajectory) -> None:
             st.caption("Row order counts for this task.")
     else:
         st.caption("No ground truth recorded; the final answer:")
-        st.code(_fmt(traj.final_answer), language="json", wrap_lines=True, height=150)
+        steps_css()
+        st.html(code_html(_fmt(traj.final_answer), "json", max_height_px=150))

@@ -22,7 +22,8 @@ from faillab.app.state import (
     get_workspace,
     workspace,
 )
-from faillab.app.widgets.safe import escape_markdown, plain
+from faillab.app.widgets.safe import code_html, escape_markdown, plain
+from faillab.app.widgets.steps import steps_css
 from labeling.audit import (
     REASON_LABELS,
     Candidate,
@@ -92,12 +93,13 @@ def render_task_header(task: Candidate) -> None:
 def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -> None:
     """Everything the reviewer needs to judge the task; ``key`` namespaces widget keys."""
     task = ctx.task
+    steps_css()  # the look of the plain code blocks below
     render_task_header(task)
     left, right = st.columns([3, 2], gap="medium")
     with left:
         st.markdown("**Reference SQL**")
         if task.reference_sql:
-            st.code(task.reference_sql, language="sql", wrap_lines=True)
+            st.html(code_html(task.reference_sql, "sql"))
         else:
             st.caption("This task has no reference SQL.")
         st.markdown("**Execution result (re-run now)**")
@@ -113,7 +115,7 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
             st.error("The reference SQL did not run: " + escape_markdown(str(ctx.result_error)))
     with right:
         st.markdown("**Extracted answer (ground truth)**")
-        st.code(_json(ctx.ground_truth), language="json", wrap_lines=True, height=200)
+        st.html(code_html(_json(ctx.ground_truth), "json", max_height_px=200))
         if task.answer_format:
             st.caption("Answer format required:")
             plain(task.answer_format, caption=True)
@@ -135,7 +137,7 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
         st.caption("The reference SQL returned no rows.")
     for i, ev in enumerate(ctx.evidence):
         with st.expander(escape_markdown(ev.title), expanded=evidence_expanded):
-            st.code(ev.sql, language="sql", wrap_lines=True)
+            st.html(code_html(ev.sql, "sql"))
             if ev.result is not None:
                 _table(ev.result, key=f"audit_evidence_{key}_{i}")
             else:

@@ -54,11 +54,12 @@ def table_html(columns: list[str], rows: list[list[Any]], max_height_px: int = 3
             f"<tbody>{body}</tbody></table></div>")
 
 
-def code_html(text: str, language: str | None = None) -> str:
+def code_html(text: str, language: str | None = None, max_height_px: int | None = None) -> str:
     """Code or a recorded output as a preformatted block (escaped; styled by the steps' CSS).
 
     Not ``st.code``: its syntax highlighter is a script of its own that Chromium evaluated on
     every page load that showed one code block (about 0.4 s of CPU a deep link on the 2-core
     machines), for colours. Plain blocks keep the text selectable for copying."""
     lang = f' data-language="{escape_html(language)}"' if language else ""
-    return f'<pre class="faillab-code"{lang}>{escape_html(text)}</pre>'
+    cap = f' style="max-height: {int(max_height_px)}px; overflow: auto"' if max_height_px else ""
+    return f'<pre class="faillab-code"{lang}{cap}>{escape_html(text)}</pre>'

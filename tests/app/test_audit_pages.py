@@ -3,6 +3,7 @@ adjudication with optimistic locking, and the report."""
 
 from __future__ import annotations
 
+import html
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,7 +57,7 @@ def open_page(user: str, page: str) -> AppTest:
 
 def texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [str(d.value) for d in at.dataframe] + [c.value for c in at.code]
+    parts += [str(d.value) for d in at.dataframe] + [html.unescape(h.value) for h in at.html]
     parts += [e.value for e in at.error] + [i.value for i in at.info]
     parts += [t.value or "" for t in at.text_area]
     # Untrusted text is shown Markdown-escaped; drop the escapes to compare with the data.
