@@ -23,9 +23,9 @@ from faillab.app.state import (
 )
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
-from faillab.app.widgets.safe import code_html, escape_markdown, plain
+from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
-from faillab.app.widgets.steps import render_steps
+from faillab.app.widgets.steps import render_steps, steps_css
 from trajectories.model import Step
 from trajectories.views import BrowseFilter
 
@@ -86,8 +86,6 @@ def trajectory_view() -> None:
                    f"outcome: **{outcome_of(traj)}**")
     prev_slot, next_slot = top[1].empty(), top[2].empty()
 
-    st.subheader("Question")
-    plain(task.question)
     meta = {
         "intent": task.intent, "scope": task.scope, "template": task.template_id,
         "split": task.split, "task": task.id,
@@ -95,7 +93,12 @@ def trajectory_view() -> None:
                        f"({', '.join(v for v in (task.variant, task.noise_type) if v)})"
                        if task.pair_id else None),
     }
-    st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v))
+    # One HTML block (heading, question, metadata), escaped: three elements fewer to draw.
+    steps_css()
+    st.html('<h3 class="faillab-heading">Question</h3>'
+            f'<p class="faillab-message-text">{escape_html(task.question)}</p>'
+            '<p class="faillab-note">'
+            + " · ".join(f"{k}: {escape_html(v)}" for k, v in meta.items() if v) + "</p>")
 
     left, right = st.columns([3, 2], gap="medium")
     with left:

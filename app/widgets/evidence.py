@@ -10,7 +10,7 @@ import streamlit as st
 
 from faillab.app.state import EhrKey, ehr_key, in_background, load_trajectory, workspace
 from faillab.app.widgets.answer import outcome_of
-from faillab.app.widgets.safe import code_html, escape_markdown
+from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.steps import steps_css
 from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
@@ -48,14 +48,38 @@ def _failed(traj: Trajectory) -> bool:
     return outcome_of(traj) == "failure"
 
 
-def _title(found: dict[str, object], show_category: bool, *, bold: bool) -> str:
+def _title(found: dict[str, object], show_category: bool) -> str:
     step, part = found.get("step"), found.get("part")
-    b = "**" if bold else ""
-    title = f"{b}Evidence{b} · first divergence at step {b}{step}{b} · part `{part}`"
+    title = f"Evidence · first divergence at step {step} · part `{part}`"
     if show_category and found.get("category"):
         title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
                   f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
     return title
+
+
+def evidence_html(found: dict[str, object], show_category: bool) -> str:
+    """The evidence box of the Trajectory page as one escaped HTML block: its title, the reason,
+    whether it was executed and the rows cited (five Streamlit elements before; each costs the
+    browser its own container and script on every deep link)."""
+    if found.get("part") is None:
+        return ('<div class="faillab-step"><div class="faillab-step-title">Evidence · nothing '
+                f'decides</div><p class="faillab-note">{escape_html(found.get("reason", ""))}'
+                "</p></div>")
+    title = (f"Evidence · first divergence at step <b>{escape_html(found.get('step'))}</b> · "
+             f"part <code>{escape_html(found.get('part'))}</code>")
+    if show_category and found.get("category"):
+        title += (f" · suggests {escape_html(_display_name(str(found['category'])))} "
+                  f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
+    parts = [f'<div class="faillab-step-title">{title}</div>',
+             f'<p class="faillab-message-text">{escape_html(found.get("reason", ""))}</p>']
+    if not found.get("executed"):
+        parts.append('<p class="faillab-note">Structural comparison only: no EHR database to '
+                     "execute on.</p>")
+    rows = found.get("rows") or []
+    assert isinstance(rows, list)
+    if rows:
+        parts.append(code_html("\n".join(str(r) for r in rows)))
+    return f'<div class="faillab-step">{"".join(parts)}</div>'
 
 
 def _details(found: dict[str, object]) -> None:
@@ -126,19 +150,14 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
                            + escape_markdown(str(found.get("reason", ""))))
             return None
         # Built only while open (the expander reruns on toggle): the closed line costs nothing.
-        box = st.expander(_title(found, show_category, bold=False), icon=":material/search:",
+        box = st.expander(_title(found, show_category), icon=":material/search:",
                           key=f"evidence_{key}", on_change="rerun")
         with box:
             if box.open:
                 _details(found)
         return _step(found)
-    with st.container(border=True, key=f"evidence_{key}"):
-        if found.get("part") is None:
-            st.markdown("**Evidence** · nothing decides")
-            st.caption(escape_markdown(str(found.get("reason", ""))))
-            return None
-        st.markdown(_title(found, show_category, bold=True))
-        _details(found)
+    steps_css()
+    st.html(evidence_html(found, show_category))
     return _step(found)
 
 

@@ -40,6 +40,7 @@ ERROR_PREVIEW = 400
 STEPS_CSS = """<style>
 .faillab-step { border: 1px solid rgba(128, 128, 128, 0.3); border-radius: 0.5rem;
   padding: 0.75rem 1rem; }
+.faillab-heading { font-size: 1.5rem; font-weight: 600; margin: 0.5rem 0; padding: 0; }
 .faillab-steps { display: flex; flex-direction: column; gap: 1rem; }
 .faillab-step.faillab-inbox { border: none; padding: 0; }
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }
