@@ -34,7 +34,7 @@ from faillab.app.widgets.page_keys import item_key, page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import code_html, escape_markdown, plain
-from faillab.app.widgets.sandbox_run import rerun_button
+from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.step_outline import render_step_outline
 from faillab.app.widgets.undo import (
     DONE_KEY,
@@ -201,9 +201,6 @@ def labelling_panel(me: User) -> None:
             # Runs before the next script run, so the form's step picker shows the choice.
             st.session_state[f"lf_{tid}_step"] = index
 
-        def rerun(index: int, sql: str, tid: str = tid) -> None:
-            rerun_button(f"{tid}_{index}", sql)
-
         # Steps scroll in their own pane so the answer and the form stay in view beside them
         # (290 px: the answer row and its Re-run button still fit a 1280x800 screen).
         with st.container(height=290, border=True, key="annotate_steps_pane", autoscroll=False):
@@ -211,9 +208,12 @@ def labelling_panel(me: User) -> None:
             step = render_evidence(traj, key=f"annotate_{tid}", compact=True,
                                    show_category=not st.session_state.get(
                                        "annotate_hide_prelabel", settings.hide_prelabel))
+            # One collapsed re-run box for every SQL step, as on the Trajectory page: a Re-run
+            # button in each full step was a dozen elements remounted on every label key.
+            step_rerun_control(f"annotate_{tid}", traj.steps)
             # The diverging step (and the one before it) in full; far steps as one-liners.
             render_step_outline(traj.steps, full={step - 1, step} if step is not None else (),
-                                pick=pick_step, rerun=rerun, key_prefix=tid)
+                                pick=pick_step, key_prefix=tid)
         ans, ref = st.columns(2, gap="small")
         with ans, st.container(key="annotate_answer"):
             render_answer_compact(traj)

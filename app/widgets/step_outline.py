@@ -12,8 +12,15 @@ from collections.abc import Callable, Collection
 
 import streamlit as st
 
-from faillab.app.widgets.safe import escape_markdown
-from faillab.app.widgets.steps import KIND_LABEL, render_action, render_message, steps_css
+from faillab.app.widgets.safe import escape_html, escape_markdown
+from faillab.app.widgets.steps import (
+    KIND_LABEL,
+    action_html,
+    message_html,
+    render_action,
+    render_message,
+    steps_css,
+)
 from trajectories.model import Step, StepKind
 from trajectories.render import preview
 
@@ -41,18 +48,61 @@ def outline_label(index: int, step: Step) -> str:
     return f"{index}. {text}" + (" · :red[error]" if step.error else "")
 
 
+def far_step_html(index: int, step: Step) -> str | None:
+    """A far step as a native ``<details>`` one-liner (escaped; the browser opens it without a
+    script run), or None when its body needs Streamlit (a long observation, thinking or a
+    system prompt: built only when its expander opens)."""
+    if step.kind == StepKind.THINKING or (step.kind == StepKind.MESSAGE
+                                          and (step.role or "assistant") == "system"):
+        return None
+    if step.kind == StepKind.MESSAGE:
+        body = message_html(index, step)
+    else:
+        body, more = action_html(index, step)
+        if more:
+            return None
+    if step.kind == StepKind.MESSAGE:
+        kind = f"{step.role or 'assistant'} message"
+    else:
+        kind = KIND_LABEL.get(step.kind, str(step.kind))
+    text = step.code or step.arguments or step.content or step.observation or ""
+    name = f" · {step.name}" if step.name else ""
+    mark = ' · <span class="faillab-error-mark">error</span>' if step.error else ""
+    return (f'<details class="faillab-far"><summary>{index}. '
+            f"{escape_html(f'{kind}{name} · {preview(text, 70)}')}{mark}</summary>"
+            f"{body}</details>")
+
+
 def render_step_outline(steps: list[Step], *, full: Collection[int],
                         rerun: Callable[[int, str], None] | None = None,
                         pick: Callable[[int], None] | None = None,
                         key_prefix: str = "") -> None:
-    """Steps ``< FULL_HEAD`` and those in ``full`` drawn whole; the others as lazy one-liners."""
+    """Steps ``< FULL_HEAD`` and those in ``full`` drawn whole; the others as one-liners.
+
+    A run of far steps is one HTML block of ``<details>`` lines: each used to be an expander
+    element (14 on a 20-step item), remounted on every label key because the next item's
+    keys are new, and the browser's share of a label key was most of its time."""
     steps_css()
+    far: list[str] = []
     for index, step in enumerate(steps):
         if index < FULL_HEAD or index in full:
+            _flush(far)
             _one(index, step, rerun, pick, key_prefix)
             continue
+        line = far_step_html(index, step)
+        if line is not None:
+            far.append(line)
+            continue
+        _flush(far)
         box = st.expander(outline_label(index, step), key=f"outline_{key_prefix}_{index}",
                           on_change="rerun")
         with box:
             if box.open:
                 _one(index, step, rerun, pick, key_prefix)
+    _flush(far)
+
+
+def _flush(far: list[str]) -> None:
+    if far:
+        st.html(f'<div class="faillab-far-steps">{"".join(far)}</div>')
+        far.clear()

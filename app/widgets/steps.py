@@ -41,6 +41,10 @@ STEPS_CSS = """<style>
 .faillab-step { border: 1px solid rgba(128, 128, 128, 0.3); border-radius: 0.5rem;
   padding: 0.75rem 1rem; }
 .faillab-heading { font-size: 1.5rem; font-weight: 600; margin: 0.5rem 0; padding: 0; }
+.faillab-far-steps { display: flex; flex-direction: column; gap: 0.35rem; }
+.faillab-far > summary { cursor: pointer; padding: 0.35rem 0.6rem; border-radius: 0.4rem;
+  border: 1px solid rgba(128, 128, 128, 0.3); overflow-wrap: anywhere; }
+.faillab-far[open] > summary { margin-bottom: 0.4rem; }
 .faillab-steps { display: flex; flex-direction: column; gap: 1rem; }
 .faillab-step.faillab-inbox { border: none; padding: 0; }
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }

@@ -169,7 +169,10 @@ def test_rerun_error_is_told_apart_from_the_recorded_error(
     # The reason names the table the agent used and the reference's.
     expect(line.get_by_text(re.compile(r"no_such_table.*patients")).first).to_be_visible()
     expect(pane.get_by_text("Recorded error:")).to_be_visible()
-    pane.locator(f".st-key-rerun_btn_{broken}_1 button").click()
+    # Re-runs sit in one collapsed box above the steps, as on the Trajectory page.
+    pane.get_by_text(re.compile(r"^Re-run a step's SQL")).click()
+    wait_idle(page)
+    pane.locator(f".st-key-rerun_btn_annotate_{broken}_1 button").click()
     wait_idle(page)
     rerun_error = pane.get_by_text(re.compile(r"^Re-run error"))
     expect(rerun_error).to_be_visible()
