@@ -46,6 +46,7 @@ STEPS_CSS = """<style>
   border: 1px solid rgba(128, 128, 128, 0.3); overflow-wrap: anywhere; }
 .faillab-far[open] > summary { margin-bottom: 0.4rem; }
 .faillab-steps { display: flex; flex-direction: column; gap: 1rem; }
+.faillab-steps > .faillab-step { content-visibility: auto; contain-intrinsic-size: auto 12rem; }
 .faillab-step.faillab-inbox { border: none; padding: 0; }
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }
 .faillab-error-mark { color: #e0383e; }
