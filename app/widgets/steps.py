@@ -49,6 +49,7 @@ STEPS_CSS = """<style>
 .faillab-steps > .faillab-step { content-visibility: auto; contain-intrinsic-size: auto 12rem; }
 .faillab-step.faillab-inbox { border: none; padding: 0; }
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }
+.faillab-step-title code { font-size: 0.8em; padding: 0.1em 0.3em; }
 .faillab-error-mark { color: #e0383e; }
 .faillab-code { background: rgba(128, 128, 128, 0.1); border-radius: 0.4rem;
   padding: 0.6rem 0.8rem; margin: 0 0 0.5rem 0; white-space: pre-wrap;
