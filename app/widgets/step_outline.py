@@ -36,16 +36,21 @@ def _one(index: int, step: Step, rerun: Callable[[int, str], None] | None,
         render_action(index, step, False, rerun, pick, key_prefix)
 
 
-def outline_label(index: int, step: Step) -> str:
-    """"i. kind · name · error · preview" as an expander label (data escaped, never markup)."""
+def _one_line(step: Step) -> str:
+    """"kind · name · preview": a far step in one line (raw text; callers escape it)."""
     if step.kind == StepKind.MESSAGE:
         kind = f"{step.role or 'assistant'} message"
     else:
         kind = KIND_LABEL.get(step.kind, str(step.kind))
     body = step.code or step.arguments or step.content or step.observation or ""
     name = f" · {step.name}" if step.name else ""
-    text = escape_markdown(f"{kind}{name} · {preview(body, 70)}")
-    return f"{index}. {text}" + (" · :red[error]" if step.error else "")
+    return f"{kind}{name} · {preview(body, 70)}"
+
+
+def outline_label(index: int, step: Step) -> str:
+    """"i. kind · name · preview · error" as an expander label (data escaped, never markup)."""
+    return (f"{index}. {escape_markdown(_one_line(step))}"
+            + (" · :red[error]" if step.error else ""))
 
 
 def far_step_html(index: int, step: Step) -> str | None:
@@ -61,16 +66,9 @@ def far_step_html(index: int, step: Step) -> str | None:
         body, more = action_html(index, step)
         if more:
             return None
-    if step.kind == StepKind.MESSAGE:
-        kind = f"{step.role or 'assistant'} message"
-    else:
-        kind = KIND_LABEL.get(step.kind, str(step.kind))
-    text = step.code or step.arguments or step.content or step.observation or ""
-    name = f" · {step.name}" if step.name else ""
     mark = ' · <span class="faillab-error-mark">error</span>' if step.error else ""
-    return (f'<details class="faillab-far"><summary>{index}. '
-            f"{escape_html(f'{kind}{name} · {preview(text, 70)}')}{mark}</summary>"
-            f"{body}</details>")
+    return (f'<details class="faillab-far"><summary>{index}. {escape_html(_one_line(step))}'
+            f"{mark}</summary>{body}</details>")
 
 
 def render_step_outline(steps: list[Step], *, full: Collection[int],
