@@ -36,12 +36,16 @@ def diff_frame(predicted: Any, truth: Any, decimals: int | None = None) -> pd.Da
     return pd.DataFrame(records, columns=["status", "row"])
 
 
-def diff_table(frame: pd.DataFrame, max_height_px: int) -> None:
+def diff_html(frame: pd.DataFrame, max_height_px: int) -> str:
     """The row diff as a plain HTML table (escaped), not the interactive grid: a few rows need
     none of the grid's scripts, and the grid was one of the heaviest elements of the page."""
-    steps_css()
     table = table_html(list(frame.columns), frame.values.tolist(), max_height_px)
-    st.html(f'<div class="faillab-diff">{table}</div>')
+    return f'<div class="faillab-diff">{table}</div>'
+
+
+def diff_table(frame: pd.DataFrame, max_height_px: int) -> None:
+    steps_css()
+    st.html(diff_html(frame, max_height_px))
 
 
 def outcome_of(traj: Trajectory) -> str:
@@ -60,7 +64,7 @@ def _verdict_html(label: str, value: str, note: str | None = None) -> str:
 
 def _json_html(caption: str, value: Any | None, missing: str | None = None) -> str:
     body = (f'<p class="faillab-note">{escape_html(missing)}</p>' if missing is not None
-            else f'<pre class="faillab-code faillab-json">{escape_html(_fmt(value))}</pre>')
+            else code_html(_fmt(value), "json", max_height_px=220))
     return f'<div><p class="faillab-note">{escape_html(caption)}</p>{body}</div>'
 
 
@@ -102,9 +106,7 @@ def answer_panel_html(traj: Trajectory) -> str:
     if task.has_ground_truth:
         frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
         if not frame.empty:
-            parts.append('<div class="faillab-diff">'
-                         + table_html(list(frame.columns), frame.values.tolist(), 300)
-                         + "</div>")
+            parts.append(diff_html(frame, 300))
     if wants_order(task.question, task.answer_format):
         parts.append('<p class="faillab-note">This task asks for an order, so row order counts '
                      "in the exact match.</p>")

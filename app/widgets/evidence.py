@@ -48,13 +48,31 @@ def _failed(traj: Trajectory) -> bool:
     return outcome_of(traj) == "failure"
 
 
+def _suggestion(found: dict[str, object], show_category: bool) -> str:
+    """" · suggests Name (0.90)" as raw text, or "" where the category is hidden or unknown."""
+    if not (show_category and found.get("category")):
+        return ""
+    confidence = float(found["confidence"])  # type: ignore[arg-type]
+    return f" · suggests {_display_name(str(found['category']))} ({confidence:.2f})"
+
+
 def _title(found: dict[str, object], show_category: bool) -> str:
     step, part = found.get("step"), found.get("part")
-    title = f"Evidence · first divergence at step {step} · part `{part}`"
-    if show_category and found.get("category"):
-        title += (f" · suggests {escape_markdown(_display_name(str(found['category'])))} "
-                  f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
-    return title
+    return (f"Evidence · first divergence at step {step} · part `{part}`"
+            + escape_markdown(_suggestion(found, show_category)))
+
+
+def _body_html(found: dict[str, object]) -> str:
+    """The reason, whether it was executed and the rows cited, escaped."""
+    parts = [f'<p class="faillab-message-text">{escape_html(found.get("reason", ""))}</p>']
+    if not found.get("executed"):
+        parts.append('<p class="faillab-note">Structural comparison only: no EHR database to '
+                     "execute on.</p>")
+    rows = found.get("rows") or []
+    assert isinstance(rows, list)
+    if rows:
+        parts.append(code_html("\n".join(str(r) for r in rows)))
+    return "".join(parts)
 
 
 def evidence_html(found: dict[str, object], show_category: bool) -> str:
@@ -66,31 +84,15 @@ def evidence_html(found: dict[str, object], show_category: bool) -> str:
                 f'decides</div><p class="faillab-note">{escape_html(found.get("reason", ""))}'
                 "</p></div>")
     title = (f"Evidence · first divergence at step <b>{escape_html(found.get('step'))}</b> · "
-             f"part <code>{escape_html(found.get('part'))}</code>")
-    if show_category and found.get("category"):
-        title += (f" · suggests {escape_html(_display_name(str(found['category'])))} "
-                  f"({float(found['confidence']):.2f})")  # type: ignore[arg-type]
-    parts = [f'<div class="faillab-step-title">{title}</div>',
-             f'<p class="faillab-message-text">{escape_html(found.get("reason", ""))}</p>']
-    if not found.get("executed"):
-        parts.append('<p class="faillab-note">Structural comparison only: no EHR database to '
-                     "execute on.</p>")
-    rows = found.get("rows") or []
-    assert isinstance(rows, list)
-    if rows:
-        parts.append(code_html("\n".join(str(r) for r in rows)))
-    return f'<div class="faillab-step">{"".join(parts)}</div>'
+             f"part <code>{escape_html(found.get('part'))}</code>"
+             + escape_html(_suggestion(found, show_category)))
+    return (f'<div class="faillab-step"><div class="faillab-step-title">{title}</div>'
+            f"{_body_html(found)}</div>")
 
 
 def _details(found: dict[str, object]) -> None:
-    st.markdown(escape_markdown(str(found.get("reason", ""))))
-    if not found.get("executed"):
-        st.caption("Structural comparison only: no EHR database to execute on.")
-    rows = found.get("rows") or []
-    assert isinstance(rows, list)
-    if rows:
-        steps_css()
-        st.html(code_html("\n".join(str(r) for r in rows)))
+    steps_css()
+    st.html(_body_html(found))
 
 
 _WARMING: set[str] = set()

@@ -15,8 +15,7 @@ import streamlit as st
 from faillab.app.widgets.safe import escape_html, escape_markdown
 from faillab.app.widgets.steps import (
     KIND_LABEL,
-    action_html,
-    message_html,
+    plain_step_html,
     render_action,
     render_message,
     steps_css,
@@ -57,15 +56,9 @@ def far_step_html(index: int, step: Step) -> str | None:
     """A far step as a native ``<details>`` one-liner (escaped; the browser opens it without a
     script run), or None when its body needs Streamlit (a long observation, thinking or a
     system prompt: built only when its expander opens)."""
-    if step.kind == StepKind.THINKING or (step.kind == StepKind.MESSAGE
-                                          and (step.role or "assistant") == "system"):
+    body = plain_step_html(index, step)
+    if body is None:
         return None
-    if step.kind == StepKind.MESSAGE:
-        body = message_html(index, step)
-    else:
-        body, more = action_html(index, step)
-        if more:
-            return None
     mark = ' · <span class="faillab-error-mark">error</span>' if step.error else ""
     return (f'<details class="faillab-far"><summary>{index}. {escape_html(_one_line(step))}'
             f"{mark}</summary>{body}</details>")

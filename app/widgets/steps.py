@@ -74,7 +74,6 @@ STEPS_CSS = """<style>
 .faillab-verdict-value { font-size: 1.6rem; line-height: 1.3; }
 .faillab-pair { display: grid; grid-template-columns: 1fr 1fr; gap: 0.8rem; }
 .faillab-pair > div { min-width: 0; }
-.faillab-json { max-height: 220px; overflow: auto; }
 </style>"""
 
 
@@ -206,22 +205,32 @@ def message_html(index: int, step: Step) -> str:
             f'<div class="faillab-message-text">{escape_html(step.content or "")}</div></div>')
 
 
-def _plain_html(index: int, step: Step, can_rerun: bool, can_pick: bool) -> str | None:
-    """The step as one finished HTML block, or None when it needs Streamlit elements (an
-    on-demand expander, a Re-run or "Mark as first faulty step" button)."""
-    if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
-        if step.kind == StepKind.THINKING or (step.role or "assistant") == "system":
-            return None
-        return message_html(index, step)
-    if can_pick or (can_rerun and step.kind == StepKind.SQL):
+def collapsed_message(step: Step) -> bool:
+    """Thinking and system prompts: long and rarely read, shown in an on-demand expander."""
+    return step.kind == StepKind.THINKING or (
+        step.kind == StepKind.MESSAGE and (step.role or "assistant") == "system")
+
+
+def plain_step_html(index: int, step: Step) -> str | None:
+    """The whole step as one finished HTML block, or None when part of it waits for an
+    on-demand expander (a long observation or error, thinking, a system prompt)."""
+    if collapsed_message(step):
         return None
+    if step.kind == StepKind.MESSAGE:
+        return message_html(index, step)
     block, more = action_html(index, step)
     return None if more else block
 
 
+def _has_buttons(step: Step, rerun: object | None, pick: object | None) -> bool:
+    """Whether the step gets a Re-run or "Mark as first faulty step" button (an element)."""
+    if step.kind in (StepKind.MESSAGE, StepKind.THINKING):
+        return False
+    return pick is not None or (rerun is not None and step.kind == StepKind.SQL)
+
+
 def render_message(index: int, step: Step, expand_all: bool, key_prefix: str = "") -> None:
-    role = step.role or "assistant"
-    if step.kind == StepKind.THINKING or role == "system":
+    if collapsed_message(step):
         what = "Thinking" if step.kind == StepKind.THINKING else "System prompt"
         with _lazy_expander(f"{index}. {what} ({len(step.content or ''):,} characters)",
                             expanded=expand_all, key=f"step_{key_prefix}_{index}") as shown:
@@ -263,7 +272,7 @@ def render_steps(steps: list[Step], *, expand_all: bool,
     steps_css()
     run: list[str] = []
     for index, step in enumerate(steps):
-        plain = _plain_html(index, step, rerun is not None, pick is not None)
+        plain = None if _has_buttons(step, rerun, pick) else plain_step_html(index, step)
         if plain is not None:
             run.append(plain)
             continue
