@@ -53,7 +53,7 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 VIEWPORT = {"width": 1440, "height": 900}
 # Text each page shows once it has rendered everything (its last section).
 TRAJECTORY_READY = "Reference SQL"
-STATISTICS_READY = "LaTeX"
+STATISTICS_READY = "Export"
 CHART_DRAWN = ".js-plotly-plot .main-svg"
 
 # An action is finished when the app is idle again and the main area shows something other than

@@ -35,11 +35,11 @@ from faillab.app.widgets.stats_data import (
     labels_token,
     tables_for,
 )
+from faillab.app.widgets.stats_filters import choose, filters_box, selection_line
 from faillab.app.widgets.stats_options import (
     LABEL_CAPTIONS,
     SCOPED_TABLES,
     chart_label_note,
-    label_scope_choice,
     label_scope_note,
     passk_view,
     source_note,
@@ -68,7 +68,9 @@ if not ws.part_files():
     )
     st.stop()
 
-source = success_source_choice()
+# The filters open from one button (see stats_filters); the line under it states them.
+box = filters_box()
+source = success_source_choice(box)
 signature = (*data_key(ws), source)
 with st.spinner("Loading trajectories…"):
     frame = trajectory_frame(source)
@@ -80,29 +82,13 @@ try:
 except Exception as err:  # a store outage must not hide the trajectory statistics
     st.warning(f"Labels could not be loaded, label tables are empty: {type(err).__name__}")
 
-# --- filters -----------------------------------------------------------------------------------
 all_runs, intent_options, scope_options = filter_options(signature, frame)
-
-with st.container(border=True):
-    # Runs and intents on rows of their own (six intent chips did not fit in a column at
-    # 1440 px: the last one was cut under the clear button), so no chip is cut short.
-    runs = st.multiselect("Runs", all_runs, default=all_runs, key="stats_runs")
-    intents = st.multiselect(
-        "Intents", intent_options, default=intent_options, key="stats_intents"
-    )
-    c_scopes, c_labels = st.columns(2)
-    scopes = c_scopes.multiselect(
-        "Scopes", scope_options, default=scope_options, key="stats_scopes"
-    )
-    with c_labels:
-        label_scope = label_scope_choice()
-    if st.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
-        labels_for.clear()
-        st.rerun()
-
-if not runs or not intents or not scopes:
-    st.info("Pick at least one run, intent and scope.")
+selection = choose(box, all_runs, intent_options, scope_options)
+if not selection.complete:
+    st.info("Pick at least one run, intent and scope (under Filters).")
     st.stop()
+runs, intents, scopes, label_scope = (selection.runs, selection.intents, selection.scopes,
+                                      selection.label_scope)
 
 # None means "no filter", so the full selection keeps the tables' own NULL handling intact.
 intent_sel = None if set(intents) == set(intent_options) else tuple(intents)
@@ -118,12 +104,11 @@ selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
 if "provenance" in tables and counted is not labels:
     tables["provenance"] = compute_table("provenance", Inputs(selected, labels, pairs),
                                          list(runs))
-st.caption(
-    f"{len(selected):,} trajectories in {len(runs)} run(s); "
-    f"{0 if counted is None else int(counted['category'].notna().sum()):,} final labels "
-    f"counted ({label_scope_note(label_scope).lower()}), "
-    f"{0 if pairs is None else len(pairs):,} pre-label/human pairs."
-)
+st.caption(selection_line(
+    selection, runs=all_runs, intents=intent_options, scopes=scope_options,
+    trajectories=len(selected), source=source,
+    labels=0 if counted is None else int(counted["category"].notna().sum()),
+    pairs=0 if pairs is None else len(pairs)))
 st.caption(source_note(selected, source))
 
 
@@ -148,8 +133,6 @@ def _all_charts() -> dict[str, Any]:
     figs = {n: _figure(n, t, chart_label_note(n, label_scope)) for n, t in tables.items()}
     return {n: f for n, f in figs.items() if f is not None}
 
-
-charts_bundle_download(_all_charts, key="stats_dl_bundle")
 
 # --- one tab per table -------------------------------------------------------------------------
 names = [n for n in TITLES if n in tables] + [n for n in tables if n not in TITLES]
@@ -207,5 +190,9 @@ for name, tab in zip(names, tabs, strict=True):
             else:
                 st.info("No data for this selection.")
         table_panel(table, key=f"stats_table_{name}")
-        table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
-        figure_downloads(figure, f"{name}_chart", key=f"stats_dl_{name}_chart")
+        # Every export in one menu, mounted only when opened (five buttons were drawn and
+        # their scripts fetched on each first visit).
+        with st.popover("Export", icon=":material/download:"):
+            table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
+            figure_downloads(figure, f"{name}_chart", key=f"stats_dl_{name}_chart")
+            charts_bundle_download(_all_charts, key="stats_dl_bundle")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from analysis.passk import PASS_AT_TEMPERATURE, PASS_HAT_TEMPERATURE, pass_k_paper
 from analysis.turns import SR_DEFINITIONS, success_by_turn_budget
@@ -39,9 +40,9 @@ LABEL_CAPTIONS = {
 LABEL_SCOPES = ("human-confirmed only", "include LLM-only")
 
 
-def label_scope_choice() -> str:
+def label_scope_choice(box: DeltaGenerator) -> str:
     """Human-confirmed labels only (the default) or also unreviewed LLM pre-labels."""
-    scope = st.radio(
+    scope = box.radio(
         "Labels counted", LABEL_SCOPES, horizontal=True, key="stats_label_scope",
         help="human-confirmed: adjudicated, or given by annotators (agreed or single). "
              "LLM-only pre-labels nobody has reviewed are left out unless included here.",
@@ -70,9 +71,9 @@ def chart_label_note(table: str, scope: str) -> str:
     return FIXED_LABEL_NOTES.get(table, "")
 
 
-def success_source_choice() -> str:
+def success_source_choice(box: DeltaGenerator) -> str:
     """The success source radio; its default is the CLI's (``faillab stats``)."""
-    source = st.radio(
+    source = box.radio(
         "Success source", SUCCESS_SOURCES, index=SUCCESS_SOURCES.index(DEFAULT_SUCCESS_SOURCE),
         horizontal=True, key="stats_success_source",
         help="recorded: " + SOURCE_TEXT["recorded"] + "; exact_match: "

@@ -1,5 +1,6 @@
-"""The Statistics page in a real browser: a first screen without plotly or the data grid, the
-interactive chart and table on request, hostile run names as text, a lazily built export."""
+"""The Statistics page in a real browser: a first screen without plotly, the data grid or the
+filters' widgets (the chart above the fold), the filters and the interactive chart and table on
+request, hostile run names as text, a lazily built export."""
 
 from __future__ import annotations
 
@@ -63,17 +64,38 @@ def test_first_screen_draws_without_plotly_or_the_grid(stats_server: StreamlitSe
     chart = page.locator(f".{CHART_CLASS}[data-chart='success']")
     expect(chart).to_be_visible()
     expect(page.locator(f".{TABLE_CLASS}").first).to_be_visible()
-    chips = page.evaluate(CHIPS_UNCOVERED)
-    assert len(chips) >= 8 and all(ok for _, ok in chips), chips
+    # The first chart starts on the first screen; the filters wait behind their button.
+    box = chart.bounding_box()
+    assert box is not None and box["y"] < 900, box
+    assert page.locator("[data-testid='stMultiSelect']").count() == 0
+    expect(page.get_by_text("runs: all", exact=False)).to_be_visible()
     # The hostile run name is shown as its literal text, in the chart and in the table.
     expect(chart.get_by_text(HOSTILE_RUN, exact=False)).to_be_visible()
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator(f".{CHART_CLASS} img, .{TABLE_CLASS} img").count() == 0
     # Neither plotly's nor the data grid's scripts were fetched for the first screen.
     scripts = page.evaluate(SCRIPTS)
-    assert not [s for s in scripts if s.startswith(("PlotlyChart", "DataFrame"))], scripts
+    assert not [s for s in scripts if s.startswith(("PlotlyChart", "DataFrame", "Multiselect",
+                                                    "DownloadButton"))], scripts
     assert page.locator(".js-plotly-plot").count() == 0
     assert page.locator("[data-testid='stDataFrame']").count() == 0
+
+    # The filters: every chip whole, the hostile run name as text; taking a run out keeps the
+    # menu open and the line under the button says what is counted now.
+    page.get_by_role("button", name="Filters").click()
+    chips = page.locator("[data-testid='stMultiSelect'] [data-tag]")
+    expect(chips.first).to_be_visible()
+    uncovered = page.evaluate(CHIPS_UNCOVERED)
+    assert len(uncovered) >= 8 and all(ok for _, ok in uncovered), uncovered
+    hostile = chips.filter(has_text=HOSTILE_RUN)
+    expect(hostile).to_have_count(1)
+    runs = page.locator("[data-testid='stMultiSelect']").first.locator("[data-tag]").count()
+    hostile.get_by_role("button").click()  # the chip's remove cross
+    wait_idle(page)
+    expect(page.get_by_text(f"runs: {runs - 1} of {runs}", exact=False)).to_be_visible()
+    expect(page.locator("[data-testid='stMultiSelect']").first).to_be_visible()
+    assert page.evaluate("() => window.__pwned") is None
+    page.keyboard.press("Escape")
 
     # On request: the plotly chart, then the sortable grid, of the open tab.
     page.get_by_text("Interactive chart", exact=True).click()
@@ -93,10 +115,13 @@ def test_label_chart_states_what_it_counts_and_exports_on_click(
     wait_idle(page)
     chart = page.locator(f".{CHART_CLASS}[data-chart='taxonomy']")
     expect(chart).to_contain_text("Labels: human-confirmed only (the default)")
+    page.get_by_role("button", name="Filters").click()
     page.get_by_text("include LLM-only", exact=True).click()
     wait_idle(page)
+    page.keyboard.press("Escape")
     expect(chart).to_contain_text("Labels: include LLM-only (default: human-confirmed only)")
     # The chart's HTML export is the plotly figure, built on click, with the same statement.
+    page.get_by_role("button", name="Export").click()
     with page.expect_download(timeout=60_000) as download:
         page.get_by_role("button", name="Chart as HTML").click()
     saved = tmp_path / "taxonomy_chart.html"
