@@ -26,6 +26,7 @@ from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
     Hooks,
+    choose_step,
     render_label_form,
     render_last_saved,
     render_visible_labels,
@@ -199,7 +200,7 @@ def labelling_panel(me: User) -> None:
 
         def pick_step(index: int, tid: str = tid) -> None:
             # Runs before the next script run, so the form's step picker shows the choice.
-            st.session_state[f"lf_{tid}_step"] = index
+            choose_step(tid, index)
 
         # Steps scroll in their own pane so the answer and the form stay in view beside them
         # (290 px: the answer row and its Re-run button still fit a 1280x800 screen).

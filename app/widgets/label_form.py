@@ -1,8 +1,10 @@
 """The failure-label form: primary and secondary category, first faulty step, note.
 
 Keyboard-first: number keys 1..9 save the label with that primary category, A accepts the
-LLM pre-label, S skips. Every widget key carries the trajectory id, so moving to the next item
-never carries a half-filled form over (Streamlit keeps widget state per key).
+LLM pre-label, S skips. The widgets keep their keys from item to item, so the browser updates
+them in place instead of mounting a new form on every label key (two selectboxes, a text area
+and eight buttons were remounted each time); their values are reset whenever another item
+is shown, before they are drawn, so a half-filled form never carries over.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from trajectories.render import preview
 
 ACCEPT_KEY = "A"
 SKIP_KEY = "S"
+#: Which item the form's values belong to.
+FORM_ITEM = "lf_item"
+#: The form's fields and the values every item starts with.
+STEP, ACCEPT_STEP, SECONDARY, NOTE = "lf_step", "lf_accept_step", "lf_secondary", "lf_note"
+FIELD_DEFAULTS: dict[str, object] = {STEP: None, ACCEPT_STEP: False, SECONDARY: None, NOTE: ""}
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,22 @@ def step_caption(traj: Trajectory, index: int) -> str:
     name = f" {step.name}" if step.name else ""
     flag = " [error]" if step.error else ""
     return f"{index}. {kind}{name}{flag} · {preview(body, 70)}"
+
+
+def start_form(trajectory_id: str) -> None:
+    """Empty the form when it shows another item than last time (set, not deleted: a value
+    set through the session reaches the widget the browser keeps mounted)."""
+    state = st.session_state
+    if state.get(FORM_ITEM) != trajectory_id:
+        for key, value in FIELD_DEFAULTS.items():
+            state[key] = value
+        state[FORM_ITEM] = trajectory_id
+
+
+def choose_step(trajectory_id: str, index: int) -> None:
+    """Pick the first faulty step from outside the form (a step's own button)."""
+    start_form(trajectory_id)
+    st.session_state[STEP] = index
 
 
 def started_at(trajectory_id: str) -> float:
@@ -90,6 +113,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     """The form for one item; `hooks` hear of a save or a skip. Returns the row of Skip: its
     other two cells are free for the page's buttons."""
     tid = str(traj.id)
+    start_form(tid)
     started_at(tid)
     show_prelabel = prelabel is not None and not hide_prelabel
     if prelabel is not None and hide_prelabel:
@@ -105,23 +129,23 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     # Never prefilled from the pre-label: a step is stored only when the person chose it, or
     # ticked the box below to accept the pre-label's step (recorded as such).
     step = pick_col.selectbox(
-        "First faulty step", steps, index=0,
+        "First faulty step", steps,
         format_func=lambda i: "not set" if i is None else step_caption(traj, i),
-        key=f"lf_{tid}_step",
+        key=STEP,
         help="The earliest step where the trajectory went wrong.",
     )
     if show_prelabel and prelabel is not None and prelabel.first_error_step in steps[1:]:
         st.checkbox(
             f"Use the pre-label's first faulty step ({prelabel.first_error_step})",
-            key=f"lf_{tid}_accept_step", disabled=step is not None,
+            key=ACCEPT_STEP, disabled=step is not None,
             help="Only when you checked it: the label records that the step came from the "
                  "pre-label. A step chosen above wins.")
     keys = list(taxonomy.keys)
     second_col.selectbox("Secondary category (optional)", [None, *keys],
                              format_func=lambda k: "none" if k is None
                              else category_label(taxonomy, k),
-                             key=f"lf_{tid}_secondary")
-    st.text_area("Note", key=f"lf_{tid}_note", height=68,
+                             key=SECONDARY)
+    st.text_area("Note", key=NOTE, height=68,
                         placeholder="Why this category? (optional; Ctrl+Enter keeps it and "
                                     "gives the keys back)")
 
@@ -133,7 +157,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         st.error(error)
     if show_prelabel:
         assert prelabel is not None
-        st.button("Accept pre-label", key=f"lf_{tid}_accept", type="primary",
+        st.button("Accept pre-label", key="lf_accept", type="primary",
                   shortcut=ACCEPT_KEY, width="stretch", on_click=_save,
                   args=(*args, prelabel.category),
                   help="Save the LLM's category with the step, secondary and note above.")
@@ -141,13 +165,13 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     grid = st.columns(2, gap="small")
     for number, cat in enumerate(taxonomy.categories[:9], start=1):
         # Streamlit shows the shortcut (the number) on the button itself.
-        grid[(number - 1) % 2].button(cat.name, key=f"lf_{tid}_cat_{cat.key}",
+        grid[(number - 1) % 2].button(cat.name, key=f"lf_cat_{cat.key}",
                                       shortcut=str(number), width="stretch",
                                       help=cat.definition, on_click=_save,
                                       args=(*args, cat.key))
     # Skip shares its row with the page's own buttons (Undo, Back), which go in the other cells.
     nav = st.columns(3, gap="small")
-    nav[0].button("Skip", key=f"lf_{tid}_skip", shortcut=SKIP_KEY, width="stretch",
+    nav[0].button("Skip", key="lf_skip", shortcut=SKIP_KEY, width="stretch",
                   icon=":material/skip_next:", help="Put this item aside for now (S).",
                   on_click=hooks.skipped, args=(tid,))
     return list(nav)
@@ -169,16 +193,18 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
     tid = str(traj.id)
     state = st.session_state
     show_prelabel = prelabel is not None and not hide_prelabel
-    step: int | None = state.get(f"lf_{tid}_step")
+    if state.get(FORM_ITEM) != tid:  # the form shows another item: nothing of it is this one's
+        return
+    step: int | None = state.get(STEP)
     step_from_prelabel = (step is None and show_prelabel and prelabel is not None
-                          and bool(state.get(f"lf_{tid}_accept_step"))
+                          and bool(state.get(ACCEPT_STEP))
                           and prelabel.first_error_step is not None
                           and 0 <= prelabel.first_error_step < len(traj.steps))
     if step_from_prelabel:
         assert prelabel is not None
         step = prelabel.first_error_step
-    secondary: str | None = state.get(f"lf_{tid}_secondary")
-    note = str(state.get(f"lf_{tid}_note") or "")
+    secondary: str | None = state.get(SECONDARY)
+    note = str(state.get(NOTE) or "")
     if secondary == chosen:
         state[f"lf_{tid}_error"] = "The secondary category must differ from the primary one."
         return

@@ -44,3 +44,13 @@ def answer_panel(at: AppTest) -> str:
 def verdicts(panel_html: str) -> dict[str, str]:
     """The answer panel's verdicts (label -> shown value), read from its HTML."""
     return {html.unescape(k): html.unescape(v) for k, v in _VERDICT.findall(panel_html)}
+
+
+def shown_item(at: AppTest) -> str:
+    """The trajectory the Annotate page shows, read from its head line ("Item k of N · ... ·
+    `id`", or "Changing your label on `id`")."""
+    heads = [m.value for m in at.markdown if m.value.startswith(("**Item ", "**Changing"))]
+    assert heads, "no item on screen"
+    found = re.search(r"`([^`]+)`", heads[0])
+    assert found, heads[0]
+    return found.group(1)

@@ -14,7 +14,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import create_assignments, failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.app.support import copy_of, serve_workspace
+from tests.app.support import copy_of, serve_workspace, shown_item
 from tests.support import REPO
 from trajectories.workspace import Workspace
 
@@ -47,9 +47,7 @@ def open_page(user: str, page: str = "views/annotate.py") -> AppTest:
 
 
 def current_item(at: AppTest) -> str:
-    keys = [b.key for b in at.button if b.key and b.key.endswith("_skip")]
-    assert keys, "no item on screen"
-    return keys[0][len("lf_"):-len("_skip")]
+    return shown_item(at)
 
 
 def position(at: AppTest) -> str:
@@ -70,10 +68,10 @@ def test_annotator_labels_an_item(env: tuple[Workspace, Store]) -> None:
     at = open_page("ana")
     tid = current_item(at)
     assert tid in set(failed_frame(ws)["id"])
-    at.selectbox(key=f"lf_{tid}_step").set_value(1)
-    at.selectbox(key=f"lf_{tid}_secondary").set_value("answer_format_error")
-    at.text_area(key=f"lf_{tid}_note").input("joined the wrong table")
-    at.button(key=f"lf_{tid}_cat_sql_logic_error").click()
+    at.selectbox(key="lf_step").set_value(1)
+    at.selectbox(key="lf_secondary").set_value("answer_format_error")
+    at.text_area(key="lf_note").input("joined the wrong table")
+    at.button(key="lf_cat_sql_logic_error").click()
     at.run()
     assert not at.exception
     [label] = store.labels.for_item(tid, viewer=None, blind=False)
@@ -91,12 +89,45 @@ def test_annotator_labels_an_item(env: tuple[Workspace, Store]) -> None:
     assert any("Saved SQL Logic Error" in s.value for s in at.success)
 
 
+def test_each_item_opens_with_an_empty_form(env: tuple[Workspace, Store]) -> None:
+    """The form's widgets keep their keys from item to item; what was typed for one item
+    never carries over to the next, whether it was saved or skipped."""
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3)
+    at = open_page("ana")
+    first = current_item(at)
+    at.selectbox(key="lf_step").set_value(1)
+    at.selectbox(key="lf_secondary").set_value("answer_format_error")
+    at.text_area(key="lf_note").input("joined the wrong table")
+    at.button(key="lf_cat_sql_logic_error").click()
+    at.run()
+    second = current_item(at)
+    assert second != first
+    assert at.selectbox(key="lf_step").value is None
+    assert at.selectbox(key="lf_secondary").value is None
+    assert at.text_area(key="lf_note").value == ""
+    # A half-filled form left by Skip is gone too, and the skipped item saves nothing.
+    at.text_area(key="lf_note").input("not sure yet")
+    at.selectbox(key="lf_step").set_value(2)
+    at.button(key="lf_skip").click()
+    at.run()
+    third = current_item(at)
+    assert third not in (first, second)
+    assert at.text_area(key="lf_note").value == ""
+    assert at.selectbox(key="lf_step").value is None
+    at.button(key="lf_cat_stuck_in_loop").click()
+    at.run()
+    [label] = store.labels.for_item(third, viewer=None, blind=False)
+    assert (label.category, label.note, label.first_error_step) == ("stuck_in_loop", None, None)
+    assert store.labels.for_item(second, viewer=None, blind=False) == []
+
+
 def test_skip_moves_on_and_queue_ends(env: tuple[Workspace, Store]) -> None:
     ws, store = env
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
     at = open_page("ana")
     tid = current_item(at)
-    at.button(key=f"lf_{tid}_skip").click()
+    at.button(key="lf_skip").click()
     at.run()
     assert any("skipped 1 item" in i.value for i in at.info)
     assert store.labels.for_item(tid, viewer=None, blind=False) == []
@@ -118,10 +149,10 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
     at = open_page("ana")
     assert "the query filters on the wrong column" in texts(at)
     # The step is never prefilled from the pre-label; taking it is an explicit choice.
-    assert at.selectbox(key=f"lf_{tid}_step").value is None
-    at.checkbox(key=f"lf_{tid}_accept_step").check()
+    assert at.selectbox(key="lf_step").value is None
+    at.checkbox(key="lf_accept_step").check()
     at.run()
-    at.button(key=f"lf_{tid}_accept").click()
+    at.button(key="lf_accept").click()
     at.run()
     [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
     assert label.category == "semantic_misunderstanding"
@@ -135,7 +166,7 @@ def test_accepting_the_category_alone_stores_no_step(env: tuple[Workspace, Store
     [(tid, _, _)] = store.queues.assignments("ana")
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
-    at.button(key=f"lf_{tid}_accept").click()
+    at.button(key="lf_accept").click()
     at.run()
     [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
     assert (label.first_error_step, label.step_from_prelabel) == (None, False)
@@ -151,8 +182,8 @@ def test_hidden_prelabel_is_revealed_after_commit(env: tuple[Workspace, Store],
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
     assert "the query filters on the wrong column" not in texts(at)
-    assert not [b for b in at.button if b.key == f"lf_{tid}_accept"]
-    at.button(key=f"lf_{tid}_cat_stuck_in_loop").click()
+    assert not [b for b in at.button if b.key == "lf_accept"]
+    at.button(key="lf_cat_stuck_in_loop").click()
     at.run()
     [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
     assert label.prelabel_shown is False
@@ -208,7 +239,7 @@ def test_first_faulty_step_can_be_picked_on_the_trajectory(
     index = int(str(chosen.key).rsplit("_", 1)[1])
     chosen.click().run()
     assert not at.exception
-    assert at.selectbox(key=f"lf_{tid}_step").value == index
+    assert at.selectbox(key="lf_step").value == index
 
 
 def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, Store]) -> None:
@@ -223,11 +254,12 @@ def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, 
     assert any(t.startswith("ana: 0 of 2 labelled (2 more assigned need no label") for t in bars)
     first = current_item(at)
     assert first in assigned[2:]
-    at.button(key=f"lf_{first}_cat_stuck_in_loop").click()
+    at.button(key="lf_cat_stuck_in_loop").click()
     at.run()
     assert position(at).startswith("Item 2 of 2 · 1 labelled · 0 skipped")
     second = current_item(at)
-    at.button(key=f"lf_{second}_skip").click()
+    assert second in assigned[2:] and second != first
+    at.button(key="lf_skip").click()
     at.run()
     assert any("skipped 1 item" in i.value for i in at.info)
     assert any(p.proto.text.startswith("ana: 1 of 2 labelled") for p in at.get("progress"))
@@ -239,7 +271,7 @@ def test_undo_retracts_the_last_label_and_reopens_the_item(
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3)
     at = open_page("ana")
     first = current_item(at)
-    at.button(key=f"lf_{first}_cat_sql_logic_error").click()
+    at.button(key="lf_cat_sql_logic_error").click()
     at.run()
     assert current_item(at) != first
     assert position(at).startswith("Item 2 of 3 · 1 labelled")
@@ -252,7 +284,7 @@ def test_undo_retracts_the_last_label_and_reopens_the_item(
     assert store.labels.for_item(first, viewer=None, blind=False, include_llm=False) == []
     assert [lab.category for lab, _, _ in store.labels.retracted(first)] == ["sql_logic_error"]
     assert at.button(key="annotate_undo").disabled  # nothing else saved in this session
-    at.button(key=f"lf_{first}_cat_answer_format_error").click()
+    at.button(key="lf_cat_answer_format_error").click()
     at.run()
     history = store.labels.for_item(first, viewer=None, blind=False, include_llm=False)
     assert [lab.category for lab in history] == ["answer_format_error"]

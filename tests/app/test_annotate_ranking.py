@@ -18,7 +18,7 @@ from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import classifier_ranking, failed_frame, queue_for
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.app.support import copy_of, serve_workspace
+from tests.app.support import copy_of, serve_workspace, shown_item
 from tests.support import REPO
 from trajectories.workspace import Workspace
 
@@ -49,9 +49,7 @@ def _shown(user: str) -> str:
     at.switch_page("views/annotate.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    keys = [b.key for b in at.button if b.key and b.key.endswith("_skip")]
-    assert keys, "no item on screen"
-    return keys[0][len("lf_"):-len("_skip")]
+    return shown_item(at)
 
 
 def test_annotate_shows_the_least_sure_item_first(env: tuple[Workspace, Store]) -> None:

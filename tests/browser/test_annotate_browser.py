@@ -199,8 +199,10 @@ def test_take_label_skip_undo_in_one_viewport(
              if lab.source == "human"]
     assert [(lab.category, lab.note) for lab in saved] == [("sql_logic_error",
                                                             "SOL-NOTE-3391 wrong join")]
-    # The next item starts at its question.
+    # The next item starts at its question, with an empty form (the widgets stay mounted
+    # from item to item; their values are reset).
     assert page.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
+    expect(note).to_have_value("")
 
     second = waiting[1]
     page.keyboard.press("s")
@@ -222,7 +224,7 @@ def test_take_label_skip_undo_in_one_viewport(
     expect_position(page, 3, 25, 1, 1)
     counted = [lab for lab in store.labels.for_item(first, viewer=None, blind=False)
                if lab.source == "human"]
-    assert [lab.category for lab in counted] == ["answer_format_error"]
+    assert [(lab.category, lab.note) for lab in counted] == [("answer_format_error", None)]
     # The retracted label stays in the history, with who retracted it.
     assert [(lab.category, by) for lab, by, _ in store.labels.retracted(first)] == [
         ("sql_logic_error", "sol")]
