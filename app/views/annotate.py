@@ -35,7 +35,7 @@ from faillab.app.widgets.page_keys import item_key, page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import code_html, escape_markdown, plain
-from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
+from faillab.app.widgets.sandbox_run import rerun_button, sql_steps, step_rerun_control
 from faillab.app.widgets.step_outline import render_step_outline
 from faillab.app.widgets.undo import (
     DONE_KEY,
@@ -222,8 +222,11 @@ def labelling_panel(me: User) -> None:
             st.markdown("**Reference SQL**")
             if traj.task.reference_sql:
                 st.html(code_html(traj.task.reference_sql, "sql", max_height_px=130))
+                # Without an EHR the steps' re-run box already says so (when there are SQL
+                # steps): one line, not two.
                 rerun_button(f"{tid}_reference", traj.task.reference_sql,
-                             label="Re-run reference SQL")
+                             label="Re-run reference SQL",
+                             say_no_ehr=not sql_steps(traj.steps))
             else:
                 st.caption("The task carries no reference SQL.")
     def saved(done_tid: str) -> None:

@@ -18,13 +18,17 @@ NO_EHR = ("No EHR database configured for this workspace, so SQL can't be re-run
           "(faillab sandbox use FILE).")
 
 
-def rerun_button(key: str, sql: str, label: str = "Re-run SQL", what: str = "") -> None:
+def rerun_button(key: str, sql: str, label: str = "Re-run SQL", what: str = "",
+                 say_no_ehr: bool = True) -> None:
     """A button that re-executes ``sql``; the result stays shown for this browser session.
-    ``what`` names what was re-run in the result's heading (e.g. " (step 3)")."""
+    ``what`` names what was re-run in the result's heading (e.g. " (step 3)"); without an EHR
+    database there is no button, and a line says why unless `say_no_ehr` is off (the screen
+    says it elsewhere already)."""
     state_key = f"rerun_result_{key}"
     ehr = workspace().ehr_path
     if ehr is None:
-        st.caption(NO_EHR)
+        if say_no_ehr:
+            st.caption(NO_EHR)
         return
     if st.button(label, key=f"rerun_btn_{key}", icon=":material/play_arrow:"):
         st.session_state[state_key] = rerun_sql(ehr, sql)

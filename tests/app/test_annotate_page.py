@@ -9,6 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from faillab.app.widgets.sandbox_run import sql_steps
 from faillab.settings import Settings
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import create_assignments, failed_frame
@@ -303,3 +304,17 @@ def test_take_gives_items_that_need_a_person(env: tuple[Workspace, Store]) -> No
     taken = [tid for tid, _, _ in store.queues.assignments("ben")]
     assert len(taken) == 25 and not set(taken) & set(failed[:10])
     assert position(at).startswith("Item 1 of 25 · 0 labelled · 0 skipped")
+
+
+def test_without_an_ehr_the_page_says_so_once(env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    (ws.root / "ehr.duckdb").unlink()  # the demo's EHR: nothing to re-run SQL against
+    # An item with SQL steps: both the steps' re-run box and the reference SQL would say it.
+    with_sql = next(str(tid) for tid in failed_frame(ws)["id"]
+                    if (traj := ws.get(str(tid))) is not None and sql_steps(traj.steps))
+    store.queues.assign([str(with_sql)], ["ana"], overlap=1)
+    at = open_page("ana")
+    assert current_item(at) == with_sql
+    notes = [c.value for c in at.caption if c.value.startswith("No EHR database configured")]
+    assert len(notes) == 1, notes
+    assert not [b for b in at.button if str(b.key).startswith("rerun_btn_")]
