@@ -73,6 +73,24 @@ def preview(text: str | None, limit: int = 160) -> str:
     return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
 
 
+#: An answer longer than this on one line is shown one item (row) per line.
+ANSWER_LINE_CHARS = 60
+
+
+def answer_text(value: object) -> str:
+    """An answer (or a ground truth) as JSON with one row per line, so a list of rows reads like
+    a table and fits a small box (indented JSON spent a line on every value: a three-row answer
+    took fifteen lines). Short answers stay on one line."""
+
+    def compact(item: object) -> str:
+        return json.dumps(item, ensure_ascii=False, default=str)
+
+    one_line = compact(value)
+    if not isinstance(value, list) or not value or len(one_line) <= ANSWER_LINE_CHARS:
+        return one_line
+    return "[\n" + ",\n".join(" " + compact(item) for item in value) + "\n]"
+
+
 def pretty_arguments(raw: str | None) -> tuple[str, bool]:
     """Indented JSON for valid arguments; the raw text (flagged) when the agent emitted garbage."""
     if raw is None:

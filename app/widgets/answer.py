@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -11,6 +10,7 @@ import streamlit as st
 from faillab.app.widgets.safe import code_html, escape_html, table_html
 from faillab.app.widgets.steps import steps_css
 from trajectories.model import Trajectory
+from trajectories.render import answer_text
 from trajectories.scoring import (
     answer_cut,
     answer_diff,
@@ -24,15 +24,11 @@ from trajectories.workspace import outcome_name
 OUTCOME_TEXT = {"success": "correct", "failure": "wrong", "unscored": "unscored"}
 
 
-def _fmt(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, indent=1)
-
-
 def diff_frame(predicted: Any, truth: Any, decimals: int | None = None) -> pd.DataFrame:
     both, missing, extra = answer_diff(predicted, truth, decimals)
-    records = ([{"status": "✓ in both", "row": _fmt(list(r))} for r in both]
-               + [{"status": "− missing", "row": _fmt(list(r))} for r in missing]
-               + [{"status": "+ extra", "row": _fmt(list(r))} for r in extra])
+    records = ([{"status": "✓ in both", "row": answer_text(list(r))} for r in both]
+               + [{"status": "− missing", "row": answer_text(list(r))} for r in missing]
+               + [{"status": "+ extra", "row": answer_text(list(r))} for r in extra])
     return pd.DataFrame(records, columns=["status", "row"])
 
 
@@ -64,7 +60,7 @@ def _verdict_html(label: str, value: str, note: str | None = None) -> str:
 
 def _json_html(caption: str, value: Any | None, missing: str | None = None) -> str:
     body = (f'<p class="faillab-note">{escape_html(missing)}</p>' if missing is not None
-            else code_html(_fmt(value), "json", max_height_px=220))
+            else code_html(answer_text(value), "json", max_height_px=220))
     return f'<div><p class="faillab-note">{escape_html(caption)}</p>{body}</div>'
 
 
@@ -142,4 +138,4 @@ def render_answer_compact(traj: Trajectory) -> None:
     else:
         st.caption("No ground truth recorded; the final answer:")
         steps_css()
-        st.html(code_html(_fmt(traj.final_answer), "json", max_height_px=150))
+        st.html(code_html(answer_text(traj.final_answer), "json", max_height_px=150))

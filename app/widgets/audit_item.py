@@ -8,7 +8,6 @@ columns only, so no agent answer, run name or outcome can reach this widget.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 import pandas as pd
@@ -33,6 +32,7 @@ from labeling.audit import (
     task_record,
 )
 from labeling.store import Store
+from trajectories.render import answer_text
 from trajectories.sql import QueryResult
 
 
@@ -78,10 +78,6 @@ def _table(result: QueryResult, key: str, max_height: int = 300) -> None:
                  height=min(38 + 35 * max(len(frame), 1), max_height))
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, indent=1)
-
-
 def render_task_header(task: Candidate) -> None:
     st.markdown("**Question**")
     plain(task.question)
@@ -115,7 +111,7 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
             st.error("The reference SQL did not run: " + escape_markdown(str(ctx.result_error)))
     with right:
         st.markdown("**Extracted answer (ground truth)**")
-        st.html(code_html(_json(ctx.ground_truth), "json", max_height_px=200))
+        st.html(code_html(answer_text(ctx.ground_truth), "json", max_height_px=200))
         if task.answer_format:
             st.caption("Answer format required:")
             plain(task.answer_format, caption=True)
