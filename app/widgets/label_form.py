@@ -131,7 +131,8 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     step = pick_col.selectbox(
         "First faulty step", steps,
         format_func=lambda i: "not set" if i is None else step_caption(traj, i),
-        key=STEP,
+        # A reset form holds None, which the box shows as its placeholder: say the same.
+        key=STEP, placeholder="not set",
         help="The earliest step where the trajectory went wrong.",
     )
     if show_prelabel and prelabel is not None and prelabel.first_error_step in steps[1:]:
@@ -144,7 +145,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     second_col.selectbox("Secondary category (optional)", [None, *keys],
                              format_func=lambda k: "none" if k is None
                              else category_label(taxonomy, k),
-                             key=SECONDARY)
+                             key=SECONDARY, placeholder="none")
     st.text_area("Note", key=NOTE, height=68,
                         placeholder="Why this category? (optional; Ctrl+Enter keeps it and "
                                     "gives the keys back)")

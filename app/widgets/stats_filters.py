@@ -23,6 +23,14 @@ from trajectories.workspace import DEFAULT_SUCCESS_SOURCE
 
 #: How many chosen values the summary line names before it only counts them.
 NAMED = 3
+MENU_KEY = "stats_filters_menu"
+# The menu is as wide as the page allows (it opened 704 px wide, cutting run names of a hundred
+# characters, as real runs have, to "…" in their chips).
+_MENU_CSS = f"""<style>
+[data-testid="stPopoverBody"]:has(.st-key-{MENU_KEY}) {{
+  max-width: min(1040px, calc(100vw - 400px)) !important;
+}}
+</style>"""
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,8 @@ def filters_box() -> DeltaGenerator:
 def choose(box: DeltaGenerator, runs: list[str], intents: list[str],
            scopes: list[str]) -> Selection:
     """The filters inside `box`; every option is chosen until the reader takes some out."""
-    with box:
+    with box, st.container(key=MENU_KEY):
+        st.html(_MENU_CSS)
         chosen_runs = st.multiselect("Runs", runs, default=runs, key="stats_runs")
         chosen_intents = st.multiselect("Intents", intents, default=intents,
                                         key="stats_intents")

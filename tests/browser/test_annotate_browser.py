@@ -203,6 +203,10 @@ def test_take_label_skip_undo_in_one_viewport(
     # from item to item; their values are reset).
     assert page.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
     expect(note).to_have_value("")
+    for box, empty in (("First faulty step", "not set"), ("Secondary category", "none")):
+        picker = page.locator("[data-testid='stSelectbox']").filter(has_text=box).locator("input")
+        expect(picker).to_have_value("")
+        expect(picker).to_have_attribute("placeholder", empty)
 
     second = waiting[1]
     page.keyboard.press("s")

@@ -19,14 +19,17 @@ from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
 
-HOSTILE_RUN = '<img src=x onerror="window.__pwned=1">run'
+# As long as real run names (a hundred characters): the filter chips show it whole.
+HOSTILE_RUN = ('<img src=x onerror="window.__pwned=1">run-tool-calling-gemini-2.0-flash-0.0_'
+               'range_0--1_user-gpt-4o-mini-llm_0427224609_valid')
 # Every filter chip is visible to its right edge: nothing (the clear button, the fade at the
-# end of a full row) is drawn over it.
+# end of a full row) is drawn over it, and no text in it is cut short.
 CHIPS_UNCOVERED = """() => [...document.querySelectorAll(
     "[data-testid='stMultiSelect'] [data-tag]")].map((tag) => {
   const box = tag.getBoundingClientRect();
   const hit = document.elementFromPoint(box.right - 3, box.top + box.height / 2);
-  return [tag.innerText, box.width > 0 && tag.contains(hit)];
+  const cut = [tag, ...tag.querySelectorAll('*')].some((e) => e.scrollWidth > e.clientWidth + 1);
+  return [tag.innerText, box.width > 0 && tag.contains(hit) && !cut];
 })"""
 SCRIPTS = """() => performance.getEntriesByType('resource').map((r) => r.name)
     .filter((n) => n.endsWith('.js')).map((n) => n.split('/').pop())"""
