@@ -56,17 +56,15 @@ def filters_box() -> DeltaGenerator:
 def choose(box: DeltaGenerator, runs: list[str], intents: list[str],
            scopes: list[str]) -> Selection:
     """The filters inside `box`; every option is chosen until the reader takes some out."""
-    with box, st.container(key=MENU_KEY):
-        st.html(_MENU_CSS)
-        chosen_runs = st.multiselect("Runs", runs, default=runs, key="stats_runs")
-        chosen_intents = st.multiselect("Intents", intents, default=intents,
-                                        key="stats_intents")
-        chosen_scopes = st.multiselect("Scopes", scopes, default=scopes, key="stats_scopes")
-        label_scope = label_scope_choice(st.container())
-        if st.button("Reload labels", key="stats_reload",
-                     help="Labels are cached for 30 seconds."):
-            labels_for.clear()
-            st.rerun()
+    menu = box.container(key=MENU_KEY)
+    menu.html(_MENU_CSS)
+    chosen_runs = menu.multiselect("Runs", runs, default=runs, key="stats_runs")
+    chosen_intents = menu.multiselect("Intents", intents, default=intents, key="stats_intents")
+    chosen_scopes = menu.multiselect("Scopes", scopes, default=scopes, key="stats_scopes")
+    label_scope = label_scope_choice(menu)
+    if menu.button("Reload labels", key="stats_reload", help="Labels are cached for 30 seconds."):
+        labels_for.clear()
+        st.rerun()
     return Selection(list(chosen_runs), list(chosen_intents), list(chosen_scopes), label_scope)
 
 
