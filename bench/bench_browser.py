@@ -541,9 +541,12 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             tab.goto(f"{url}/statistics")
             tab.wait_for_selector(any_chart, timeout=60_000)
             first_chart = time.perf_counter() - start
-            tab.wait_for_function(_SHOWS, arg=STATISTICS_READY, timeout=60_000, polling=10)
+            tab.wait_for_function(_mark_done(_SHOWS), arg=STATISTICS_READY, timeout=60_000,
+                                  polling=10)
             tab.wait_for_function(all_drawn, timeout=60_000, polling=10)
-            return {"first_chart_s": first_chart, "complete_s": time.perf_counter() - start,
+            complete = time.perf_counter() - start
+            _record_phases(tab)
+            return {"first_chart_s": first_chart, "complete_s": complete,
                     **tab.evaluate(page_facts)}
 
         def stats_figures(visits: list[dict[str, Any]]) -> dict[str, Any]:
@@ -553,12 +556,24 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             return out
 
         def statistics_first() -> dict[str, Any]:
-            visits = []
-            for _ in range(max(3, repeat // 4)):
+            # Each visit follows a near-empty page in a fresh browser profile too: what any
+            # first visit costs (fetching and compiling Streamlit's scripts, the websocket, one
+            # run), measured beside it so the two see the same machine.
+            visits, floor, floor_phases = [], [], []
+            for i in range(max(3, repeat // 4)):
+                fresh = new_page()
+                floor.append(timed_load(fresh, f"{url}/trajectory?id=no-such-id-cold-{i}",
+                                        "No trajectory with id"))
+                floor_phases.extend(PHASES[-1:])  # kept apart from the visits' own phases
+                del PHASES[-1:]
+                fresh.context.close()
                 fresh = new_page()
                 visits.append(stats_visit(fresh))
                 fresh.context.close()
-            return stats_figures(visits)
+            out = stats_figures(visits)
+            out["near_empty_page_cold_cache"] = {**figures(floor),
+                                                 "phases": phase_figures(floor_phases)}
+            return out
 
         section(results, "statistics_first_visit", statistics_first)
 
@@ -590,6 +605,7 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
                 fresh.wait_for_function(_IDLE, timeout=60_000, polling=10)
                 opened.append(time.perf_counter() - start)
                 fresh.context.close()
+            PHASES.clear()  # the visits' phases, not the toggle's
             return figures(opened)
 
         section(results, "statistics_interactive_chart", statistics_interactive)
