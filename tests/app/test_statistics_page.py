@@ -299,3 +299,38 @@ def test_provenance_filter_counts_llm_only_labels_only_when_asked(stats_workspac
     # The provenance table shows every source whatever is counted.
     provenance = table_of(at, "provenance")
     assert "llm_only" in set(provenance["provenance"].astype(str))
+
+
+def test_the_shared_trajectory_frame_is_never_written(
+        stats_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every session reads one cached frame (no copy per run): a visit that filters, switches
+    the labels counted and opens every tab must leave it as it was."""
+    import analysis.sources
+    from faillab.app.state import trajectory_frame
+
+    loads: list[str] = []
+    real_load = analysis.sources.load_frame
+
+    def counted_load(*args: Any, **kwargs: Any) -> pd.DataFrame:
+        loads.append(str(kwargs.get("success_source")))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(analysis.sources, "load_frame", counted_load)
+    ws = Workspace(stats_workspace)
+    at = run_page()
+    shared = trajectory_frame("recorded", ws)
+    assert loads == ["recorded"]  # the page's own cached frame, loaded once
+    before = (list(shared.columns), len(shared),
+              int(pd.util.hash_pandas_object(shared.astype(str), index=True).sum()))
+    runs = at.multiselect(key="stats_runs").value
+    at.multiselect(key="stats_runs").set_value(runs[:1]).run()
+    at.multiselect(key="stats_scopes").set_value(["patient"]).run()
+    for name in TABLES:
+        open_tab(at, name)
+    at.radio(key="stats_label_scope").set_value("include LLM-only").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert trajectory_frame("recorded", ws) is shared  # the same object, not a copy
+    assert loads == ["recorded"]
+    after = (list(shared.columns), len(shared),
+             int(pd.util.hash_pandas_object(shared.astype(str), index=True).sum()))
+    assert after == before
