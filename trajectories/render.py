@@ -82,13 +82,16 @@ def answer_text(value: object) -> str:
     a table and fits a small box (indented JSON spent a line on every value: a three-row answer
     took fifteen lines). Short answers stay on one line."""
 
-    def compact(item: object) -> str:
-        return json.dumps(item, ensure_ascii=False, default=str)
-
-    one_line = compact(value)
+    one_line = compact_json(value)
     if not isinstance(value, list) or not value or len(one_line) <= ANSWER_LINE_CHARS:
         return one_line
-    return "[\n" + ",\n".join(" " + compact(item) for item in value) + "\n]"
+    return "[\n" + ",\n".join(" " + compact_json(item) for item in value) + "\n]"
+
+
+def compact_json(value: object) -> str:
+    """JSON on one line, non-ASCII kept, anything JSON cannot encode as its text (a row of an
+    answer diff: the table cell wraps it)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def pretty_arguments(raw: str | None) -> tuple[str, bool]:

@@ -10,7 +10,7 @@ import streamlit as st
 from faillab.app.widgets.safe import code_html, escape_html, table_html
 from faillab.app.widgets.steps import steps_css
 from trajectories.model import Trajectory
-from trajectories.render import answer_text
+from trajectories.render import answer_text, compact_json
 from trajectories.scoring import (
     answer_cut,
     answer_diff,
@@ -26,9 +26,9 @@ OUTCOME_TEXT = {"success": "correct", "failure": "wrong", "unscored": "unscored"
 
 def diff_frame(predicted: Any, truth: Any, decimals: int | None = None) -> pd.DataFrame:
     both, missing, extra = answer_diff(predicted, truth, decimals)
-    records = ([{"status": "✓ in both", "row": answer_text(list(r))} for r in both]
-               + [{"status": "− missing", "row": answer_text(list(r))} for r in missing]
-               + [{"status": "+ extra", "row": answer_text(list(r))} for r in extra])
+    records = ([{"status": "✓ in both", "row": compact_json(list(r))} for r in both]
+               + [{"status": "− missing", "row": compact_json(list(r))} for r in missing]
+               + [{"status": "+ extra", "row": compact_json(list(r))} for r in extra])
     return pd.DataFrame(records, columns=["status", "row"])
 
 

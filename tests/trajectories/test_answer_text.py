@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from trajectories.render import ANSWER_LINE_CHARS, answer_text
+from trajectories.render import ANSWER_LINE_CHARS, answer_text, compact_json
 
 
 def test_rows_read_one_per_line_and_parse_back() -> None:
@@ -41,3 +41,9 @@ def test_values_json_cannot_encode_are_shown_as_text() -> None:
     from datetime import date
 
     assert answer_text([[date(2180, 1, 2), 1]]) == '[["2180-01-02", 1]]'
+
+
+def test_a_diff_row_stays_on_one_line_however_long() -> None:
+    row = ["Type 2 diabetes mellitus without complications", 412, "E11.9", "2180-01-02"]
+    assert compact_json(row) == json.dumps(row, ensure_ascii=False)
+    assert "\n" not in compact_json(row)
