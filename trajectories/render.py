@@ -81,7 +81,6 @@ def answer_text(value: object) -> str:
     """An answer (or a ground truth) as JSON with one row per line, so a list of rows reads like
     a table and fits a small box (indented JSON spent a line on every value: a three-row answer
     took fifteen lines). Short answers stay on one line."""
-
     one_line = compact_json(value)
     if not isinstance(value, list) or not value or len(one_line) <= ANSWER_LINE_CHARS:
         return one_line

@@ -18,7 +18,11 @@ from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.widgets.safe import escape_markdown
 from faillab.app.widgets.stats_data import labels_for
-from faillab.app.widgets.stats_options import label_scope_choice, label_scope_note
+from faillab.app.widgets.stats_options import (
+    default_note,
+    label_scope_choice,
+    label_scope_note,
+)
 from trajectories.workspace import DEFAULT_SUCCESS_SOURCE
 
 #: How many chosen values the summary line names before it only counts them.
@@ -81,14 +85,13 @@ def selection_line(selection: Selection, *, runs: Sequence[str], intents: Sequen
                    pairs: int) -> str:
     """One caption: how many trajectories, which filters, and which labels and outcomes count
     (names are data, so they are escaped)."""
-    default = " (the default)" if source == DEFAULT_SUCCESS_SOURCE else \
-        f" (default: {DEFAULT_SUCCESS_SOURCE})"
     labelled = label_scope_note(selection.label_scope)  # "Labels: ..." inside a sentence
     return (
         f"{trajectories:,} trajectories in {len(selection.runs)} run(s) · "
         + " · ".join([_part("runs", selection.runs, runs),
                       _part("intents", selection.intents, intents),
                       _part("scopes", selection.scopes, scopes)])
-        + f" · success source: {source}{default} · {labels:,} final labels counted "
-        f"({labelled[0].lower()}{labelled[1:]}), {pairs:,} pre-label/human pairs."
+        + f" · success source: {source}{default_note(source, DEFAULT_SUCCESS_SOURCE)} · "
+        f"{labels:,} final labels counted ({labelled[0].lower()}{labelled[1:]}), "
+        f"{pairs:,} pre-label/human pairs."
     )

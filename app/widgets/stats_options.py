@@ -51,8 +51,12 @@ def label_scope_choice(box: DeltaGenerator) -> str:
 
 
 def label_scope_note(scope: str) -> str:
-    default = " (the default)" if scope == LABEL_SCOPES[0] else f" (default: {LABEL_SCOPES[0]})"
-    return f"Labels: {scope}{default}"
+    return f"Labels: {scope}{default_note(scope, LABEL_SCOPES[0])}"
+
+
+def default_note(chosen: str, default: str) -> str:
+    """" (the default)" or " (default: X)": every choice the page states says which it is."""
+    return " (the default)" if chosen == default else f" (default: {default})"
 
 
 #: Label tables whose counts follow the "Labels counted" choice.
