@@ -12,7 +12,11 @@ st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 # One line per page; each section lists its pages in the order people use them.
 PAGES = {
     "Trajectories": [
-        st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
+        # Streamlit serves the default page only at the root ("/overview" was "Page not
+        # found"), so the old address is a hidden page running the same script.
+        st.Page("views/overview.py", title="Overview", url_path="", default=True),
+        st.Page("views/overview.py", title="Overview", url_path="overview",
+                visibility="hidden"),
         st.Page("views/browse.py", title="Browse", url_path="browse"),
         st.Page("views/trajectory.py", title="Trajectory", url_path="trajectory"),
     ],

@@ -185,6 +185,9 @@ def test_overview_page(viewer_server: tuple[StreamlitServer, Workspace, str],
     page.goto(f"{server.url}/overview")
     wait_idle(page)
     expect(page.get_by_text("By run and model")).to_be_visible()
+    # The address works as a page of its own, not as a "Page not found" over the default one.
+    expect(page.get_by_text("Page not found")).to_have_count(0)
+    assert page.url.endswith("/overview")
     expect(page.locator("[data-testid='stMetricValue']").first).to_have_text(
         f"{ws.summary()['trajectories']:,}")
     screenshot(page, "overview")
