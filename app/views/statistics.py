@@ -106,7 +106,7 @@ if "provenance" in tables and counted is not labels:
                                          list(runs))
 st.caption(selection_line(
     selection, runs=all_runs, intents=intent_options, scopes=scope_options,
-    trajectories=len(selected), source=source,
+    trajectories=len(selected),
     labels=0 if counted is None else int(counted["category"].notna().sum()),
     pairs=0 if pairs is None else len(pairs)))
 st.caption(source_note(selected, source))

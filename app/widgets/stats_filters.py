@@ -18,12 +18,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.widgets.safe import escape_markdown
 from faillab.app.widgets.stats_data import labels_for
-from faillab.app.widgets.stats_options import (
-    default_note,
-    label_scope_choice,
-    label_scope_note,
-)
-from trajectories.workspace import DEFAULT_SUCCESS_SOURCE
+from faillab.app.widgets.stats_options import label_scope_choice, label_scope_note
 
 #: How many chosen values the summary line names before it only counts them.
 NAMED = 3
@@ -81,17 +76,15 @@ def _part(name: str, chosen: Sequence[str], options: Sequence[str]) -> str:
 
 
 def selection_line(selection: Selection, *, runs: Sequence[str], intents: Sequence[str],
-                   scopes: Sequence[str], trajectories: int, source: str, labels: int,
-                   pairs: int) -> str:
-    """One caption: how many trajectories, which filters, and which labels and outcomes count
-    (names are data, so they are escaped)."""
+                   scopes: Sequence[str], trajectories: int, labels: int, pairs: int) -> str:
+    """One caption: how many trajectories, which filters and which labels count (names are
+    data, so they are escaped). The success source has its own line below (`source_note`)."""
     labelled = label_scope_note(selection.label_scope)  # "Labels: ..." inside a sentence
     return (
-        f"{trajectories:,} trajectories in {len(selection.runs)} run(s) · "
+        f"{trajectories:,} trajectories · "
         + " · ".join([_part("runs", selection.runs, runs),
                       _part("intents", selection.intents, intents),
                       _part("scopes", selection.scopes, scopes)])
-        + f" · success source: {source}{default_note(source, DEFAULT_SUCCESS_SOURCE)} · "
-        f"{labels:,} final labels counted ({labelled[0].lower()}{labelled[1:]}), "
+        + f" · {labels:,} final labels counted ({labelled[0].lower()}{labelled[1:]}), "
         f"{pairs:,} pre-label/human pairs."
     )

@@ -98,11 +98,11 @@ def outcome_counts(frame: pd.DataFrame) -> tuple[int, int]:
 
 def source_note(frame: pd.DataFrame, source: str) -> str:
     differ, unscored = outcome_counts(frame)
+    default = default_note(source, DEFAULT_SUCCESS_SOURCE)[:-1] + ", as in `faillab stats`)"
     return (
-        f"Success source: {source} ({SOURCE_TEXT[source]}); the default is "
-        f"{DEFAULT_SUCCESS_SOURCE}, as in `faillab stats`. Recorded and exact-match outcomes "
-        f"disagree on {differ:,} of these trajectories; {unscored:,} are unscored (no ground "
-        "truth, no recorded outcome) and left out of every table."
+        f"Success source: {source}{default}: {SOURCE_TEXT[source]}. Recorded and exact-match "
+        f"outcomes disagree on {differ:,} of these trajectories; {unscored:,} are unscored "
+        "(no ground truth, no recorded outcome) and left out of every table."
     )
 
 

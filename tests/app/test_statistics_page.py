@@ -189,7 +189,8 @@ def test_success_source_choice_and_outcome_note(stats_workspace: Path) -> None:
     assert at.radio(key="stats_success_source").value == "recorded"
     notes = [c.value for c in at.caption if c.value.startswith("Success source:")]
     assert len(notes) == 1
-    assert "default is recorded, as in `faillab stats`" in notes[0]
+    assert notes[0].startswith("Success source: recorded (the default, as in `faillab stats`): "
+                               "the producer's recorded verdict")
     assert f"disagree on {differ:,} of these trajectories" in notes[0]
     assert "1 are unscored" in notes[0]
 
@@ -210,7 +211,8 @@ def test_success_source_choice_and_outcome_note(stats_workspace: Path) -> None:
     at.radio(key="stats_success_source").set_value("exact_match").run()
     assert not at.exception
     assert shown() == pytest.approx(exact)
-    assert any(c.value.startswith("Success source: exact_match") for c in at.caption)
+    assert any(c.value.startswith("Success source: exact_match (default: recorded, as in")
+               for c in at.caption)
 
 
 def test_passk_paper_layout_is_a_view_of_the_runs(stats_workspace: Path) -> None:

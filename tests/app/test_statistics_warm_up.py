@@ -58,7 +58,7 @@ def test_the_first_statistics_visit_finds_its_tables_computed(
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert calls == []  # the visit read what the warm-up computed
-    assert any("trajectories in" in c.value for c in at.caption)
+    assert any(" trajectories · runs: " in c.value for c in at.caption)
 
     # Without the warm-up's results the same visit computes them itself.
     st.cache_data.clear()
