@@ -168,7 +168,8 @@ def labelling_panel(me: User) -> None:
         if note := st.session_state.get("annotate_take_note"):
             st.caption(note)
         _empty_queue(me, skipped, state.waiting)
-        render_undo(store, me, taxonomy)  # the last save of a queue can be undone too
+        # The last save of a queue can be undone too (a button's width, not the page's).
+        render_undo(store, me, taxonomy, container=st.columns([1, 4])[0])
         return
     traj = load_trajectory(tid)
     if traj is None:

@@ -97,7 +97,6 @@ export default function () {
 
 _CSS = """
 <style>
-.st-key-annotate_undo_z { display: none; }
 /* The decision screen needs the height Streamlit leaves empty above the first element. */
 [data-testid="stMainBlockContainer"] { padding-top: 1.25rem !important; }
 /* Tighter rows in the label form, so every control it has fits 1280x800 without scrolling. */

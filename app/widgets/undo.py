@@ -21,6 +21,7 @@ DONE_KEY = "annotate_done"
 UNDONE_KEY = "annotate_undone"
 REVISIT_KEY = "annotate_revisit"
 NOTE_KEY = "annotate_undo_note"
+UNDO_TWIN_KEY = "annotate_undo_z"
 
 
 def undo_label(store: Store, me: User, taxonomy: Taxonomy, back_tid: str) -> None:
@@ -52,8 +53,10 @@ def render_undo(store: Store, me: User, taxonomy: Taxonomy, *, enabled: bool = T
                  disabled=back is None, width="stretch", on_click=undo_label, args=args,
                  help="Retract the label you saved last (U or Z) and reopen its item: the "
                       "label stays in the history but no longer counts.")
-    # Z undoes too; a hidden twin keeps one button on screen.
-    with st.container(key="annotate_undo_z"):
+    # Z undoes too; a hidden twin keeps one button on screen (hidden here, where it is made:
+    # the empty-queue screen showed it beside the real one).
+    st.html(f"<style>.st-key-{UNDO_TWIN_KEY} {{ display: none; }}</style>")
+    with st.container(key=UNDO_TWIN_KEY):
         st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z", disabled=back is None,
                   on_click=undo_label, args=args)
 

@@ -74,6 +74,24 @@ def test_blind_double_annotation_then_adjudication(
     wait_idle(ana)
     expect(ana.get_by_text("Saved SQL Logic Error")).to_be_visible()
     expect(ana.get_by_text("Your queue is empty")).to_be_visible()
+    # The empty queue's Undo takes the queue's last save back.
+    ana.keyboard.press("z")
+    wait_idle(ana)
+    expect(ana.get_by_text("Undone: your label SQL Logic Error")).to_be_visible()
+    expect(ana.get_by_text(tid).first).to_be_visible()
+    write_note(ana, ANA_NOTE)
+    ana.get_by_role("button", name=re.compile(r"^SQL Logic Error")).click()
+    wait_idle(ana)
+    expect(ana.get_by_text("Your queue is empty")).to_be_visible()
+    # Opened afresh on an empty queue: one Undo, a button's width (its Z twin stays hidden).
+    ana.reload()
+    wait_idle(ana)
+    expect(ana.get_by_text("Your queue is empty")).to_be_visible()
+    undos = ana.get_by_role("button", name=re.compile("Undo"), include_hidden=True)
+    expect(undos.filter(has_text="Undo (Z)")).to_be_hidden()
+    expect(undos.filter(visible=True)).to_have_count(1)
+    box = undos.filter(visible=True).bounding_box()
+    assert box is not None and box["width"] < 400  # a button, not a bar across the page
 
     ben = sign_in(browser, server, "ben", "annotate")
     expect(ben.get_by_text(tid).first).to_be_visible()
