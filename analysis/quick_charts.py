@@ -78,6 +78,55 @@ def _no_data(name: str, title: str, note: str) -> str:
     return _frame(name, title, note, '<div style="color:#777">no data</div>')
 
 
+#: Longer text than this wraps in its cell (at most ``_WRAP_WIDTH`` wide): real run names are a
+#: hundred characters without a space, and unwrapped they pushed every number of a table or
+#: heat map past the right edge of the page.
+_WRAP_AFTER = 40
+_WRAP_WIDTH = "16rem"
+
+
+def _text_cell(text: str) -> str:
+    """Escaped cell text; a long one in a box that wraps it anywhere."""
+    if len(text) <= _WRAP_AFTER:
+        return escape(text)
+    return (f'<div style="max-width:{_WRAP_WIDTH};min-width:10rem;white-space:normal;'
+            f'overflow-wrap:anywhere">{escape(text)}</div>')
+
+
+# The row names stay in view when a wide table scrolls sideways.
+_STICKY = "position:sticky;left:0;background:#fff;z-index:1;"
+
+
+def _grouped_head(columns: Sequence[str], cell: str) -> str:
+    """Header rows: "intent/scope" columns under one heading per intent (EHR-Complex Table 3's
+    layout, and half the width of "Demographics/population" in every column), others as they
+    are."""
+    corner = f'<th style="{cell}{_STICKY}"></th>'
+    parts = [str(c).split("/", 1) for c in columns]
+    if not any(len(p) == 2 for p in parts):
+        return "<tr>" + corner + "".join(
+            f'<th style="{cell}font-weight:500">{escape(str(c))}</th>' for c in columns) + "</tr>"
+    top: list[str] = [corner.replace("<th ", '<th rowspan="2" ', 1)]
+    bottom: list[str] = []
+    index = 0
+    while index < len(parts):
+        part = parts[index]
+        if len(part) == 1:
+            top.append(f'<th rowspan="2" style="{cell}font-weight:500">{escape(part[0])}</th>')
+            index += 1
+            continue
+        span = 1
+        while (index + span < len(parts) and len(parts[index + span]) == 2
+               and parts[index + span][0] == part[0]):
+            span += 1
+        top.append(f'<th colspan="{span}" style="{cell}text-align:center;font-weight:500;'
+                   f'border-bottom:1px solid #ddd">{escape(part[0])}</th>')
+        bottom.extend(f'<th style="{cell}font-weight:400;font-size:0.75rem">{escape(p[1])}</th>'
+                      for p in parts[index:index + span])
+        index += span
+    return f"<tr>{''.join(top)}</tr><tr>{''.join(bottom)}</tr>"
+
+
 def heat_table(
     name: str,
     title: str,
@@ -93,10 +142,8 @@ def heat_table(
     """A table whose cells are shaded by value; a missing value reads as unknown, unshaded."""
     if not rows or not columns:
         return _no_data(name, title, note)
-    cell = "padding:0.15rem 0.4rem;text-align:right;white-space:nowrap;"
-    head = "".join(
-        f'<th style="{cell}font-weight:500">{escape(str(c))}</th>' for c in columns
-    )
+    cell = "padding:0.15rem 0.3rem;text-align:right;white-space:nowrap;"
+    head = _grouped_head(columns, cell)
     lines = []
     for label, row in zip(rows, values, strict=True):
         cells = []
@@ -106,13 +153,12 @@ def heat_table(
             tip = ' title="unknown (no data)"' if value is None else ""
             cells.append(f'<td style="{cell}{_shade(value, lo, hi)}"{tip}>{text}</td>')
         lines.append(
-            f'<tr><th style="{cell}text-align:left;font-weight:500">{escape(str(label))}</th>'
-            + "".join(cells) + "</tr>"
+            f'<tr><th style="{cell}{_STICKY}text-align:left;font-weight:500">'
+            f"{_text_cell(str(label))}</th>" + "".join(cells) + "</tr>"
         )
     body = (
         '<div style="overflow-x:auto"><table style="border-collapse:collapse">'
-        f'<thead><tr><th style="{cell}"></th>{head}</tr></thead>'
-        f"<tbody>{''.join(lines)}</tbody></table></div>"
+        f"<thead>{head}</thead><tbody>{''.join(lines)}</tbody></table></div>"
     )
     return _frame(name, title, note, body)
 
@@ -375,7 +421,8 @@ def html_table(table: pd.DataFrame, max_rows: int = TABLE_ROWS) -> str:
         for value in row:
             align = "right" if isinstance(value, numbers.Real) \
                 and not isinstance(value, bool | np.bool_) else "left"
-            cells.append(f'<td style="{cell}text-align:{align}">{escape(_cell_text(value))}</td>')
+            text = _text_cell(_cell_text(value))
+            cells.append(f'<td style="{cell}text-align:{align}">{text}</td>')
         lines.append(f"<tr>{''.join(cells)}</tr>")
     more = len(table) - max_rows
     tail = (f'<div style="color:#555;font-size:0.8rem">{more:,} more rows: open the interactive '

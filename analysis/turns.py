@@ -42,6 +42,16 @@ def common_solved_tasks(df: pd.DataFrame, runs: Iterable[str] | None = None) -> 
     return set(solved.index[solved == n_runs])
 
 
+def solved_task_counts(df: pd.DataFrame, runs: Iterable[str] | None = None) -> dict[str, int]:
+    """Distinct tasks each selected run solved, in run order (0 for a run that solved none).
+
+    When no task is commonly solved, the turns tables are empty; these counts say why (a run
+    that solved nothing, or runs that solved different tasks)."""
+    sub = normalise_task_fields(select_runs(df, runs))
+    solved = sub[sub["success"]].groupby("run")["task_id"].nunique()
+    return {run: int(solved.get(run, 0)) for run in run_order(sub, runs)}
+
+
 def turns_table(df: pd.DataFrame, runs: Iterable[str] | None = None) -> pd.DataFrame:
     """Mean / median turns of successful trajectories per run x scope, on commonly solved tasks.
 

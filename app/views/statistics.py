@@ -41,6 +41,7 @@ from faillab.app.widgets.stats_options import (
     SCOPED_TABLES,
     chart_label_note,
     label_scope_note,
+    no_common_tasks_note,
     passk_view,
     source_note,
     success_source_choice,
@@ -187,6 +188,8 @@ for name, tab in zip(names, tabs, strict=True):
                 st.info("No final labels for these trajectories yet.")
             elif name == "labeller":
                 st.info("No trajectories with both an LLM pre-label and a human label yet.")
+            elif why := no_common_tasks_note(name, selected, list(runs)):
+                st.info(why)
             else:
                 st.info("No data for this selection.")
         table_panel(table, key=f"stats_table_{name}")

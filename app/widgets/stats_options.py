@@ -8,7 +8,13 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from analysis.passk import PASS_AT_TEMPERATURE, PASS_HAT_TEMPERATURE, pass_k_paper
-from analysis.turns import SR_DEFINITIONS, success_by_turn_budget
+from analysis.turns import (
+    SR_DEFINITIONS,
+    common_solved_tasks,
+    solved_task_counts,
+    success_by_turn_budget,
+)
+from faillab.app.widgets.safe import escape_markdown
 from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES
 
 SOURCE_TEXT = {
@@ -131,3 +137,30 @@ def turn_budget_view(default: pd.DataFrame, frame: pd.DataFrame, runs: list[str]
     if definition == SR_DEFINITIONS[0]:
         return default
     return success_by_turn_budget(frame, runs=runs, definition=definition)
+
+
+def no_common_tasks_note(name: str, frame: pd.DataFrame, runs: list[str]) -> str:
+    """Why a turns table on the commonly solved tasks is empty ("" when some task is).
+
+    On real logs one short run that solved nothing empties both turns tables; "no data" did not
+    say so, nor what to do about it. Only the turns table and SR(T) under the paper's definition
+    are on the commonly solved tasks."""
+    definition = st.session_state.get("stats_sr_definition", SR_DEFINITIONS[0])
+    if name != "turns" and (name != "turn_budget" or definition != SR_DEFINITIONS[0]):
+        return ""
+    counts = solved_task_counts(frame, runs)
+    if not counts or common_solved_tasks(frame, runs):
+        return ""
+    nothing = [run for run, n in counts.items() if n == 0]
+    if nothing:
+        named = ", ".join(escape_markdown(run) for run in nothing[:3])
+        more = f" and {len(nothing) - 3} more" if len(nothing) > 3 else ""
+        why = f"{len(nothing)} of the {len(counts)} selected runs solved no task ({named}{more})"
+    else:
+        low, high = min(counts.values()), max(counts.values())
+        why = (f"each selected run solved {low:,}-{high:,} tasks, but no task was solved by "
+               "all of them")
+    also = " or choose the all_trajectories definition above" if name == "turn_budget" else ""
+    return (f"No task was solved by every selected run: {why}. This table compares runs on "
+            f"the tasks all of them solved (EHR-Complex Fig. 5); take runs out under "
+            f"Filters{also}.")

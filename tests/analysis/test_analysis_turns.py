@@ -5,7 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.turns import common_solved_tasks, success_by_turn_budget, turns_table
+from analysis.turns import (
+    common_solved_tasks,
+    solved_task_counts,
+    success_by_turn_budget,
+    turns_table,
+)
 
 
 @pytest.fixture
@@ -41,6 +46,23 @@ def df() -> pd.DataFrame:
 def test_common_tasks(df: pd.DataFrame) -> None:
     assert common_solved_tasks(df) == {"t1", "t2"}
     assert common_solved_tasks(df, runs=["A"]) == {"t1", "t2", "t3"}
+
+
+def test_solved_task_counts_say_why_nothing_is_commonly_solved(df: pd.DataFrame) -> None:
+    assert solved_task_counts(df) == {"A": 3, "B": 3}
+    # A run that solved nothing empties the common set; the counts name it, in the caller's
+    # order, and an unscored trajectory is not a solve.
+    failed = pd.DataFrame([{"id": "C1", "run": "C", "model": "c", "task_id": "t1",
+                            "intent": "Labs", "scope": "patient", "success": False,
+                            "n_turns": 3},
+                           {"id": "C2", "run": "C", "model": "c", "task_id": "t2",
+                            "intent": "Labs", "scope": "patient", "success": None,
+                            "n_turns": 3}])
+    both = pd.concat([df, failed], ignore_index=True)
+    assert common_solved_tasks(both) == set()
+    assert turns_table(both).empty
+    assert solved_task_counts(both, runs=["C", "B", "A"]) == {"C": 0, "B": 3, "A": 3}
+    assert solved_task_counts(both, runs=["A", "missing"]) == {"A": 3}
 
 
 def test_turns_table(df: pd.DataFrame) -> None:

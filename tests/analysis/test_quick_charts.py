@@ -84,6 +84,24 @@ def test_a_missing_number_reads_as_unknown_never_as_a_rate() -> None:
     assert ">–<" in table and "nan" not in table.lower()
 
 
+def test_intent_scope_columns_sit_under_one_heading_per_intent() -> None:
+    long_run = "mimic_iv-tool-calling-gemini-2.0-flash-0.0_range_0--1_user-gpt-4o-mini-llm_04"
+    html = heat_table("success", "title", [long_run, "short"],
+                      ["overall", "Labs/patient", "Labs/population", "Vitals/patient"],
+                      [[0.5, 0.4, 0.6, None], [0.1, 0.2, 0.3, 0.4]])
+    head = html[html.index("<thead>"):html.index("</thead>")]
+    rows = head.split("</tr>")[:2]
+    assert re.findall(r'colspan="(\d)"[^>]*>(\w+)<', rows[0]) == [("2", "Labs"), ("1", "Vitals")]
+    assert re.search(r'rowspan="2"[^>]*>overall<', rows[0])
+    assert re.findall(r">(patient|population)<", rows[1]) == ["patient", "population", "patient"]
+    # The long run name wraps in a box of its own; a short one is plain text.
+    assert f"overflow-wrap:anywhere\">{long_run}</div>" in html
+    assert ">short</th>" in html
+    # Columns without "intent/scope" keep a single header row.
+    plain = heat_table("t", "title", ["a"], ["x", "y"], [[0.1, 0.2]])
+    assert "colspan" not in plain and plain.count("<tr>") == 2
+
+
 def test_empty_tables_say_no_data() -> None:
     for name in TABLES:
         assert ">no data<" in quick_chart(name, pd.DataFrame(columns=["run", "model", "scope",

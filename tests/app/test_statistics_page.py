@@ -16,7 +16,8 @@ from analysis.quick_charts import CHART_CLASS, TABLE_CLASS
 from analysis.tables import TABLES
 from labeling.store import open_store
 from taxonomy import default_taxonomy
-from tests.support import REPO
+from tests.support import REPO, make_trajectory
+from trajectories.model import Run, Task
 from trajectories.workspace import Workspace
 
 PAGE = str(REPO / "app" / "views" / "statistics.py")
@@ -336,3 +337,36 @@ def test_the_shared_trajectory_frame_is_never_written(
     after = (list(shared.columns), len(shared),
              int(pd.util.hash_pandas_object(shared.astype(str), index=True).sum()))
     assert after == before
+
+
+def test_empty_turns_tables_say_which_run_solved_nothing(stats_workspace: Path) -> None:
+    # A short run that solved nothing (as real logs have) empties the commonly solved tasks.
+    task = Task(id="zero-1", question="How many admissions?", intent="Demographics",
+                scope="population", ground_truth=[["1"]], reference_sql="SELECT 1")
+    Workspace(stats_workspace).add([(make_trajectory(
+        task=task, run=Run(name="zerorun", model="m0", temperature=0.0, rollout=0),
+        final_answer="2").with_id(), None)])
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = run_page()
+    runs = at.multiselect(key="stats_runs").value
+    assert "zerorun" in runs
+    at.multiselect(key="stats_runs").set_value([runs[0], "zerorun"]).run()
+    notes = {}
+    for name in ("turns", "turn_budget"):
+        tab = open_tab(at, name)
+        notes[name] = [i.value for i in tab.info]
+    assert notes["turns"] == [
+        "No task was solved by every selected run: 1 of the 2 selected runs solved no task "
+        "(zerorun). This table compares runs on the tasks all of them solved (EHR-Complex "
+        "Fig. 5); take runs out under Filters."]
+    assert notes["turn_budget"][0].endswith(
+        "under Filters or choose the all_trajectories definition above.")
+    # SR(T) over every trajectory is not on the common tasks: no such note there.
+    at.radio(key="stats_sr_definition").set_value("all_trajectories").run()
+    assert not at.exception
+    assert not [i for i in open_tab(at, "turn_budget").info if "every selected run" in i.value]
+    # With the run taken out, the tables have rows again and the note is gone.
+    at.multiselect(key="stats_runs").set_value([runs[0]]).run()
+    assert not [i for i in open_tab(at, "turns").info if "every selected run" in i.value]
+    assert not table_of(at, "turns").empty

@@ -74,6 +74,11 @@ def test_first_screen_draws_without_plotly_or_the_grid(stats_server: StreamlitSe
     expect(page.get_by_text("runs: all", exact=False)).to_be_visible()
     # The hostile run name is shown as its literal text, in the chart and in the table.
     expect(chart.get_by_text(HOSTILE_RUN, exact=False)).to_be_visible()
+    # A hundred-character run name wraps in its row: every column of the heat map fits the
+    # page at 1440 px (unwrapped, the numbers were past the right edge).
+    overflow = chart.locator("div[style*='overflow-x']").first.evaluate(
+        "(el) => el.scrollWidth - el.clientWidth")
+    assert overflow <= 1, overflow
     assert page.evaluate("() => window.__pwned") is None
     assert page.locator(f".{CHART_CLASS} img, .{TABLE_CLASS} img").count() == 0
     # Neither plotly's nor the data grid's scripts were fetched for the first screen.
