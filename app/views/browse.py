@@ -37,7 +37,7 @@ MULTI = {"browse_runs": "run", "browse_models": "model", "browse_intents": "inte
 #: widget key -> URL parameter, for the single-valued ones.
 SINGLE = {"browse_outcome": "outcome", "browse_text": "q", "browse_sort": "sort"}
 FLAGS = {"browse_disagree": "disagree", "browse_desc": "desc"}
-SORT_NAMES = {"": "browse order (run, task, rollout)", "question": "question", "id": "id",
+SORT_NAMES = {"": "browse order", "question": "question", "id": "id",
               "run": "run", "model": "model", "task_id": "task", "intent": "intent",
               "scope": "scope", "template_id": "template", "n_turns": "turns",
               "n_errors": "errors", "outcome": "outcome", "rollout": "rollout"}
@@ -141,11 +141,13 @@ def _filters(viewer: Viewer) -> tuple[BrowseFilter, str, bool]:
                                         help="Final label: adjudicated, agreed, single person "
                                              "or LLM only. In blind mode annotators filter on "
                                              "their own labels and the pre-labels only.")
-        c8, c9, c10, c11 = st.columns([4, 2, 2, 1])
+        # Widths that show every label whole at 1280 px ("Recorded ≠ exact" was "Re…").
+        c8, c9, c10, c11 = st.columns([3, 2, 1.4, 1.8])
         text = c8.text_input("Search question, task id or trajectory id", key="browse_text",
                              on_change=_first_page)
         sort = c9.selectbox("Sort by", list(SORT_NAMES), key="browse_sort",
-                            format_func=SORT_NAMES.__getitem__, on_change=_first_page)
+                            format_func=SORT_NAMES.__getitem__, on_change=_first_page,
+                            help="browse order: run, then task, then rollout.")
         descending = c10.toggle("Descending", key="browse_desc", on_change=_first_page)
         disagreement = c11.toggle("Recorded ≠ exact", key="browse_disagree",
                                   on_change=_first_page,

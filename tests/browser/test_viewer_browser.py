@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
 
-from tests.browser.support import StreamlitServer, click_grid_row, screenshot, wait_idle
+from tests.browser.support import (
+    StreamlitServer,
+    click_grid_row,
+    cut_controls,
+    screenshot,
+    wait_idle,
+)
 from tests.support import EHRSQL_SQLITE, make_trajectory, require_shared
 from trajectories.model import Step, StepKind, Task
 from trajectories.workspace import Workspace
@@ -299,3 +305,25 @@ def test_late_steps_are_drawn_and_open(viewer_server: tuple[StreamlitServer, Wor
     expect(pane.locator("[data-testid='stDataFrame']")).to_have_count(1)
     assert page.evaluate("() => window.__pwned") is None
     screenshot(page, "trajectory-late-steps")
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1440, 900)])
+def test_no_control_is_cut_short_on_browse_or_a_trajectory(
+        viewer_server: tuple[StreamlitServer, Workspace, str], browser: Browser,
+        size: tuple[int, int]) -> None:
+    server, ws, _ = viewer_server
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    try:
+        page.goto(f"{server.url}/browse")
+        wait_idle(page)
+        expect(page.get_by_text("Recorded ≠ exact", exact=True)).to_be_visible()
+        assert cut_controls(page) == []
+        # A failure in the middle of the list: both Prev and Next failure are live.
+        failed = ws.frame().query("success == False")["id"].tolist()
+        page.goto(f"{server.url}/trajectory?id={failed[len(failed) // 2]}")
+        wait_idle(page)
+        expect(page.get_by_text("Reference SQL", exact=True)).to_be_visible()
+        assert cut_controls(page) == []
+    finally:
+        context.close()
