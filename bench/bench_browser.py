@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -349,8 +350,11 @@ def section(results: dict[str, Any], name: str, run: Callable[[], dict[str, Any]
         results[name] = run()
         if PHASES and "error" not in results[name]:
             results[name]["phases"] = phase_figures(PHASES)
-    except Exception as err:  # a timed-out action says so in the figures
-        results[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0]}"}
+    except Exception as err:  # a timed-out action says so in the figures, and where it was
+        frames = traceback.extract_tb(err.__traceback__)
+        here = [f for f in frames if f.filename == __file__][-1:]
+        results[name] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0]}",
+                         "at_line": here[0].lineno if here else None}
     print(name, json.dumps(results[name]), file=sys.stderr, flush=True)
 
 
@@ -503,7 +507,7 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             wait_idle(page)
             option = page.get_by_role("option", name="turns", exact=True)
             for attempt in range(3):
-                box = page.get_by_label("Sort by").first
+                box = page.get_by_label("Sort by", exact=True).first
                 box.scroll_into_view_if_needed(timeout=30_000)
                 box.click(timeout=30_000)
                 try:
