@@ -7,12 +7,14 @@ normal path as the signed-in person's human labels, noted as a cluster decision.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pandas as pd
 import streamlit as st
 
 from faillab.app.auth import require_user
 from faillab.app.state import get_store, workspace
+from faillab.app.widgets.rubric import category_label
 from labeling.clusters import (
     ClusterView,
     build_clusters,
@@ -59,23 +61,31 @@ cluster = groups[choice]
 shown_key = f"clusters_shown_{cluster.cluster_id}"
 st.session_state.setdefault(shown_key, time.monotonic())
 
+names = {c.key: c.name for c in taxonomy.categories}
+suggestions = Counter(view.items[m].suggested for m in cluster.core if view.items[m].suggested)
 rows = [
     {
         "id": m,
         "task": view.items[m].task_id,
         "outlier": m in cluster.outliers,
-        "suggested": view.items[m].suggested or "",
+        "suggested": category_label(taxonomy, view.items[m].suggested),
         "divergence": view.items[m].divergence,
         "question": view.items[m].question,
     }
     for m in cluster.members
 ]
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+if suggestions:
+    top, votes = suggestions.most_common(1)[0]
+    st.caption(f"Suggested by the evidence finder (first divergent step), not by a person: "
+               f"{category_label(taxonomy, top)} for {votes} of the {len(cluster.core)} core "
+               "items.")
 
 with st.form(f"clusters_form_{cluster.cluster_id}"):
-    names = {c.key: c.name for c in taxonomy.categories}
-    category = st.selectbox("Category for the whole cluster", list(names),
-                            format_func=lambda k: names[k],
+    # No category is chosen for the lead: one click labels every core item, so a default
+    # (the taxonomy's first category) would label a whole cluster nobody decided on.
+    category = st.selectbox("Category for the whole cluster", list(names), index=None,
+                            format_func=lambda k: names[k], placeholder="choose a category",
                             key=f"clusters_cat_{cluster.cluster_id}")
     confirmed = [
         m for m in cluster.outliers
@@ -84,7 +94,9 @@ with st.form(f"clusters_form_{cluster.cluster_id}"):
     submitted = st.form_submit_button(
         f"Label {len(cluster.core)} items (+ ticked outliers)", type="primary"
     )
-if submitted:
+if submitted and category is None:
+    st.error("Choose a category for the cluster first; nothing was labelled.")
+elif submitted and category is not None:
     store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     spent = time.monotonic() - st.session_state.pop(shown_key, time.monotonic())
     done = label_cluster(store, cluster, category, annotator=user.name,

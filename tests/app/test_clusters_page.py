@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from faillab.settings import Settings
 from labeling.clusters import build_clusters, default_embedder, workspace_failures
 from labeling.store import Store, open_store
+from taxonomy import default_taxonomy
 from tests.app.support import serve_workspace
 from tests.support import REAL_TRAJECTORIES, REPO, require_shared
 from trajectories.workspace import Workspace
@@ -46,6 +47,18 @@ def test_cluster_decision_from_the_page(env: tuple[Workspace, Store]) -> None:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     at.selectbox(key="clusters_pick").set_value(0)
+    # Nothing is chosen for the lead: submitting without a category labels nothing.
+    assert at.selectbox(key=f"clusters_cat_{first.cluster_id}").value is None
+    at.button[0].click()
+    at.run()
+    assert [e.value for e in at.error] == [
+        "Choose a category for the cluster first; nothing was labelled."]
+    assert all(store.labels.for_item(t, viewer="ana") == [] for t in first.members)
+    # The suggestions are named as the taxonomy names them, and said to be no person's.
+    shown = at.dataframe[0].value
+    names = {c.key: c.name for c in default_taxonomy().categories}
+    assert set(shown["suggested"]) - {"—"} <= set(names.values())
+    assert any(c.value.startswith("Suggested by the evidence finder") for c in at.caption)
     at.selectbox(key=f"clusters_cat_{first.cluster_id}").set_value("sql_logic_error")
     at.button[0].click()  # the form's submit button
     at.run()
