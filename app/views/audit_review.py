@@ -115,11 +115,13 @@ buttons[1].button("Invalid", key=f"audit_invalid_{key}", shortcut="I",
                   icon=":material/close:", on_click=save, args=(False,),
                   help="A concern that needs inspection, with the reason chosen below (I)")
 buttons[2].caption("Or invalid for a reason in one key:")
-reasons = st.columns(len(REASON_CODES))
+# One row that wraps, each button as wide as its words: in five equal columns the reasons
+# read "1 · Borderline te…" at 1280 px.
+reasons = st.container(horizontal=True, key="audit_reason_keys")
 for i, code in enumerate(REASON_CODES, start=1):
-    reasons[i - 1].button(f"{i} · {reason_label(code)}", key=f"audit_reason_key_{key}_{code}",
-                          shortcut=str(i), on_click=save_reason, args=(code,),
-                          help=f"Invalid: {reason_label(code)} ({i})", width="stretch")
+    reasons.button(f"{i} · {reason_label(code)}", key=f"audit_reason_key_{key}_{code}",
+                   shortcut=str(i), on_click=save_reason, args=(code,),
+                   help=f"Invalid: {reason_label(code)} ({i})", width="content")
 options = list(REASON_CODES)
 fields = st.columns([1, 2])
 fields[0].selectbox(

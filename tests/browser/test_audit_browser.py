@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 from faillab.settings import Settings
 from labeling.audit import candidate_pool, create_audit, plan_audit
 from labeling.store import open_store
-from tests.browser.support import StreamlitServer, screenshot, wait_idle
+from tests.browser.support import StreamlitServer, cut_controls, screenshot, wait_idle
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
@@ -47,8 +47,9 @@ def audit_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
         server.stop()
 
 
-def open_as(browser: Browser, server: StreamlitServer, name: str) -> Page:
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+def open_as(browser: Browser, server: StreamlitServer, name: str,
+            viewport: tuple[int, int] = (1440, 900)) -> Page:
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
     page.goto(f"{server.url}/audit-review")
     wait_idle(page)
@@ -59,8 +60,9 @@ def open_as(browser: Browser, server: StreamlitServer, name: str) -> Page:
     return page
 
 
-def sign_in(browser: Browser, server: StreamlitServer, name: str) -> Page:
-    page = open_as(browser, server, name)
+def sign_in(browser: Browser, server: StreamlitServer, name: str,
+            viewport: tuple[int, int] = (1440, 900)) -> Page:
+    page = open_as(browser, server, name, viewport)
     expect(page.get_by_text("Task 1 of 4")).to_be_visible()
     return page
 
@@ -69,8 +71,11 @@ def test_two_annotators_review_blind(browser: Browser,
                                      audit_server: tuple[StreamlitServer, str, list[str]]) -> None:
     server, url, tids = audit_server
     ana = sign_in(browser, server, "ana")
-    ben = sign_in(browser, server, "ben")
+    ben = sign_in(browser, server, "ben", viewport=(1280, 800))
     try:
+        # Every button and label whole at both sizes (the reasons read "1 · Borderline te…").
+        expect(ana.get_by_role("button", name=re.compile("Borderline temporal"))).to_be_visible()
+        assert cut_controls(ana) == [] and cut_controls(ben) == []
         # Ana writes a note, leaves the text box, and judges with the keyboard (V).
         ana.get_by_role("textbox", name="Note").fill(NOTE_ANA)
         ana.get_by_role("heading", name="Your judgment").click()  # blur: commits the note
