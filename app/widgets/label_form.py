@@ -100,7 +100,9 @@ def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy) -> None:
             if prelabel.first_error_step is not None else "")
     with st.container(border=True):
         name = escape_markdown(category_label(taxonomy, prelabel.category))
-        st.markdown(f"**LLM pre-label:** {name}{conf}{step}")
+        # Which labeller made it: the offline heuristic's guesses read "LLM pre-label" too.
+        who = escape_markdown(prelabel.labeller or "LLM")
+        st.markdown(f"**Pre-label ({who}):** {name}{conf}{step}")
         if prelabel.rationale:
             # A long rationale scrolls in place, so the buttons below keep their position.
             with st.container(height=72, border=False, key="lf_rationale"):

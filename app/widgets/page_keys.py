@@ -101,6 +101,11 @@ _CSS = """
 [data-testid="stMainBlockContainer"] { padding-top: 1.25rem !important; }
 /* Tighter rows in the label form, so every control it has fits 1280x800 without scrolling. */
 .st-key-annotate_form, .st-key-annotate_form [data-testid="stVerticalBlock"] { gap: 0.5rem; }
+/* A long category name wraps inside its button at 1280 px instead of ending in "...". */
+[class*="st-key-lf_cat_"] button [data-testid="stMarkdownContainer"],
+[class*="st-key-lf_cat_"] button p {
+  white-space: normal; overflow: visible; text-overflow: clip; line-height: 1.25;
+}
 </style>
 """
 

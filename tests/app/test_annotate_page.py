@@ -149,6 +149,8 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
     save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
     at = open_page("ana")
     assert "the query filters on the wrong column" in texts(at)
+    # The box names the labeller: this one is the offline heuristic, not an LLM.
+    assert "**Pre-label (heuristic):** Semantic Misunderstanding" in texts(at)
     # The step is never prefilled from the pre-label; taking it is an explicit choice.
     assert at.selectbox(key="lf_step").value is None
     at.checkbox(key="lf_accept_step").check()

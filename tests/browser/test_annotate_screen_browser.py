@@ -18,7 +18,13 @@ from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 from faillab.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
-from tests.browser.support import StreamlitServer, free_port, screenshot, wait_idle
+from tests.browser.support import (
+    StreamlitServer,
+    cut_controls,
+    free_port,
+    screenshot,
+    wait_idle,
+)
 from tests.support import REPO, make_trajectory, wait_for_health
 from trajectories.model import Outcome, Step, StepKind, Task
 from trajectories.workspace import Workspace
@@ -117,6 +123,8 @@ def test_everything_acted_on_is_on_screen(browser: Browser,
     box = evidence.bounding_box()
     pane = page.locator(".st-key-annotate_steps_pane").first.bounding_box()
     assert box is not None and pane is not None and box["height"] < 80, box
+    # Every control's text whole: at 1280 px two category names ended in "…".
+    assert cut_controls(page) == []
     screenshot(page, f"annotate-{viewport['width']}x{viewport['height']}")
     page.context.close()
 
@@ -210,7 +218,9 @@ def test_make_run_serves_a_demo_with_prelabels(browser: Browser,
             wait_idle(page)
             page.get_by_role("button", name=re.compile(r"^Take 25 unassigned failures")).click()
             wait_idle(page)
-            expect(page.get_by_text("LLM pre-label:").first).to_be_visible(timeout=30_000)
+            # The demo's pre-labels are the offline heuristic's, and say so.
+            expect(page.get_by_text("Pre-label (heuristic):").first).to_be_visible(
+                timeout=30_000)
             page.context.close()
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
