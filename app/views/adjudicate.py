@@ -49,12 +49,15 @@ if not items:
     st.success("Nothing to adjudicate: no disagreements and no overridden confident pre-labels.")
     st.stop()
 
-KIND = {"humans_disagree": "annotators disagree", "llm_overridden": "confident LLM overridden"}
+KIND = {"humans_disagree": "annotators disagree",
+        "llm_overridden": "confident pre-label overridden"}
 st.dataframe(pd.DataFrame([{
     "trajectory": d.trajectory_id, "why": KIND[d.kind],
     "annotators": "; ".join(f"{who}: {category_label(taxonomy, c)}"
                             for who, c in d.human_categories.items()),
-    "LLM": category_label(taxonomy, d.llm_category), "LLM confidence": d.llm_confidence,
+    # "pre-label", not "LLM": the offline heuristic makes them too.
+    "pre-label": category_label(taxonomy, d.llm_category),
+    "pre-label confidence": d.llm_confidence,
     "adjudicated": d.adjudicated,
 } for d in items]), hide_index=True, key="adj_table")
 
@@ -112,7 +115,7 @@ for col, (who, lab) in zip(cols, latest.items(), strict=False):
         plain(lab.note or "(no note)")
 if prelabel is not None:
     with cols[-1].container(border=True):
-        st.markdown(f"**LLM** ({escape_markdown(prelabel.labeller or 'pre-label')})")
+        st.markdown(f"**Pre-label** ({escape_markdown(prelabel.labeller or 'LLM')})")
         st.markdown(f"Category: **{escape_markdown(category_label(taxonomy, prelabel.category))}**"
                     + (f" · confidence {prelabel.confidence:.2f}"
                        if prelabel.confidence is not None else ""))

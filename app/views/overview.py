@@ -16,13 +16,18 @@ if summary["trajectories"] == 0:
     st.stop()
 
 cols = st.columns(5)
-for col, (label, key) in zip(
+# Short labels, the long ones as help: "Recorded vs exact-match dis…" was cut at 1440 px.
+for col, (label, key, explained) in zip(
     cols,
-    [("Trajectories", "trajectories"), ("Tasks", "tasks"), ("Runs", "runs"),
-     ("Failures", "failed"), ("Recorded vs exact-match disagreements", "outcome_disagreements")],
+    [("Trajectories", "trajectories", None), ("Tasks", "tasks", None), ("Runs", "runs", None),
+     ("Failures", "failed", "Trajectories whose outcome is a failure (the recorded outcome "
+                            "when there is one, else exact match)."),
+     # Browse's filter for the same trajectories has the same name.
+     ("Recorded ≠ exact", "outcome_disagreements",
+      "Trajectories whose recorded outcome and exact match differ.")],
     strict=True,
 ):
-    col.metric(label, f"{summary[key]:,}")
+    col.metric(label, f"{summary[key]:,}", help=explained)
 
 st.subheader("By run and model")
 st.dataframe(

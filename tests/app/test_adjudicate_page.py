@@ -75,6 +75,9 @@ def test_lead_adjudicates_with_reason(disputed: tuple[Store, str]) -> None:
     shown = " ".join(m.value for m in at.markdown)
     assert "ANA: wrong join" in shown.replace("\\", "")
     assert "BEN: misread the question" in shown.replace("\\", "")
+    # The pre-label columns are named for what they are, whichever labeller made them.
+    columns = list(at.dataframe[0].value.columns)
+    assert "why" in columns and "pre-label" in columns and "LLM" not in columns
     # No reason: refused, nothing stored.
     at.button[[b.label for b in at.button].index("Save decision")].click()
     at.run()

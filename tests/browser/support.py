@@ -82,12 +82,13 @@ def click_grid_row(page: Page, row: int = 0, grid_index: int = 0) -> None:
     page.mouse.click(box["x"] + 18, box["y"] + header + row_height * row + row_height / 2)
 
 
-# Text of a control (a widget's label, a button) cut short on screen: its box is narrower than
-# its text, so the reader sees "Re…" or a clipped word.
+# Text of a control (a widget's label, a button, a metric's label) cut short on screen: its
+# box is narrower than its text, so the reader sees "Re…" or a clipped word.
 _CUT_CONTROLS = """() => {
   const main = document.querySelector("[data-testid='stMain']");
   const parts = main.querySelectorAll(
-      "[data-testid='stWidgetLabel'], [data-testid='stWidgetLabel'] *, button, button *");
+      "[data-testid='stWidgetLabel'], [data-testid='stWidgetLabel'] *, button, button *, "
+      + "[data-testid='stMetricLabel'], [data-testid='stMetricLabel'] *");
   return [...parts].filter((el) => el.offsetParent !== null && el.clientWidth > 0
                            && el.scrollWidth > el.clientWidth + 1)
                    .map((el) => el.innerText.trim()).filter((text) => text);
@@ -95,5 +96,5 @@ _CUT_CONTROLS = """() => {
 
 
 def cut_controls(page: Page) -> list[str]:
-    """Labels and buttons in the main area whose text does not fit its box."""
+    """Labels, buttons and metric labels in the main area whose text does not fit its box."""
     return list(page.evaluate(_CUT_CONTROLS))

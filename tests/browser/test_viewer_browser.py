@@ -308,13 +308,18 @@ def test_late_steps_are_drawn_and_open(viewer_server: tuple[StreamlitServer, Wor
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (1440, 900)])
-def test_no_control_is_cut_short_on_browse_or_a_trajectory(
+def test_no_control_is_cut_short_on_overview_browse_or_a_trajectory(
         viewer_server: tuple[StreamlitServer, Workspace, str], browser: Browser,
         size: tuple[int, int]) -> None:
     server, ws, _ = viewer_server
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     try:
+        page.goto(f"{server.url}/")
+        wait_idle(page)
+        expect(page.locator("[data-testid='stMetricLabel']").filter(
+            has_text="Recorded ≠ exact")).to_be_visible()
+        assert cut_controls(page) == []
         page.goto(f"{server.url}/browse")
         wait_idle(page)
         expect(page.get_by_text("Recorded ≠ exact", exact=True)).to_be_visible()
