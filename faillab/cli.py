@@ -134,6 +134,10 @@ SERVER_FLAGS: tuple[tuple[str, str], ...] = (
     ("server.runOnSave", "false"),
     ("server.fileWatcherType", "none"),
     ("global.developmentMode", "false"),
+    # The light theme the quick charts' fixed colours are drawn for: started elsewhere, the
+    # app followed the browser's dark preference under white tables.
+    ("theme.base", "light"),
+    ("theme.primaryColor", "#1f5f8b"),
     # Speed of every script run (measured at 50,000 trajectories, docs/benchmarks.md): the
     # forced full garbage collection after each run cost 0.12 CPU s of a 0.19 s near-empty run,
     # holding the interpreter while the run's last messages wait to be sent (Python's own

@@ -4,6 +4,7 @@ sidebar form; a wrong password is refused."""
 from __future__ import annotations
 
 import itertools
+import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
@@ -238,3 +239,10 @@ def test_serve_defaults_to_loopback_and_passes_the_project_settings() -> None:
     # Per-run costs the app does not need (no page uses magic).
     assert flags["--runner.postScriptGC"] == "false"
     assert flags["--runner.magicEnabled"] == "false"
+    # Every setting of the project's .streamlit/config.toml goes with it: Streamlit reads that
+    # file only from the directory it is started in (the theme was lost from anywhere else).
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    for section, values in config.items():
+        for key, value in values.items():
+            expected = str(value).lower() if isinstance(value, bool) else str(value)
+            assert flags[f"--{section}.{key}"] == expected, (section, key)
