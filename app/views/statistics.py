@@ -41,6 +41,7 @@ from faillab.app.widgets.stats_options import (
     SCOPED_TABLES,
     chart_label_note,
     label_scope_note,
+    leave_out_runs,
     no_common_tasks_note,
     passk_view,
     source_note,
@@ -188,8 +189,12 @@ for name, tab in zip(names, tabs, strict=True):
                 st.info("No final labels for these trajectories yet.")
             elif name == "labeller":
                 st.info("No trajectories with both an LLM pre-label and a human label yet.")
-            elif why := no_common_tasks_note(name, selected, list(runs)):
-                st.info(why)
+            elif (why := no_common_tasks_note(name, selected, list(runs)))[0]:
+                st.info(why[0])
+                if why[1] and len(why[1]) < len(runs):  # one click to the comparison left
+                    st.button(f"Leave out the {len(why[1])} run(s) that solved no task",
+                              key=f"stats_leave_out_{name}", on_click=leave_out_runs,
+                              args=(why[1],))
             else:
                 st.info("No data for this selection.")
         table_panel(table, key=f"stats_table_{name}")

@@ -139,18 +139,20 @@ def turn_budget_view(default: pd.DataFrame, frame: pd.DataFrame, runs: list[str]
     return success_by_turn_budget(frame, runs=runs, definition=definition)
 
 
-def no_common_tasks_note(name: str, frame: pd.DataFrame, runs: list[str]) -> str:
-    """Why a turns table on the commonly solved tasks is empty ("" when some task is).
+def no_common_tasks_note(name: str, frame: pd.DataFrame,
+                         runs: list[str]) -> tuple[str, list[str]]:
+    """Why a turns table on the commonly solved tasks is empty ("" when some task is), and
+    the selected runs that solved no task.
 
     On real logs one short run that solved nothing empties both turns tables; "no data" did not
     say so, nor what to do about it. Only the turns table and SR(T) under the paper's definition
     are on the commonly solved tasks."""
     definition = st.session_state.get("stats_sr_definition", SR_DEFINITIONS[0])
     if name != "turns" and (name != "turn_budget" or definition != SR_DEFINITIONS[0]):
-        return ""
+        return "", []
     counts = solved_task_counts(frame, runs)
     if not counts or common_solved_tasks(frame, runs):
-        return ""
+        return "", []
     nothing = [run for run, n in counts.items() if n == 0]
     if nothing:
         named = ", ".join(escape_markdown(run) for run in nothing[:3])
@@ -161,6 +163,14 @@ def no_common_tasks_note(name: str, frame: pd.DataFrame, runs: list[str]) -> str
         why = (f"each selected run solved {low:,}-{high:,} tasks, but no task was solved by "
                "all of them")
     also = " or choose the all_trajectories definition above" if name == "turn_budget" else ""
-    return (f"No task was solved by every selected run: {why}. This table compares runs on "
+    note = (f"No task was solved by every selected run: {why}. This table compares runs on "
             f"the tasks all of them solved (EHR-Complex Fig. 5); take runs out under "
             f"Filters{also}.")
+    return note, nothing
+
+
+def leave_out_runs(runs: list[str]) -> None:
+    """Button callback: take `runs` out of the Filters' run selection (before the next run
+    draws the menu, the only moment its value may change)."""
+    st.session_state["stats_runs"] = [r for r in st.session_state.get("stats_runs", [])
+                                      if r not in runs]

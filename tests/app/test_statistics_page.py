@@ -366,7 +366,11 @@ def test_empty_turns_tables_say_which_run_solved_nothing(stats_workspace: Path) 
     at.radio(key="stats_sr_definition").set_value("all_trajectories").run()
     assert not at.exception
     assert not [i for i in open_tab(at, "turn_budget").info if "every selected run" in i.value]
-    # With the run taken out, the tables have rows again and the note is gone.
-    at.multiselect(key="stats_runs").set_value([runs[0]]).run()
+    # One click takes the run that solved nothing out: the tables have rows again, the note
+    # is gone, and the Filters' run selection says so.
+    open_tab(at, "turns")
+    at.button(key="stats_leave_out_turns").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.multiselect(key="stats_runs").value == [runs[0]]
     assert not [i for i in open_tab(at, "turns").info if "every selected run" in i.value]
     assert not table_of(at, "turns").empty
