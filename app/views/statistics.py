@@ -185,16 +185,17 @@ for name, tab in zip(names, tabs, strict=True):
         if name == "passk":  # a view of the same numbers: per run, or the paper's layout
             table = passk_view(table, selected, list(runs))
         if table.empty:
+            note, unsolved = no_common_tasks_note(name, selected, list(runs))
             if name in ("taxonomy", "taxonomy_turns", "provenance"):
                 st.info("No final labels for these trajectories yet.")
             elif name == "labeller":
                 st.info("No trajectories with both an LLM pre-label and a human label yet.")
-            elif (why := no_common_tasks_note(name, selected, list(runs)))[0]:
-                st.info(why[0])
-                if why[1] and len(why[1]) < len(runs):  # one click to the comparison left
-                    st.button(f"Leave out the {len(why[1])} run(s) that solved no task",
+            elif note:
+                st.info(note)
+                if unsolved and len(unsolved) < len(runs):  # one click to the comparison left
+                    st.button(f"Leave out the {len(unsolved)} run(s) that solved no task",
                               key=f"stats_leave_out_{name}", on_click=leave_out_runs,
-                              args=(why[1],))
+                              args=(unsolved,))
             else:
                 st.info("No data for this selection.")
         table_panel(table, key=f"stats_table_{name}")
