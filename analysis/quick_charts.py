@@ -101,12 +101,13 @@ def _grouped_head(columns: Sequence[str], cell: str) -> str:
     """Header rows: "intent/scope" columns under one heading per intent (EHR-Complex Table 3's
     layout, and half the width of "Demographics/population" in every column), others as they
     are."""
-    corner = f'<th style="{cell}{_STICKY}"></th>'
     parts = [str(c).split("/", 1) for c in columns]
-    if not any(len(p) == 2 for p in parts):
+    grouped = any(len(p) == 2 for p in parts)
+    corner = f'<th rowspan="{2 if grouped else 1}" style="{cell}{_STICKY}"></th>'
+    if not grouped:
         return "<tr>" + corner + "".join(
             f'<th style="{cell}font-weight:500">{escape(str(c))}</th>' for c in columns) + "</tr>"
-    top: list[str] = [corner.replace("<th ", '<th rowspan="2" ', 1)]
+    top: list[str] = [corner]
     bottom: list[str] = []
     index = 0
     while index < len(parts):

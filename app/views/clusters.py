@@ -61,7 +61,6 @@ cluster = groups[choice]
 shown_key = f"clusters_shown_{cluster.cluster_id}"
 st.session_state.setdefault(shown_key, time.monotonic())
 
-names = {c.key: c.name for c in taxonomy.categories}
 suggestions = Counter(view.items[m].suggested for m in cluster.core if view.items[m].suggested)
 rows = [
     {
@@ -84,8 +83,9 @@ if suggestions:
 with st.form(f"clusters_form_{cluster.cluster_id}"):
     # No category is chosen for the lead: one click labels every core item, so a default
     # (the taxonomy's first category) would label a whole cluster nobody decided on.
-    category = st.selectbox("Category for the whole cluster", list(names), index=None,
-                            format_func=lambda k: names[k], placeholder="choose a category",
+    category = st.selectbox("Category for the whole cluster", list(taxonomy.keys), index=None,
+                            format_func=lambda k: category_label(taxonomy, k),
+                            placeholder="choose a category",
                             key=f"clusters_cat_{cluster.cluster_id}")
     confirmed = [
         m for m in cluster.outliers
@@ -102,4 +102,4 @@ elif submitted and category is not None:
     done = label_cluster(store, cluster, category, annotator=user.name,
                          taxonomy_version=taxonomy.version, confirmed_outliers=confirmed,
                          seconds_on_cluster=spent)
-    st.success(f"Labelled {len(done)} failures as {names[category]}.")
+    st.success(f"Labelled {len(done)} failures as {category_label(taxonomy, category)}.")

@@ -60,9 +60,10 @@ def label_scope_note(scope: str) -> str:
     return f"Labels: {scope}{default_note(scope, LABEL_SCOPES[0])}"
 
 
-def default_note(chosen: str, default: str) -> str:
-    """" (the default)" or " (default: X)": every choice the page states says which it is."""
-    return " (the default)" if chosen == default else f" (default: {default})"
+def default_note(chosen: str, default: str, also: str = "") -> str:
+    """" (the default)" or " (default: X)", `also` inside the brackets: every choice the page
+    states says which it is."""
+    return f" (the default{also})" if chosen == default else f" (default: {default}{also})"
 
 
 #: Label tables whose counts follow the "Labels counted" choice.
@@ -104,7 +105,7 @@ def outcome_counts(frame: pd.DataFrame) -> tuple[int, int]:
 
 def source_note(frame: pd.DataFrame, source: str) -> str:
     differ, unscored = outcome_counts(frame)
-    default = default_note(source, DEFAULT_SUCCESS_SOURCE)[:-1] + ", as in `faillab stats`)"
+    default = default_note(source, DEFAULT_SUCCESS_SOURCE, also=", as in `faillab stats`")
     return (
         f"Success source: {source}{default}: {SOURCE_TEXT[source]}. Recorded and exact-match "
         f"outcomes disagree on {differ:,} of these trajectories; {unscored:,} are unscored "
