@@ -24,7 +24,7 @@ from faillab.textsafe import terminal_text
 from trajectories.importers import FORMATS, ImportProblem
 
 if TYPE_CHECKING:
-    from trajectories.workspace import Workspace
+    from trajectories.workspace import ImportReport, Workspace
 
 
 def _say(message: str) -> None:
@@ -43,30 +43,41 @@ def _say(message: str) -> None:
               help="TOML mapping for JSON/JSONL records that use other field names "
                    "(see docs/format.md).")
 @click.option("--tasks", "tasks_file", default=None, type=click.Path(path_type=Path),
-              help="Task file (CSV or JSON: id, question, gold_sql, gold_answer) giving task ids "
-                   "and ground truth to logs that lack them (LM Studio).")
+              help="Task file (CSV, JSON or JSONL: question, gold answer, gold SQL, optional id, "
+                   "conversation file and verdict) matched to every trajectory of every format; "
+                   "its rows give task ids, ground truth and verdicts (docs/format.md).")
+@click.option("--require-tasks", is_flag=True,
+              help="With --tasks: fail the import when any trajectory matches no task row.")
+@click.option("--verdict-source", default="human", show_default=True,
+              help="Who gave the verdicts of a task file or results table without a "
+                   "verdict_source column.")
 @json_option
 def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: str | None,
                model: str | None, skip_invalid: bool, mapping_file: Path | None,
-               tasks_file: Path | None, as_json: bool) -> None:
+               tasks_file: Path | None, require_tasks: bool, verdict_source: str,
+               as_json: bool) -> None:
     """Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI logs (.eval,
-    .json), LM Studio conversations, or any JSON mapped with --map."""
+    .json), LM Studio conversations, results tables (CSV/TSV of final answers), or any JSON
+    mapped with --map."""
     from tqdm import tqdm
 
-    from trajectories.importers.lmstudio import load_tasks
     from trajectories.importers.mapping import load_mapping
+    from trajectories.importers.tasks import load_tasks
     from trajectories.workspace import WorkspaceError
 
+    if require_tasks and tasks_file is None:
+        raise UserError("--require-tasks needs --tasks FILE")
     try:
         mapping = load_mapping(mapping_file) if mapping_file else None
-        tasks = load_tasks(tasks_file) if tasks_file else None
+        tasks = load_tasks(tasks_file, verdict_source=verdict_source) if tasks_file else None
     except ImportProblem as problem:
         raise UserError(str(problem)) from None
     ws = open_workspace(workspace)
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(q for q in p.iterdir() if q.suffix in {".json", ".jsonl", ".eval"}))
+            files.extend(sorted(q for q in p.iterdir() if q.suffix in IMPORTED_SUFFIXES
+                                and (tasks_file is None or q.resolve() != tasks_file.resolve())))
         else:
             files.append(p)
     # Counts records, so one huge file shows progress too; appears only after half a second.
@@ -81,7 +92,8 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
         with parts_writer_lock(settings_for(workspace), _say):
             report = ws.import_files(files, fmt=fmt, run=run, model=model,
                                      skip_invalid=skip_invalid, progress=progress,
-                                     mapping=mapping, tasks=tasks)
+                                     mapping=mapping, tasks=tasks,
+                                     require_tasks=require_tasks)
     except ImportProblem as problem:
         raise UserError(f"{problem} (nothing was imported)") from None
     except WorkspaceError as err:
@@ -96,10 +108,11 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
                    f"duplicates {report.duplicates}, rejected {report.rejected}", err=True)
         raise
     if as_json:
-        emit({**report.as_json(), **carried})
+        emit({**report.as_json(), **report.details(), **carried})
         return
     click.echo(f"imported {report.imported}, replaced {report.replaced}, "
                f"duplicates {report.duplicates}, rejected {report.rejected}")
+    _say_runs_and_tasks(report)
     if report.replaced:
         click.echo(f"replaced: {report.replaced} stored rows were read differently by this "
                    "importer (their records now have other ids or were rejected); the old "
@@ -107,6 +120,33 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
     _say_carried(carried)
     if report.rejects_file:
         click.echo(f"rejected records and their errors: {report.rejects_file}", err=True)
+
+
+#: What a folder given to ``faillab import`` is searched for.
+IMPORTED_SUFFIXES = frozenset({".json", ".jsonl", ".eval", ".csv", ".tsv"})
+#: Unmatched trajectories listed by name before the rest are counted.
+_UNMATCHED_SHOWN = 20
+
+
+def _say_runs_and_tasks(report: ImportReport) -> None:
+    """Which runs the import read, and how the task file matched."""
+    if report.runs:
+        shown = ", ".join(f"{terminal_text(name)} ({count})"
+                          for name, count in sorted(report.runs.items())[:10])
+        more = len(report.runs) - 10
+        click.echo(f"runs: {shown}" + (f" and {more} more" if more > 0 else ""))
+    if report.task_matched is None:
+        return
+    unmatched = report.task_unmatched
+    click.echo(f"tasks: {report.task_matched} trajectories matched a task row, "
+               f"{len(unmatched)} did not" + (" (their task ids are keys of their questions; "
+                                              "--require-tasks refuses them)" if unmatched
+                                              else ""))
+    for line in unmatched[:_UNMATCHED_SHOWN]:
+        click.echo(f"  unmatched: {terminal_text(line)}", err=True)
+    if len(unmatched) > _UNMATCHED_SHOWN:
+        click.echo(f"  ... and {len(unmatched) - _UNMATCHED_SHOWN} more (--json lists them "
+                   "all)", err=True)
 
 
 def _store_exists(workspace: Path | None) -> bool:

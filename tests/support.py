@@ -22,6 +22,10 @@ from trajectories.model import Run, Step, StepKind, Task, Trajectory
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("FAILLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
 REAL_TRAJECTORIES = SHARED_DATA / "trajectories" / "ai612-student"
+#: Real LM Studio exports with their rows of the benchmark CSV (human verdicts), and a
+#: results table of final answers with gold and human verdicts (see ../shared/data/README.md).
+LMSTUDIO_SAMPLE = SHARED_DATA / "trajectories" / "m3-lmstudio-sample"
+CLAUDE_ANSWERS = SHARED_DATA / "trajectories" / "m3-claude-sonnet-4" / "EHRSQL_benchmark.csv"
 EHRSQL_SQLITE = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
 MIMIC_DEMO = SHARED_DATA / "mimic-iv-demo-2.2"
 

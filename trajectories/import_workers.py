@@ -25,6 +25,8 @@ import pyarrow.fs as pafs
 from trajectories.importers import ImportProblem
 from trajectories.importers.detect import iter_file
 from trajectories.importers.mapping import Mapping
+from trajectories.importers.tasks import TaskFile
+from trajectories.model import Trajectory
 from trajectories.rows import (
     SCHEMA_KEY,
     Provenance,
@@ -48,10 +50,12 @@ class FileSpec:
     run: str | None
     model: str | None
     mapping: Mapping | None
-    tasks: dict[str, dict[str, Any]] | None
+    tasks: TaskFile | None
     skip_invalid: bool
     #: The object store's pyarrow filesystem (None: parts_dir is a local folder).
     filesystem: pafs.FileSystem | None = None
+    #: With ``tasks``: a trajectory no task row matches is a rejected record, not imported.
+    require_tasks: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,11 @@ class FileResult:
     positions: list[tuple[str, str, str, int | None] | None] = field(default_factory=list)
     parts: list[tuple[Path, Path, list[str]]] = field(default_factory=list)
     rejected: list[tuple[ImportProblem, str, str]] = field(default_factory=list)
+    #: Records read, by the run they belong to (new rows and duplicates alike).
+    runs: dict[str, int] = field(default_factory=dict)
+    #: With a task file: trajectories it matched, and where the others are (with why).
+    task_matched: int = 0
+    task_unmatched: list[str] = field(default_factory=list)
 
 
 #: Ids stored before this import, as each worker was given them.
@@ -273,6 +282,18 @@ def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None =
                     break
                 continue
             prepared, traj = item.prepared, item.trajectory
+            if traj is not None and spec.tasks is not None:
+                unmatched = _count_task_match(result, traj, f"{path.name} {item.location}")
+                if unmatched is not None and spec.require_tasks:
+                    problem = ImportProblem(str(path), unmatched, item.location, "task")
+                    if prior:
+                        result.positions.append(None)
+                    result.rejected.append((problem, item.location, traj.task.question))
+                    if not spec.skip_invalid:
+                        for _ in items:
+                            pass
+                        break
+                    continue
             if prepared is not None:
                 tid = prepared.id
             elif traj is not None:
@@ -285,6 +306,7 @@ def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None =
                           else None)
             row = (document_row(prepared.doc, prepared.payload, str(path), provenance)
                    if prepared else index_row(traj, str(path), provenance))  # type: ignore[arg-type]
+            result.runs[row["run"]] = result.runs.get(row["run"], 0) + 1
             if prior:
                 result.positions.append((tid, row["run"], row["task_id"], row["rollout"]))
             if tid in seen or (tid in _STORED_IDS and tid not in prior):
@@ -307,6 +329,20 @@ def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None =
             remove_part(tmp, spec.filesystem)
         result.parts = []
     return result
+
+
+def _count_task_match(result: FileResult, traj: Trajectory, location: str) -> str | None:
+    """Count whether a task row matched ``traj``; for one that did not, say why (also kept in
+    ``result.task_unmatched``)."""
+    extra = traj.model_extra or {}
+    if extra.get("task_match"):
+        result.task_matched += 1
+        return None
+    question = " ".join((traj.task.question or "").split())
+    why = str(extra.get("task_match_problem") or "no task row matches it")
+    message = f"{why}: {question[:80]!r}"
+    result.task_unmatched.append(f"{location}: {message}")
+    return message
 
 
 def source_key(spec: FileSpec, path: Path) -> str | None:
@@ -334,6 +370,7 @@ def file_keys(spec: FileSpec, path: Path) -> FileKeys | None:
 
 def _with_options(digest: Any, spec: FileSpec, path: Path, schema_key: str) -> str:
     options = json.dumps([path.name, spec.fmt, spec.run, spec.model, repr(spec.mapping),
-                          spec.tasks, schema_key], sort_keys=True, default=str)
+                          spec.tasks, schema_key]
+                         + ([True] if spec.require_tasks else []), sort_keys=True, default=str)
     digest.update(options.encode("utf-8", "surrogatepass"))
     return str(digest.hexdigest()[:32])

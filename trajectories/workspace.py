@@ -40,6 +40,7 @@ from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_R
 from trajectories.import_workers import FileSpec, parse_files
 from trajectories.importers import ImportProblem
 from trajectories.importers.mapping import Mapping
+from trajectories.importers.tasks import TaskFile
 from trajectories.model import Trajectory
 from trajectories.objectstore import (
     RemoteParts,
@@ -98,10 +99,24 @@ class ImportReport:
     orphaned: list[str] = field(default_factory=list)
     rejects_file: Path | None = None
     problems: list[ImportProblem] = field(default_factory=list)
+    #: Records read per run (the runs this import made or added to; files skipped as
+    #: imported before are not read and not counted).
+    runs: dict[str, int] = field(default_factory=dict)
+    #: With a task file: how many trajectories it matched, and the ones it did not.
+    task_matched: int | None = None
+    task_unmatched: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, int]:
         return {"imported": self.imported, "duplicates": self.duplicates,
                 "rejected": self.rejected, "replaced": self.replaced}
+
+    def details(self) -> dict[str, Any]:
+        """The runs read and, with a task file, how it matched (``faillab import --json``)."""
+        out: dict[str, Any] = {"runs": dict(sorted(self.runs.items()))}
+        if self.task_matched is not None:
+            out["tasks_matched"] = self.task_matched
+            out["tasks_unmatched"] = list(self.task_unmatched)
+        return out
 
 
 @dataclass
@@ -245,8 +260,9 @@ class Workspace(Queries, Compaction):
         skip_invalid: bool = False,
         progress: Callable[[int, int, int], None] | None = None,
         mapping: Mapping | None = None,
-        tasks: dict[str, dict[str, Any]] | None = None,
+        tasks: TaskFile | None = None,
         workers: int | None = None,
+        require_tasks: bool = False,
     ) -> ImportReport:
         """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
         ``ImportProblem`` (the first one in file order) and nothing is written.
@@ -262,7 +278,9 @@ class Workspace(Queries, Compaction):
         rejects: list[dict[str, str]] = []
         added = duplicates = records = 0
         spec = FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
-                         self._fs)
+                        self._fs, require_tasks)
+        if tasks is not None:
+            report.task_matched = 0
         replacement = Replacement()
         with self._write_lock():
             # Read first: a damaged journal stops the import before anything changes.
@@ -282,6 +300,11 @@ class Workspace(Queries, Compaction):
                     for done, (path, result) in enumerate(zip(paths, results, strict=True),
                                                           start=1):
                         records += result.records
+                        for name, count in result.runs.items():
+                            report.runs[name] = report.runs.get(name, 0) + count
+                        if report.task_matched is not None:
+                            report.task_matched += result.task_matched
+                            report.task_unmatched.extend(result.task_unmatched)
                         for problem, location, raw in result.rejected:
                             if not skip_invalid:
                                 raise problem

@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown, table_html
-from trajectories.importers.sql_reply import split_cut_note
+from trajectories.reading import split_cut_note
 from trajectories.model import Step, StepKind
 from trajectories.render import (
     Tabular,

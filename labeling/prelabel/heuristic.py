@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -119,13 +120,34 @@ BUILTIN_KEY_MAPS: dict[str, dict[str, str]] = {
 _Detector = Callable[[list[sg.ActionView], Trajectory], list[sg.Signal]]
 
 
+def rule_files() -> list[Path]:
+    """The code the heuristic's labels follow from: the signals, the evidence finder (with its
+    calibration table), this module and the step-reading rules they share."""
+    import labeling.evidence
+    import trajectories.reading
+
+    folders = [Path(sg.__file__).parent, Path(labeling.evidence.__file__).parent,
+               Path(trajectories.reading.__file__).parent]
+    return sorted({f for folder in folders for f in folder.glob("*.py")} | {Path(__file__)})
+
+
+def rules_version(files: list[Path] | None = None) -> str:
+    """A version of the rules made from their code (``rule_files``): a changed rule is a new
+    version, so ``prelabel`` never serves a cached label the rules no longer give."""
+    digest = hashlib.sha256()
+    for path in files if files is not None else rule_files():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return f"rules-{digest.hexdigest()[:12]}"
+
+
 class HeuristicLabeller:
     """Rule-based labeller implementing the ``Labeller`` protocol."""
 
     name = "heuristic"
     version = "1"
     model = "heuristic"
-    prompt_version = "rules-1"
+    prompt_version = rules_version()
 
     def __init__(
         self, taxonomy: Taxonomy | None = None, key_map: Mapping[str, str] | None = None,

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from faillab.app.widgets.sandbox_run import sql_steps
 from faillab.settings import Settings
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import create_assignments, failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
@@ -135,7 +136,8 @@ def test_skip_moves_on_and_queue_ends(env: tuple[Workspace, Store]) -> None:
 
 
 def save_prelabel(store: Store, tid: str, category: str, confidence: float) -> None:
-    key = PrelabelKey(tid, default_taxonomy().version, "rules-1", "heuristic")
+    key = PrelabelKey(tid, default_taxonomy().version, HeuristicLabeller.prompt_version,
+                      "heuristic")
     store.prelabels.save(PrelabelRecord(key, LabelResult(
         category=category, confidence=confidence, first_error_step=2,
         rationale="step 2: the query filters on the wrong column", labeller="heuristic",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.widgets.steps import table_and_note
-from trajectories.importers.sql_reply import sql_result
+from trajectories.reading import sql_result
 
 
 def test_the_trajectory_page_reads_the_note_as_the_import_does() -> None:

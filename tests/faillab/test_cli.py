@@ -32,9 +32,11 @@ def test_import_summary_list_json(tmp_path: Path) -> None:
     src = native_file(tmp_path / "a.jsonl")
     code, out, _ = invoke("import", str(src), "--workspace", ws, "--json")
     assert code == 0 and json.loads(out) == {"imported": 3, "duplicates": 0, "rejected": 0,
-                                             "replaced": 0}
+                                             "replaced": 0, "runs": {"run-a": 3}}
     code, out, _ = invoke("import", str(src), "--workspace", ws, "--json")
-    assert json.loads(out) == {"imported": 0, "duplicates": 3, "rejected": 0, "replaced": 0}
+    # The file was imported whole before: it is not read again, so no run is counted.
+    assert json.loads(out) == {"imported": 0, "duplicates": 3, "rejected": 0, "replaced": 0,
+                               "runs": {}}
     code, out, _ = invoke("summary", "--workspace", ws, "--json")
     assert json.loads(out) == {"trajectories": 3, "tasks": 3, "runs": 1, "failed": 1,
                                "unscored": 0, "outcome_disagreements": 0,
@@ -73,7 +75,7 @@ def test_skip_invalid_reports_rejects(tmp_path: Path) -> None:
     code, out, _ = invoke("import", str(src), "--workspace", str(tmp_path / "ws"),
                             "--skip-invalid", "--json")
     assert code == 0 and json.loads(out) == {"imported": 2, "duplicates": 0, "rejected": 1,
-                                             "replaced": 0}
+                                             "replaced": 0, "runs": {"run-a": 2}}
 
 
 def test_run_and_model_overrides(tmp_path: Path) -> None:

@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from labeling.prelabel.base import LabelResult
-from labeling.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
+from labeling.prelabel.heuristic import (
+    FALLBACK_CONFIDENCE,
+    HeuristicLabeller,
+    rule_files,
+    rules_version,
+)
 from labeling.prelabel.protocol import RuleLabeller
 from taxonomy import Category, Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories.importers import read_file
@@ -401,12 +406,23 @@ def test_deterministic() -> None:
 
 def test_implements_protocol() -> None:
     labeller: RuleLabeller = HeuristicLabeller()
-    assert (labeller.name, labeller.version, labeller.model, labeller.prompt_version) == (
-        "heuristic",
-        "1",
-        "heuristic",
-        "rules-1",
-    )
+    assert (labeller.name, labeller.version, labeller.model) == ("heuristic", "1", "heuristic")
+    assert labeller.prompt_version == rules_version()
+
+
+def test_the_rules_version_changes_with_any_rule(tmp_path: Path) -> None:
+    """The cache key follows the rules' code: editing one signal gives another version."""
+    copies = []
+    for source in rule_files():
+        copy = tmp_path / source.parent.name / source.name
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(source.read_bytes())
+        copies.append(copy)
+    assert rules_version(copies) == rules_version()
+    loops = next(c for c in copies if c.name == "loops.py")
+    loops.write_text(loops.read_text() + "\n# a changed rule\n")
+    assert rules_version(copies) != rules_version()
+    assert any(c.name == "finder.py" for c in copies)  # the evidence finder counts too
 
 
 def test_tau_bench_tool_call_query_is_sql() -> None:

@@ -9,6 +9,7 @@ import pytest
 from tests.support import make_trajectory
 from trajectories.importers import ImportProblem, read_file
 from trajectories.importers.openai_chat import identity_from_filename
+from trajectories.importers.tasks import load_tasks, question_key
 from trajectories.model import StepKind
 
 SCHEMA = json.loads(
@@ -296,8 +297,8 @@ def test_mapping_problems_are_one_line(tmp_path: Path) -> None:
     from trajectories.importers.mapping import load_mapping
 
     bad = tmp_path / "bad.toml"
-    bad.write_text('[record]\nquestion = "q"\nsteps = "s"\n')
-    with pytest.raises(ImportProblem, match="task_id"):
+    bad.write_text('[record]\ntask_id = "i"\nsteps = "s"\n')
+    with pytest.raises(ImportProblem, match="question"):
         load_mapping(bad)
     bad.write_text('[record]\ntask_id = "i"\nquestion = "q"\nsteps = "s"\nanswr = "a"\n')
     with pytest.raises(ImportProblem, match="unknown mapping key 'answr'"):
@@ -331,22 +332,34 @@ def test_cli_import_with_map(tmp_path: Path) -> None:
 
 # LM Studio fixtures in data/ are built by hand from the structure LM Studio documents for its
 # conversation files (messages -> versions -> steps -> contentBlock parts); no real export.
-def test_lmstudio_conversation_with_task_file() -> None:
-    from trajectories.importers.lmstudio import load_tasks
-
+def test_lmstudio_sample_is_read_as_lmstudio_writes_it() -> None:
+    """The published sample has the structure real exports have (part-level requests keyed by
+    callId, results as MCP content parts in a JSON string, toolStatus and debugInfoBlock
+    steps, a structural harmony marker); its task file matches it by the file it names."""
     tasks = load_tasks(DATA / "lmstudio-tasks.csv")
     parsed = read_file(DATA / "lmstudio-conversation.json", tasks=tasks)
     assert parsed.format == "lmstudio" and not parsed.problems
     traj = parsed.trajectories[0][1]
-    assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING, StepKind.SQL,
-                                            StepKind.MESSAGE]
-    assert traj.steps[2].observation == "[(2,)]" and not traj.steps[2].error
-    assert traj.task.id == "female-count" and traj.task.ground_truth == [[2]]
-    assert getattr(traj.task, "has_ground_truth", None) is True
-    assert traj.run.model == "qwen3-8b" and traj.final_answer == [[2]]
+    assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING,
+                                            StepKind.TOOL_CALL, StepKind.SQL,
+                                            StepKind.THINKING, StepKind.MESSAGE]
+    sql = traj.steps[3]
+    assert sql.name == "execute_query" and sql.code is not None and "COUNT(*)" in sql.code
+    assert sql.observation == " n_female\n        2" and not sql.error
+    assert sql.duration_ms == 9.0
+    assert json.loads(traj.steps[2].arguments or "") == {"table_name": "patients",
+                                                         "show_sample": False}
+    assert "<|" not in " ".join(s.content or "" for s in traj.steps)
+    # The question in the task file spans two lines inside its quotes.
+    assert traj.task.question == "How many patients\nare female?"
+    assert traj.task.ground_truth == "2" and traj.task.has_ground_truth
+    assert traj.run.model == "openai/gpt-oss-20b" and traj.run.name == "gpt-oss-20b"
+    assert traj.final_answer == "There are **2** female patients in the database."
+    assert traj.outcome is not None and traj.outcome.success is True
+    assert traj.outcome.source == "human"
 
 
-def test_lmstudio_without_task_entry_has_no_ground_truth(tmp_path: Path) -> None:
+def test_lmstudio_without_task_file_keys_the_task_by_its_question(tmp_path: Path) -> None:
     doc = json.loads((DATA / "lmstudio-conversation.json").read_text())
     doc["messages"][1]["versions"][0]["steps"] = [
         {"type": "contentBlock",
@@ -356,17 +369,20 @@ def test_lmstudio_without_task_entry_has_no_ground_truth(tmp_path: Path) -> None
     traj = read_file(path).trajectories[0][1]
     assert [s.kind for s in traj.steps] == [StepKind.MESSAGE, StepKind.THINKING,
                                             StepKind.MESSAGE]
-    assert traj.final_answer == "Two of them." and traj.task.id == "Female patients"
+    assert traj.final_answer == "Two of them."
+    assert traj.task.id == question_key(traj.task.question)
     assert getattr(traj.task, "has_ground_truth", None) is False
 
 
-def test_lmstudio_bad_task_file_is_one_line(tmp_path: Path) -> None:
-    from trajectories.importers.lmstudio import load_tasks
-
+def test_task_file_without_a_question_column_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "tasks.csv"
-    bad.write_text("id,question\n,missing id\n")
-    with pytest.raises(ImportProblem, match="id and a question"):
+    bad.write_text("id,gold\n1,2\n")
+    with pytest.raises(ImportProblem, match="no question column"):
         load_tasks(bad)
+    empty_question = tmp_path / "empty.csv"
+    empty_question.write_text("id,question\n7,\n")
+    with pytest.raises(ImportProblem, match="row 1: every task needs a question"):
+        load_tasks(empty_question)
 
 
 def test_reading_a_json_list_leaves_the_cycle_collector_as_it_was(tmp_path: Path) -> None:

@@ -15,21 +15,26 @@ from typing import Any
 
 import orjson
 
-from trajectories.importers.sql_reply import looks_like_error, sql_result
 from trajectories.model import Step, StepKind
+from trajectories.reading import (
+    REASONING_CHANNELS,
+    harmony_segments,
+    is_error_output,
+    sql_argument,
+    sql_result,
+)
 from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL, ANSWER_SQL_UNREADABLE
 
-SQL_TOOLS = {"sql_db_query", "execute_sql", "run_sql", "sql", "query_database", "sql_query"}
 PYTHON_TOOLS = {"python", "execute_python", "run_python", "python_repl", "code_interpreter"}
-SQLISH = re.compile(r"^\s*(select|with)\b", re.I)
 
 #: A step's fields in declaration order with their defaults (the order pydantic writes them).
 STEP_DEFAULTS: dict[str, Any] = {
     name: None if info.is_required() else info.get_default(call_default_factory=True)
     for name, info in Step.model_fields.items()
 }
-SQL, PYTHON, TOOL, MESSAGE = (str(StepKind.SQL), str(StepKind.PYTHON),
-                              str(StepKind.TOOL_CALL), str(StepKind.MESSAGE))
+SQL, PYTHON, TOOL, MESSAGE, THINKING = (str(StepKind.SQL), str(StepKind.PYTHON),
+                                        str(StepKind.TOOL_CALL), str(StepKind.MESSAGE),
+                                        str(StepKind.THINKING))
 
 
 def message_text(content: Any) -> str | None:
@@ -57,11 +62,13 @@ def _name(value: Any, what: str) -> str | None:
 
 
 def tool_step_dict(name: Any, raw_args: Any, call_id: Any) -> dict[str, Any]:
-    """One tool call as a step document (SQL, Python or another tool, by its arguments)."""
+    """One tool call as a step document: a SQL step when one of its arguments is SQL
+    (``trajectories.reading.sql_argument``, whatever the tool or argument is called), a Python
+    step for a Python tool's ``code``, else a tool call with its arguments as given."""
     name = _name(name, "a tool call's function name")
     raw = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, ensure_ascii=False)
-    parsed: Any = None
-    if raw:
+    parsed: Any = raw_args if isinstance(raw_args, dict) else None
+    if parsed is None and raw:
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -70,19 +77,35 @@ def tool_step_dict(name: Any, raw_args: Any, call_id: Any) -> dict[str, Any]:
                 parsed = json.loads(raw)
             except ValueError:
                 parsed = None  # real agents emit invalid JSON; keep the raw text and move on
-    args = parsed if isinstance(parsed, dict) else {}
-    tool = (name or "").lower()
-    sql = args.get("query") or args.get("sql")
-    code = args.get("code")
-    valid = parsed is not None
-    if isinstance(sql, str) and (tool in SQL_TOOLS or SQLISH.match(sql)):
-        return {**STEP_DEFAULTS, "kind": SQL, "name": name, "code": sql, "arguments": raw,
+    return step_for_call(name, raw, parsed if isinstance(parsed, dict) else {}, call_id,
+                         valid=parsed is not None)
+
+
+def step_for_call(name: str | None, raw: str | None, args: dict[str, Any], call_id: Any, *,
+                  valid: bool) -> dict[str, Any]:
+    """A tool call whose arguments are read (``args``) as a step document; ``raw`` is kept as
+    the step's ``arguments`` and ``valid`` says whether it was JSON."""
+    found = sql_argument(args)
+    if found is not None:
+        return {**STEP_DEFAULTS, "kind": SQL, "name": name, "code": found[1], "arguments": raw,
                 "tool_call_id": call_id, "arguments_valid_json": valid}
-    if isinstance(code, str) and tool in PYTHON_TOOLS:
+    code = args.get("code")
+    if isinstance(code, str) and (name or "").lower() in PYTHON_TOOLS:
         return {**STEP_DEFAULTS, "kind": PYTHON, "name": name, "code": code, "arguments": raw,
                 "tool_call_id": call_id, "arguments_valid_json": valid}
     return {**STEP_DEFAULTS, "kind": TOOL, "name": name, "arguments": raw,
             "tool_call_id": call_id, "arguments_valid_json": valid}
+
+
+def said_steps(text: str) -> list[dict[str, Any]]:
+    """What an assistant wrote, as message steps: gpt-oss's harmony markers are dropped and
+    its ``analysis`` channel becomes a thinking step (text without markers is one message)."""
+    steps: list[dict[str, Any]] = []
+    for channel, piece in harmony_segments(text):
+        kind = THINKING if channel in REASONING_CHANNELS else MESSAGE
+        steps.append({**STEP_DEFAULTS, "kind": kind, "role": "assistant",
+                      "content": piece.strip()})
+    return steps
 
 
 def steps_as_dicts(messages: list[Any]) -> list[dict[str, Any]]:
@@ -109,12 +132,15 @@ def steps_as_dicts(messages: list[Any]) -> list[dict[str, Any]]:
                               "content": content})
             else:
                 step["observation"] = content
-                step["error"] = looks_like_error(content)
+                step["error"] = is_error_output(content)
             continue
         if role == "assistant":
             if content and content.strip():
-                steps.append({**STEP_DEFAULTS, "kind": MESSAGE, "role": "assistant",
-                              "content": content})
+                if "<|" in content:
+                    steps.extend(said_steps(content))
+                else:
+                    steps.append({**STEP_DEFAULTS, "kind": MESSAGE, "role": "assistant",
+                                  "content": content})
             calls = msg.get("tool_calls") or []
             if msg.get("function_call"):
                 calls = [*calls, {"function": msg["function_call"], "id": None}]

@@ -29,10 +29,13 @@ from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
 from trajectories.importers.mapping import Mapping, parse_mapped
 from trajectories.importers.native import parse_native
 from trajectories.importers.openai_chat import identity_from_filename, parse_openai_chat
+from trajectories.importers.results import is_results_table, results_items
+from trajectories.importers.run_names import run_for_file
+from trajectories.importers.tasks import TaskFile, apply_task
 from trajectories.model import Trajectory
 
-Format = Literal["auto", "native", "openai-chat", "lmstudio", "inspect"]
-FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio", "inspect")
+Format = Literal["auto", "native", "openai-chat", "lmstudio", "inspect", "results"]
+FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio", "inspect", "results")
 
 
 @dataclass
@@ -202,17 +205,42 @@ def iter_file(
     run: str | None = None,
     model: str | None = None,
     mapping: Mapping | None = None,
-    tasks: dict[str, dict[str, Any]] | None = None,
+    tasks: TaskFile | None = None,
     prepare: bool = False,
 ) -> Iterator[Parsed]:
     """Parse a file record by record (memory stays bounded by one record for JSONL).
     Whole-file problems raise ``ImportProblem`` before the first record. With ``prepare``,
     well-formed chat records come back as ``Parsed.prepared`` documents, built without the
-    pydantic models (``fast_chat``); every other record as before."""
+    pydantic models (``fast_chat``); every other record as before. With ``tasks``, every
+    trajectory of every format is matched to its task row (``tasks.apply_task``)."""
+    items = _items(path, fmt, run=run, model=model, mapping=mapping,
+                   prepare=prepare and tasks is None)
+    if tasks is None:
+        yield from items
+        return
+    for item in items:
+        if item.trajectory is None:
+            yield item
+            continue
+        extra = item.trajectory.model_extra or {}
+        try:
+            traj = apply_task(item.trajectory, tasks, path,
+                              names=[extra.get("conversation_name")])
+        except ValueError as err:
+            yield _rejected(path, item.location, err, item.raw)
+            continue
+        yield Parsed(item.location, traj, None, item.raw)
+
+
+def _items(path: Path, fmt: str, *, run: str | None, model: str | None,
+           mapping: Mapping | None, prepare: bool) -> Iterator[Parsed]:
     if fmt not in FORMATS:
         raise ImportProblem(str(path), f"unknown format '{fmt}' (use one of {', '.join(FORMATS)})")
     if fmt in ("auto", "inspect") and mapping is None and is_eval_archive(path):
         yield from _inspect_items(path, eval_archive_samples(path), run, model)
+        return
+    if fmt == "results" or (fmt == "auto" and is_results_table(path)):
+        yield from _results(path, run, model, mapping)
         return
     records = _records(path, _first_char(path))
     identity = identity_from_filename(path, run, model)
@@ -249,9 +277,10 @@ def iter_file(
             continue
         try:
             if mapping is not None:
-                traj = parse_mapped(record, mapping, run or path.stem)
+                traj = parse_mapped(record, mapping, run or _mapped_run(path, location),
+                                    model)
             elif detected == "lmstudio":
-                traj = parse_lmstudio(record, stem=path.stem, run=run, model=model, tasks=tasks)
+                traj = parse_lmstudio(record, path=path, run=run, model=model)
             elif detected == "openai-chat":
                 prepared = prepare_chat(record, identity) if prepare and plain else None
                 if prepared is not None:
@@ -266,6 +295,23 @@ def iter_file(
             yield _rejected(path, location, err, line if line is not None else _raw(record))
             continue
         yield Parsed(location, traj, None, "")
+
+
+def _mapped_run(path: Path, location: str) -> str:
+    """A mapped file's run: its stem, or, for a file that is one record (a conversation),
+    its folder's run name (``run_names``): a folder of such files is one run."""
+    return run_for_file(None, path) if location == "document" else path.stem
+
+
+def _results(path: Path, run: str | None, model: str | None,
+             mapping: Mapping | None) -> Iterator[Parsed]:
+    """A results table's rows (``trajectories.importers.results``), one ``Parsed`` each."""
+    for location, traj, problem, raw in results_items(path, run=run, model=model,
+                                                      mapping=mapping):
+        if problem is not None:
+            yield _rejected(path, location, ValueError(problem), raw)
+        else:
+            yield Parsed(location, traj, None, "")
 
 
 def _rejected(path: Path, location: str, err: ValueError, raw: str) -> Parsed:
@@ -293,7 +339,7 @@ def read_file(
     run: str | None = None,
     model: str | None = None,
     mapping: Mapping | None = None,
-    tasks: dict[str, dict[str, Any]] | None = None,
+    tasks: TaskFile | None = None,
 ) -> ParsedFile:
     """Parse a file completely. Whole-file problems raise ``ImportProblem``; record problems are
     collected in ``problems`` so the caller can reject the file or skip those records."""

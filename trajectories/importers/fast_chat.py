@@ -184,6 +184,9 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
     if not _opt_str(reference_sql):
         return None
     intent, scope = _intent_scope(reference_sql)
+    if not reference_sql and task_info.get("gold_answer") is None \
+            and record.get("reward") is not None and reward_info.get("reward") is None:
+        return None  # a held-out record: parse_openai_chat decides what its reward means
     reward = record.get("reward", reward_info.get("reward"))
     outcome: dict[str, Any] | None = None
     if isinstance(reward, int | float) and not isinstance(reward, bool):

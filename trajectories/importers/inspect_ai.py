@@ -28,10 +28,10 @@ from trajectories.importers.openai_chat import (
     _tool_step,
     infer_intent_scope,
     is_substantive,
-    looks_like_error,
     pick_answer,
 )
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
+from trajectories.reading import is_error_output
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _ATTACHMENT = "attachment://"
@@ -177,7 +177,7 @@ def steps_from_inspect(messages: list[Any]) -> list[Step]:
                 if not text.strip() and error.get("message"):
                     text = f"Error ({error.get('type') or 'tool'}): {error['message']}"
             step.observation = text
-            step.error = bool(error) or looks_like_error(text)
+            step.error = bool(error) or is_error_output(text)
             continue
         for thought in reasoning:
             steps.append(Step(kind=StepKind.THINKING, role="assistant", content=thought))

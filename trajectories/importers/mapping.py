@@ -3,14 +3,18 @@
 A TOML file names, for each native field, the dotted path where a record keeps it::
 
     [record]
-    task_id = "id"
+    task_id = "id"                 # optional (else a content key of the question)
     question = "prompt.text"
-    steps = "trace"
+    steps = "trace"                # optional: final-answer-only results have none
     final_answer = "output"
     ground_truth = "expected"      # optional
     reference_sql = "gold_sql"     # optional
     run = "meta.run"               # optional (else the file name)
     model = "meta.model"           # optional
+    verdict = "judged.correct"     # optional: 1/0, true/false, correct/incorrect...
+    verdict_source = "judged.by"   # optional (else "human")
+
+For a CSV or TSV results file the paths are column names (``question = "Query"``).
 
     [step]                         # paths inside each element of ``steps``
     kind = "type"                  # values: sql, python, tool_call, message
@@ -32,12 +36,15 @@ from typing import Any
 
 from trajectories.importers.errors import ImportProblem
 from trajectories.importers.native import parse_native
+from trajectories.importers.tasks import gold_value, question_key, truth_value
 from trajectories.model import StepKind
 
 RECORD_KEYS = ("task_id", "question", "steps", "final_answer", "ground_truth", "reference_sql",
-               "run", "model", "intent", "scope")
+               "run", "model", "intent", "scope", "verdict", "verdict_source", "rollout")
 STEP_KEYS = ("kind", "code", "observation", "content", "role", "name", "error")
-_REQUIRED = ("task_id", "question", "steps")
+_REQUIRED = ("question",)
+#: The source of a mapped verdict when the mapping names none.
+DEFAULT_VERDICT_SOURCE = "human"
 _MISSING = object()
 
 
@@ -109,38 +116,63 @@ def _step(raw: Any, mapping: Mapping, index: int) -> dict[str, Any]:
     return out
 
 
-def apply_mapping(record: Any, mapping: Mapping, default_run: str) -> dict[str, Any]:
-    """One producer record to a native record dict; raises ``ValueError`` ``field: message``."""
+def apply_mapping(record: Any, mapping: Mapping, default_run: str,
+                  default_model: str | None = None, *, cells: bool = False) -> dict[str, Any]:
+    """One producer record to a native record dict; raises ``ValueError`` ``field: message``.
+    ``cells``: the record is a row of a CSV file, whose gold answer is text (``a; b; c`` is a
+    list, JSON text is read: ``tasks.gold_value``)."""
     if not isinstance(record, dict):
         raise ValueError(f"(record): expected a JSON object, got {type(record).__name__}")
     got = {k: _get(record, p) for k, p in mapping.record.items()}
     for key in _REQUIRED:
         if got[key] is _MISSING:
             raise ValueError(f"{mapping.record[key]}: missing (mapped to {key})")
-    steps = got["steps"]
+    steps = got.get("steps", [])
+    if steps is _MISSING or steps is None:
+        steps = []  # a final-answer-only record
     if not isinstance(steps, list):
         raise ValueError(f"{mapping.record['steps']}: expected a list of steps")
-    task: dict[str, Any] = {"id": str(got["task_id"]), "question": str(got["question"])}
+    task_id = got.get("task_id", _MISSING)
+    task: dict[str, Any] = {
+        "id": str(task_id) if task_id not in (_MISSING, None, "")
+        else question_key(str(got["question"])),
+        "question": str(got["question"])}
     for key in ("reference_sql", "intent", "scope"):
         if got.get(key, _MISSING) is not _MISSING:
             task[key] = got[key]
     if "ground_truth" in got and got["ground_truth"] is not _MISSING:
-        task["ground_truth"] = got["ground_truth"]
+        task["ground_truth"] = gold_value(got["ground_truth"]) if cells else got["ground_truth"]
     else:
         task["has_ground_truth"] = False
     run_name = got.get("run", _MISSING)
     model = got.get("model", _MISSING)
     answer = got.get("final_answer", _MISSING)
-    return {
+    rollout = got.get("rollout", _MISSING)
+    doc: dict[str, Any] = {
         "task": task,
-        "run": {"name": str(run_name) if run_name is not _MISSING else default_run,
-                "model": str(model) if model is not _MISSING else "unknown"},
+        "run": {"name": str(run_name) if run_name not in (_MISSING, None, "") else default_run,
+                "model": str(model) if model not in (_MISSING, None, "")
+                else default_model or "unknown"},
         "steps": [_step(s, mapping, i) for i, s in enumerate(steps)],
         "final_answer": None if answer is _MISSING else answer,
         "source_format": "mapped",
-        "source_record": {k: v for k, v in record.items() if k != mapping.record["steps"]},
+        "source_record": {k: v for k, v in record.items()
+                          if k != mapping.record.get("steps")},
     }
+    if isinstance(rollout, int) and not isinstance(rollout, bool):
+        doc["run"]["rollout"] = rollout
+    verdict = got.get("verdict", _MISSING)
+    if verdict is not _MISSING:
+        success = truth_value(verdict)
+        if success is not None:
+            source = got.get("verdict_source", _MISSING)
+            doc["outcome"] = {"success": success, "reward": 1.0 if success else 0.0,
+                              "source": str(source) if source not in (_MISSING, None, "")
+                              else DEFAULT_VERDICT_SOURCE}
+    return doc
 
 
-def parse_mapped(record: Any, mapping: Mapping, default_run: str) -> Any:
-    return parse_native(apply_mapping(record, mapping, default_run))
+def parse_mapped(record: Any, mapping: Mapping, default_run: str,
+                 default_model: str | None = None, *, cells: bool = False) -> Any:
+    return parse_native(apply_mapping(record, mapping, default_run, default_model,
+                                      cells=cells))

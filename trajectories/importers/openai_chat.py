@@ -22,13 +22,21 @@ from trajectories.importers.chat_steps import (
     tool_step_dict,
 )
 from trajectories.importers.errors import describe_validation_error
-from trajectories.importers.sql_reply import looks_like_error
 from trajectories.model import Outcome, Run, Step, Task, Trajectory
+from trajectories.reading import is_error_output
 
 #: Re-exported for the other importers.
-__all__ = ["RunIdentity", "identity_from_filename", "infer_intent_scope", "is_substantive",
-           "looks_like_error", "parse_openai_chat", "pick_answer", "short_run_name",
-           "steps_from_messages"]
+__all__ = [
+    "RunIdentity",
+    "identity_from_filename",
+    "infer_intent_scope",
+    "is_error_output",
+    "is_substantive",
+    "parse_openai_chat",
+    "pick_answer",
+    "short_run_name",
+    "steps_from_messages",
+]
 
 # mimic_iv-tool-calling-v2-gpt-4o-mini-0.0_range_0--1_user-gpt-4o-mini-llm_0515215141_valid
 _TAU_NAME = re.compile(
@@ -146,9 +154,19 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
     reference_sql = task_info.get("gold_sql") or src_task.get("reference_sql")
     intent, scope = infer_intent_scope(reference_sql)
     reward = record.get("reward", reward_info.get("reward"))
+    # A test split records neither a gold answer nor gold SQL: exact match is unknown.
+    has_ground_truth = not (task_info.get("gold_answer") is None and not reference_sql
+                            and src_task.get("ground_truth") is None)
     outcome = None
     if isinstance(reward, int | float) and not isinstance(reward, bool):
-        outcome = Outcome(success=reward >= 1.0 - 1e-9, reward=float(reward), source="reward")
+        if not has_ground_truth and reward_info.get("reward") is None:
+            # A held-out record: the harness wrote a reward of 0 beside no gold and no
+            # reward of its own. That is not a verdict; keep the number, decide nothing.
+            outcome = Outcome(source="reward")
+            outcome.reported_reward = float(reward)  # type: ignore[attr-defined]
+        else:
+            outcome = Outcome(success=reward >= 1.0 - 1e-9, reward=float(reward),
+                              source="reward")
     answer_step: int | None = None
     rows_total: int | None = None
     if "final_answer" in record:
@@ -170,11 +188,7 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
             "scope": src_task.get("scope") or scope,
             "reference_sql": reference_sql,
             "ground_truth": task_info.get("gold_answer", src_task.get("ground_truth")),
-            # A test split records neither a gold answer nor gold SQL: exact match is unknown.
-            "has_ground_truth": not (
-                task_info.get("gold_answer") is None and not reference_sql
-                and src_task.get("ground_truth") is None
-            ),
+            "has_ground_truth": has_ground_truth,
             "split": identity.split,
             # Intent and scope were guessed from the reference SQL: say so.
             "intent_inferred": not src_task.get("intent"),

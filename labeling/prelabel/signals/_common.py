@@ -7,13 +7,13 @@ observations, and nothing may raise on them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from trajectories.model import Step, StepKind, Trajectory
+from trajectories.reading import is_error_output, is_sql, parse_arguments, sql_argument
 from trajectories.sql.tables import tables_in_sql
 
 # Internal category keys (the EHR-Complex taxonomy keys).
@@ -51,16 +51,8 @@ DICTIONARY_TABLES: dict[str, tuple[str, ...]] = {
     ),
 }
 
-SQL_ARG_KEYS = ("query", "sql", "sql_query", "statement")
 PYTHON_ARG_KEYS = ("code", "script", "python", "source")
 
-_RE_SQLISH = re.compile(r"^\s*(?:select|with|create|insert|pragma|explain)\b", re.I)
-_RE_ERROR = re.compile(
-    r"^\s*(?:error|traceback|exception)\b|(?:Error|Exception)\s*[:(]"
-    r"|no such (?:table|column)|syntax error|does not exist|is not defined|doesn't exist",
-    re.I,
-)
-_ERROR_WORDS = ("error", "exception", "traceback", "no such", "exist", "not defined")
 _RE_EMPTY = re.compile(
     r"^\s*(?:\[\s*\]|\(\s*\)|\{\s*\}|none|null|nan|empty(?: dataframe| result| set)?\b.*"
     r"|0 rows?\b.*|no (?:rows|results?|records?)\b.*|)\s*$",
@@ -116,22 +108,6 @@ def snippet(text: str | None, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _parse_arguments(raw: Any) -> Any:
-    if raw is None:
-        return None
-    if isinstance(raw, dict | list):
-        return raw
-    if not isinstance(raw, str):
-        return str(raw)
-    text = raw.strip()
-    if text[:1] in "{[":
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            return text
-    return text
-
-
 def _first_str(args: dict[str, Any], keys: Iterable[str]) -> str | None:
     for key in keys:
         value = args.get(key)
@@ -149,9 +125,12 @@ def view_step(index: int, step: Step) -> ActionView:
     tool_column: str | None = None
     name = step.name if isinstance(step.name, str) else None
     label = str(kind.value if isinstance(kind, StepKind) else kind)
-    args = _parse_arguments(step.arguments)
+    args = parse_arguments(step.arguments)
+    if isinstance(args, str):
+        args = args.strip()
     if kind == StepKind.SQL:
-        sql = code or (_first_str(args, SQL_ARG_KEYS) if isinstance(args, dict) else None)
+        found = sql_argument(args) if isinstance(args, dict) else None
+        sql = code or (found[1] if found else None)
         if sql is None and isinstance(args, str):
             sql = args
     elif kind == StepKind.PYTHON:
@@ -162,8 +141,10 @@ def view_step(index: int, step: Step) -> ActionView:
         label = name or "tool_call"
         lowered = (name or "").lower()
         if isinstance(args, dict):
-            # tau-bench style: sql_db_query(query="SELECT ...") is SQL in all but name.
-            sql = _first_str(args, SQL_ARG_KEYS)
+            # A tool whose argument is SQL is a SQL step in all but name (the one rule of
+            # trajectories.reading, which the importers apply too).
+            found = sql_argument(args)
+            sql = found[1] if found else None
             if sql is None:
                 python = _first_str(args, PYTHON_ARG_KEYS)
             table = args.get("table")
@@ -171,12 +152,12 @@ def view_step(index: int, step: Step) -> ActionView:
             tool_table = table.lower() if isinstance(table, str) else None
             tool_column = column.lower() if isinstance(column, str) else None
         elif isinstance(args, str) and args:
-            if "sql" in lowered or _RE_SQLISH.match(args):
+            if is_sql(args):
                 sql = args
             elif "python" in lowered or "code" in lowered:
                 python = args
         if code and sql is None and python is None:
-            if _RE_SQLISH.match(code) or "sql" in lowered:
+            if is_sql(code):
                 sql = code
             else:
                 python = code
@@ -190,7 +171,7 @@ def view_step(index: int, step: Step) -> ActionView:
     payload = f"{name or label} {' '.join(body[:_CODE_MAX].lower().split())}"
     observation = clip(step.observation if isinstance(step.observation, str) else None)
     head = observation[:600]
-    error = bool(step.error) or _looks_like_error(head)
+    error = bool(step.error) or is_error_output(head)
     # Empty results are short; skipping the regex on long outputs keeps labelling fast.
     empty = not error and len(observation) < 200 and bool(_RE_EMPTY.match(observation))
     return ActionView(
@@ -205,14 +186,6 @@ def view_step(index: int, step: Step) -> ActionView:
         tool_table=tool_table,
         tool_column=tool_column,
     )
-
-
-def _looks_like_error(head: str) -> bool:
-    low = head.lower()
-    # Plain substring tests first: most observations are result rows with none of these words.
-    if not any(k in low for k in _ERROR_WORDS):
-        return False
-    return bool(_RE_ERROR.search(head))
 
 
 def action_views(trajectory: Trajectory) -> list[ActionView]:

@@ -56,6 +56,22 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+_NO_ARGUMENTS = frozenset({"", "null", "{}", "[]", "none"})
+
+
+def _a_plan(view: ActionView, trajectory: Trajectory) -> bool:
+    """Whether an action says what it does: code, or a named tool with arguments. A call
+    that could not be read (no name, no arguments: an importer that lost them) or an
+    argument-less schema call repeats without being a loop of the agent's."""
+    if view.sql or view.python:
+        return True
+    if len(view.payload) < 12:
+        return False
+    step = trajectory.steps[view.index]
+    arguments = (step.arguments or "").strip().lower()
+    return bool(step.name) and arguments not in _NO_ARGUMENTS
+
+
 def detect_loop(views: list[ActionView], trajectory: Trajectory) -> list[Signal]:
     # Cluster actions by plan, against each cluster's first member: the same normalised text
     # (exact), token-set Jaccard >= 0.9 (near), or the same SQL/code once literals are masked
@@ -63,7 +79,7 @@ def detect_loop(views: list[ActionView], trajectory: Trajectory) -> list[Signal]
     # since exploring a dictionary with different search terms looks the same.
     clusters: list[dict[str, Any]] = []
     for view in views:
-        if len(view.payload) < 12:  # argument-less schema calls are not a plan
+        if not _a_plan(view, trajectory):
             continue
         toks = _tokens(view.payload)
         # Masking literals only makes sense for code; lookups are compared by their words.

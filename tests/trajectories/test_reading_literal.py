@@ -14,17 +14,21 @@ from typing import Any
 import pytest
 
 from tests.support import REAL_TRAJECTORIES, require_shared
-from trajectories.importers.sql_reply import literal_rows, split_cut_note, sql_result
+from trajectories.reading import literal_rows, split_cut_note, sql_result
 
 
 def _reference(text: str) -> list[list[Any]] | None:
-    """What the reply reads as by ``ast.literal_eval`` alone (rows as lists)."""
+    """What the reply reads as by ``ast.literal_eval`` alone (rows as lists; a list of
+    records gives each record's values under the first record's keys)."""
     try:
         value = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     if not isinstance(value, list):
         return None
+    if value and all(isinstance(row, dict) for row in value):
+        keys = list(value[0])
+        return [[row.get(k) for k in keys] for row in value]
     return [list(row) if isinstance(row, tuple | list) else [row] for row in value]
 
 

@@ -1,48 +1,46 @@
-"""What a SQL tool printed: its rows, read from the Python literal the harness writes, and the
-harness's note on a cut listing.
+"""SQL replies written as Python literals, and the harness's note on a cut listing.
 
 The tau-bench harness prints a query's result as ``str(list_of_tuples)``, e.g.
 ``[('insulin', 3), ('heparin', 2)]``, and cuts it at 100 rows with a note after it:
 ``Note: There are 73 results not shown (out of 173 total results).`` Everything here reads
 that text exactly as ``ast.literal_eval`` does; the note has one parser, used by the importers
-and by the trajectory page.
+and by the trajectory page. ``trajectories.reading.result_table`` reads the other layouts.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import Any
 
 import orjson
 
-_ERROR_START = re.compile(r"^\s*(error\b|traceback|exception\b|\w+(error|exception):)", re.I)
-
-
-def looks_like_error(text: str | None) -> bool:
-    """True when a tool's reply reads as an error message (checked on its first 300 characters)."""
-    if not text:
-        return False
-    head = text[:300]
-    return bool(_ERROR_START.search(head)) or "OperationalError" in head
-
-
 #: The harness's note after a cut listing (the count shown, then the full count).
 _CUT_NOTE = re.compile(
     r"Note: There are (\d+) results not shown \(out of (\d+) total results\)\.?\s*")
 _CUT_MARK = "Note: There are "
+#: The other common note, on its own last line: ``... (370 total rows, showing first 50)``.
+_SHOWING_NOTE = re.compile(
+    r"\n[ \t]*(?:\.\.\.|…)?[ \t]*\(?(\d+) total rows?,? showing (?:the )?first (\d+)\)?\.?\s*$",
+    re.I)
 
 
 def split_cut_note(text: str) -> tuple[str, str, int | None]:
-    """``(rows text, note, full row count)``: the listing before the harness's note, the note
-    itself and the total it states; ``(text, "", None)`` when the text ends in no such note."""
+    """``(rows text, note, full row count)``: the listing before a tool's note that it printed
+    only some rows, the note itself and the total it states; ``(text, "", None)`` when the
+    text ends in no such note. Two notes are known: the tau-bench harness's ("Note: There are
+    73 results not shown (out of 173 total results).") and a last line such as "... (370 total
+    rows, showing first 50)"."""
     mark = text.rfind(_CUT_MARK)
-    if mark == -1:
-        return text, "", None
-    note = _CUT_NOTE.fullmatch(text, mark)
-    if note is None:
-        return text, "", None
-    return text[:mark], note.group(0).strip(), int(note.group(2))
+    if mark != -1:
+        note = _CUT_NOTE.fullmatch(text, mark)
+        if note is not None:
+            return text[:mark], note.group(0).strip(), int(note.group(2))
+    tail = text[-200:]
+    showing = _SHOWING_NOTE.search(tail)
+    if showing is not None:
+        cut = len(text) - len(tail) + showing.start()
+        return text[:cut], showing.group(0).strip(), int(showing.group(1))
+    return text, "", None
 
 
 # ------------------------------------------------------------------ the Python-literal reader
@@ -89,23 +87,3 @@ def literal_rows(text: str) -> list[Any] | None:
     except orjson.JSONDecodeError:  # a control character in a string, an integer past 64 bits
         return None
     return value if type(value) is list else None
-
-
-def sql_result(observation: str | None) -> tuple[list[list[Any]] | None, int | None]:
-    """The rows a SQL tool printed (a Python-literal list of tuples) and, when the harness cut
-    the listing, the result's full row count. Rows are None when the text is not a readable
-    result."""
-    if not observation or looks_like_error(observation):
-        return None, None
-    text, _, total = split_cut_note(observation)
-    text = text.strip()
-    fast = literal_rows(text)
-    if fast is not None:
-        return [row if type(row) is list else [row] for row in fast], total
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None, None
-    if not isinstance(value, list):
-        return None, None
-    return [list(row) if isinstance(row, tuple | list) else [row] for row in value], total
