@@ -8,7 +8,7 @@ Statistics page both go through here so they compute exactly the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from analysis.success import NO_SCOPE, OTHER_INTENT
 from analysis.tables import TABLES, all_tables
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
+from trajectories.queries import DEFAULT_SUCCESS_SOURCE
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -87,7 +88,8 @@ def _sql_list(n: int) -> str:
 
 
 def load_frame(
-    ws: Workspace, runs: Iterable[str] | None = None, success_source: str = "recorded"
+    ws: Workspace, runs: Iterable[str] | None = None,
+    success_source: str = DEFAULT_SUCCESS_SOURCE,
 ) -> pd.DataFrame:
     """The trajectory table with the columns statistics use, optionally only ``runs``.
 
@@ -115,6 +117,32 @@ def load_frame(
     sql += " ORDER BY run, task_id, rollout, id"
     frame: pd.DataFrame = ws.query_df(sql, params)
     return frame
+
+
+def apply_verdicts(frame: pd.DataFrame, verdicts: Mapping[str, bool | None] | None,
+                   success_source: str = DEFAULT_SUCCESS_SOURCE) -> pd.DataFrame:
+    """``frame`` with people's verdicts winning over its ``success`` (source ``verdict``
+    only: ``recorded`` and ``exact_match`` are what they say). A trajectory whose people
+    disagree (None) is undecided: NULL, left out like unscored ones until a lead decides.
+    The frame itself is returned when there is nothing to apply (it may be a shared one)."""
+    if not verdicts or success_source != "verdict" or frame.empty:
+        return frame
+    ids = frame["id"].astype(str)
+    judged = ids.isin(verdicts.keys())
+    if not judged.any():
+        return frame
+    out = frame.copy()
+    people = ids[judged].map(verdicts)
+    success = out["success"].astype("object")
+    success[judged] = [None if v is None else bool(v) for v in people]
+    out["success"] = success.astype("boolean")
+    return out
+
+
+def human_verdicts(store: Store | None, viewer: Viewer = OPERATOR) -> dict[str, bool | None]:
+    """People's verdicts ``viewer`` may see (``store.verdicts.effective``); none without a
+    store."""
+    return {} if store is None else store.verdicts.effective(viewer)
 
 
 def run_names(ws: Workspace) -> list[str]:
@@ -245,11 +273,15 @@ def load_inputs(
     store: Store | None = None,
     runs: Iterable[str] | None = None,
     taxonomy_version: str | None = None,
-    success_source: str = "recorded",
+    success_source: str = DEFAULT_SUCCESS_SOURCE,
+    viewer: Viewer = OPERATOR,
 ) -> Inputs:
+    """Everything the tables need; people's verdicts (as ``viewer`` may see them) win over the
+    recorded and judged outcomes under the default success source."""
     frame = load_frame(ws, runs, success_source)
     if store is None:
         return Inputs(frame)
+    frame = apply_verdicts(frame, human_verdicts(store, viewer), success_source)
     return Inputs(
         frame,
         final_labels(store, taxonomy_version),

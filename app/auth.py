@@ -16,8 +16,10 @@ result with `current_user()` / `require_user(*roles)`.
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Mapping
 from datetime import timedelta
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 import streamlit as st
 
@@ -25,8 +27,13 @@ from faillab.app.state import get_settings, get_store
 from faillab.settings import Settings
 from labeling.store import Store, StoreError, User
 from labeling.store.models import utcnow
-from labeling.store.sessions import ThrottleRule
-from labeling.store.users import SignInBusyError, set_password_check_concurrency
+from labeling.store.records import LEAD_ROLES
+from labeling.store.sessions import SignInRefusal, ThrottleRule
+from labeling.store.users import (
+    MIN_PASSWORD_LENGTH,
+    PasswordPolicyError,
+    set_password_check_concurrency,
+)
 
 SESSION_COOKIE = "faillab_session"
 IDENTITY_COOKIE = "faillab_identity"
@@ -36,10 +43,43 @@ _GATED_KEY = "_auth_gated"
 _USER_KEY = "_auth_user"
 
 
+def served_over_https(url: str | None, headers: Mapping[str, str]) -> bool:
+    """Whether the browser reached the app over https.
+
+    Any one sign is enough: the page address the browser reports (sent with most runs, not
+    all), the Origin of the browser's WebSocket request (set by the browser itself, present on
+    every run), or what a TLS-terminating reverse proxy says in X-Forwarded-Proto or Forwarded.
+    Trusting a forged header is harmless here: it can only make the cookie stricter (a Secure
+    cookie is never sent over plain http), never weaker.
+    """
+    if str(url or "").lower().startswith("https:"):
+        return True
+    lowered = {k.lower(): str(v) for k, v in headers.items()}
+    if urlsplit(lowered.get("origin", "")).scheme.lower() == "https":
+        return True
+    # The first proxy (the one the browser talked to) is listed first.
+    forwarded_proto = lowered.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    if forwarded_proto == "https":
+        return True
+    first_hop = lowered.get("forwarded", "").split(",")[0]
+    params = dict(
+        part.strip().lower().split("=", 1) for part in first_hop.split(";") if "=" in part
+    )
+    return params.get("proto", "").strip('"') == "https"
+
+
+def _https() -> bool:
+    try:
+        headers: Mapping[str, str] = dict(st.context.headers)
+    except Exception:  # no request context (e.g. AppTest)
+        headers = {}
+    return served_over_https(st.context.url, headers)
+
+
 def _write_cookie(name: str, value: str, max_age_s: int) -> None:
     """Set (or with max_age_s=0 delete) a cookie on the app's page. Streamlit only reads
     request cookies, so a tiny same-origin component script writes document.cookie."""
-    secure = "; Secure" if str(st.context.url or "").startswith("https:") else ""
+    secure = "; Secure" if _https() else ""
     # quote(): the value is percent-encoded, so it can never end the cookie or the script.
     cookie = f"{name}={quote(value, safe='')}; Path=/; Max-Age={max_age_s}; SameSite=Strict{secure}"
     st.iframe(f"<script>window.parent.document.cookie = {json.dumps(cookie)};</script>",
@@ -124,24 +164,30 @@ def _password_mode() -> User | None:
             return None
         if st.session_state.pop("cookie_pending", None) == token:  # once more after sign-in
             _write_cookie(SESSION_COOKIE, token, int(settings.session_hours * 3600))
+        _change_password_form(store, settings, token)
         return user
     st.session_state.pop(_TOKEN_KEY, None)
     return _login_form(store, settings)
 
 
 def _login_form(store: Store, settings: Settings) -> User | None:
-    slot = st.sidebar.empty()
-    with slot.form("login", clear_on_submit=False):
-        st.markdown("**Sign in**")
-        login_name = st.text_input("Name", key="login_name")
-        password = st.text_input("Password", type="password", key="login_password")
-        submitted = st.form_submit_button("Sign in")
+    # In the main area, where the visitor looks: nothing else is drawn there before sign-in.
+    slot = st.empty()
+    with slot.container():
+        st.title("EHR Failure Lab")
+        form_column, _ = st.columns([2, 3])  # a form as wide as a name, not the whole page
+        with form_column, st.form("login", clear_on_submit=False):
+            st.markdown("**Sign in**")
+            login_name = st.text_input("Name", key="login_name")
+            password = st.text_input("Password", type="password", key="login_password")
+            submitted = st.form_submit_button("Sign in", key="login_submit", type="primary")
+        problem = form_column.empty()
     if not submitted:
         return None
     name = login_name.strip()
     user = check_sign_in(name, password, _client_key())
     if isinstance(user, str):
-        st.sidebar.error(user)
+        problem.error(user)
         return None
     token = store.sessions.create(user.name, timedelta(hours=settings.session_hours))
     st.session_state[_TOKEN_KEY] = token
@@ -149,42 +195,78 @@ def _login_form(store: Store, settings: Settings) -> User | None:
     st.session_state.pop("signed_out", None)
     slot.empty()
     st.sidebar.button("Sign out", key="sign_out")  # handled on the next run
+    _change_password_form(store, settings, token)
     _write_cookie(SESSION_COOKIE, token, int(settings.session_hours * 3600))
     return user
 
 
+def _change_password_form(store: Store, settings: Settings, token: str) -> None:
+    """The signed-in user's own password change, folded away in the sidebar. A form: nothing
+    is read until it is submitted, and its boxes are cleared afterwards."""
+    with st.sidebar.expander("Change password"), st.form("change_password",
+                                                          clear_on_submit=True):
+        current = st.text_input("Current password", type="password", key="pw_current")
+        new = st.text_input("New password", type="password", key="pw_new",
+                            help=f"At least {MIN_PASSWORD_LENGTH} characters; not a common "
+                                 "password nor your name.")
+        repeat = st.text_input("New password again", type="password", key="pw_repeat")
+        submitted = st.form_submit_button("Save new password", key="pw_submit")
+    if not submitted:
+        return
+    if new != repeat:
+        st.sidebar.error("The new passwords differ; nothing was changed.")
+        return
+    set_password_check_concurrency(settings.signin_concurrency)
+    try:
+        refused = store.sessions.change_password(
+            token, current, new, _client_key(),
+            ThrottleRule(free_attempts=settings.signin_free_attempts))
+    except PasswordPolicyError as err:
+        st.sidebar.error(f"Not changed: {err}.")
+        return
+    if refused is not None:
+        reason = ("The current password is wrong." if refused.reason == "wrong"
+                  else refusal_text(refused))
+        st.sidebar.error(f"Not changed: {reason}")
+        return
+    st.sidebar.success("Password changed. Your other sessions were signed out.")
+
+
+def refusal_text(refused: SignInRefusal) -> str:
+    """A refused sign-in as one line for people."""
+    if refused.reason == "locked" and refused.until is not None:
+        wait = max(1, int((refused.until - utcnow()).total_seconds()) + 1)
+        return f"Too many failed sign-ins; try again in {wait} s."
+    if refused.reason == "busy_checking":
+        return ("Too many sign-ins for this name or address are being checked at once; "
+                "try again in a few seconds.")
+    if refused.reason == "server_busy":
+        return "Sign-in is busy: the server is checking other sign-ins; try again."
+    return "Unknown name or wrong password."
+
+
 def check_sign_in(name: str, password: str, client: str) -> User | str:
-    """The user, or a one-line reason. Back-off per user and per client is stored in the store
-    (so it holds across replicas); unknown names cost the same argon2 work as real ones."""
+    """The user, or a one-line reason. The store counts and decides each attempt in one step
+    before the password is checked (`store.sessions.sign_in`), so parallel attempts cannot
+    all slip past the back-off; unknown names cost the same argon2 work as real ones."""
     store = get_store()
     settings = get_settings()
     set_password_check_concurrency(settings.signin_concurrency)
     rule = ThrottleRule(free_attempts=settings.signin_free_attempts)
-    keys = [f"user:{name.lower()}", client]
-    locked = store.sessions.locked_until(keys)
-    if locked is not None:
-        wait = max(1, int((locked - utcnow()).total_seconds()) + 1)
-        return f"Too many failed sign-ins; try again in {wait} s."
-    try:
-        user = store.users.verify_password(name, password)
-    except SignInBusyError as err:
-        return f"Sign-in is busy: {err}."
-    if user is None:
-        store.sessions.record_failure(keys, rule)
-        return "Unknown name or wrong password."
-    store.sessions.clear_failures([f"user:{name.lower()}"])
-    return user
+    result = store.sessions.sign_in(name, password, client, rule)
+    return refusal_text(result) if isinstance(result, SignInRefusal) else result
 
 
 # -- single sign-on -----------------------------------------------------------------------------
 def _oidc_mode() -> User | None:
     # .get: without an [auth] configuration st.user has no is_logged_in attribute at all.
     if not st.user.get("is_logged_in", False):
-        if st.sidebar.button("Sign in with single sign-on", key="oidc_login"):
+        st.title("EHR Failure Lab")  # in the main area, where the visitor looks
+        if st.button("Sign in with single sign-on", key="oidc_login", type="primary"):
             try:
                 st.login()
             except Exception as err:  # misconfigured [auth] secrets: say so instead of crashing
-                st.sidebar.error(f"Single sign-on is not configured: {err}")
+                st.error(f"Single sign-on is not configured: {err}")
         return None
     email = st.user.get("email") or st.user.get("name")
     if not email:
@@ -233,10 +315,35 @@ def require_user(*roles: str) -> User:
     """Stop the page unless someone is signed in (with one of ``roles`` when given)."""
     user = current_user()
     if user is None:
-        st.info("Sign in (sidebar) to use this page.")
+        st.info(sign_in_prompt())
         st.stop()
     if roles and user.role not in roles:
         allowed = " or ".join(f"{r}s" for r in roles)
         st.error(f"This page is for {allowed}; you are signed in as {user.role}.")
+        st.info(become_text(user, roles))
         st.stop()
     return user
+
+
+def sign_in_prompt() -> str:
+    """What an anonymous visitor is told to do, naming where the control is."""
+    if sign_in_required():
+        return "Sign in above to use this page."
+    return "Choose your name in the sidebar (“Your name”) to use this page."
+
+
+def become_text(user: User, roles: tuple[str, ...]) -> str:
+    """How `user` gets a role that may use a page for `roles`."""
+    role = "lead" if "lead" in roles else roles[0]
+    command = f"faillab users role {shlex.quote(user.name)} {role}"
+    if sign_in_required():
+        return (f"Roles are changed by an admin on the command line: `{command}`; "
+                "then sign out and in again.")
+    settings = get_settings()
+    where = "" if settings.database_url else f" --workspace {shlex.quote(str(settings.workspace))}"
+    return ("Local mode: roles are changed on the command line of this machine. To become a "
+            f"lead, run `{command}{where}`, then reload this page.")
+
+
+def is_lead(user: User | None) -> bool:
+    return user is not None and user.role in LEAD_ROLES

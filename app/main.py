@@ -3,53 +3,72 @@
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.navigation.page import StreamlitPage
 
-from faillab.app.auth import sign_in_gate, sign_in_required
+from faillab.app.auth import is_lead, sign_in_gate, sign_in_required
 from faillab.app.state import get_settings, workspace
 
 st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
-# One line per page; each section lists its pages in the order people use them.
-PAGES = {
-    "Trajectories": [
-        # Streamlit serves the default page only at the root ("/overview" was "Page not
-        # found"), so the old address is a hidden page running the same script.
-        st.Page("views/overview.py", title="Overview", url_path="", default=True),
-        st.Page("views/overview.py", title="Overview", url_path="overview",
-                visibility="hidden"),
-        st.Page("views/browse.py", title="Browse", url_path="browse"),
-        st.Page("views/trajectory.py", title="Trajectory", url_path="trajectory"),
-    ],
-    "Labels": [
-        # failure labelling pages
-        st.Page("views/annotate.py", title="Annotate", url_path="annotate"),
-        st.Page("views/adjudicate.py", title="Adjudicate", url_path="adjudicate"),
-        st.Page("views/agreement.py", title="Agreement", url_path="agreement"),
-        st.Page("views/clusters.py", title="Clusters", url_path="clusters"),
-    ],
-    "Pre-labels": [
-        # LLM / heuristic pre-labelling pages
-        st.Page("views/prelabel.py", title="Pre-label", url_path="prelabel"),
-    ],
-    "Validity audit": [
-        # task validity audit pages
-        st.Page("views/audit_review.py", title="Review tasks", url_path="audit-review"),
-        st.Page("views/audit_adjudicate.py", title="Adjudicate tasks", url_path="audit-adjudicate"),
-        st.Page("views/audit_report.py", title="Audit report", url_path="audit-report"),
-    ],
-    "Statistics": [
-        # statistics pages
-        st.Page("views/statistics.py", title="Statistics", url_path="statistics"),
-    ],
-}
+# Pages only leads and admins may use (each also checks with require_user): with sign-in on,
+# their names are left out of the menu of everybody else.
+LEAD_PAGES = {"adjudicate", "agreement", "audit-adjudicate", "audit-report"}
 
-nav = st.navigation({section: pages for section, pages in PAGES.items() if pages})
-# The one sign-in gate: with sign-in on, no page script (and so no SQL re-run) runs before it.
+
+def pages(show_lead_pages: bool) -> dict[str, list[StreamlitPage]]:
+    """The menu, one line per page; each section lists its pages in the order people use them.
+    Every page is registered whatever the menu shows, so a deep link still opens its page
+    once the visitor is signed in (a page left out of the menu is only hidden)."""
+
+    def page(script: str, title: str, url_path: str, default: bool = False) -> StreamlitPage:
+        hidden = url_path in LEAD_PAGES and not show_lead_pages
+        return st.Page(script, title=title, url_path=url_path, default=default,
+                       visibility="hidden" if hidden else "visible")
+
+    return {
+        "Trajectories": [
+            # Streamlit serves the default page only at the root ("/overview" was "Page not
+            # found"), so the old address is a hidden page running the same script.
+            page("views/overview.py", "Overview", "", default=True),
+            st.Page("views/overview.py", title="Overview", url_path="overview",
+                    visibility="hidden"),
+            page("views/browse.py", "Browse", "browse"),
+            page("views/trajectory.py", "Trajectory", "trajectory"),
+        ],
+        "Labels": [
+            # failure labelling pages
+            page("views/annotate.py", "Annotate", "annotate"),
+            page("views/adjudicate.py", "Adjudicate", "adjudicate"),
+            page("views/agreement.py", "Agreement", "agreement"),
+            page("views/clusters.py", "Clusters", "clusters"),
+        ],
+        "Pre-labels": [
+            # LLM / heuristic pre-labelling pages
+            page("views/prelabel.py", "Pre-label", "prelabel"),
+        ],
+        "Validity audit": [
+            # task validity audit pages
+            page("views/audit_review.py", "Review tasks", "audit-review"),
+            page("views/audit_adjudicate.py", "Adjudicate tasks", "audit-adjudicate"),
+            page("views/audit_report.py", "Audit report", "audit-report"),
+        ],
+        "Statistics": [
+            # statistics pages
+            page("views/statistics.py", "Statistics", "statistics"),
+        ],
+    }
+
+
+# The one sign-in gate, before the menu is built: with sign-in on, an anonymous visitor sees
+# no page name, and no page script (so no SQL re-run) runs before it.
 user = sign_in_gate()
-if user is None and sign_in_required():
-    st.title("EHR Failure Lab")
-    st.info("Sign in (sidebar) to use this page.")
-    st.stop()
+gated = sign_in_required()
+anonymous = user is None and gated
+# Local mode shows every page: its lead pages say how to become a lead there.
+nav = st.navigation(pages(show_lead_pages=not gated or is_lead(user)),
+                    position="hidden" if anonymous else "sidebar")
+if anonymous:
+    st.stop()  # the gate drew the sign-in form in the main area
 with st.sidebar:
     ws = workspace()
     st.caption(f"Workspace: {ws.root}")

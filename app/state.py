@@ -177,7 +177,7 @@ def load_trajectory(trajectory_id: str) -> Trajectory | None:
 
 @st.cache_data(max_entries=2048, show_spinner=False)
 def _neighbours_cached(root: str, signature: tuple[Any, ...], trajectory_id: str,
-                       where: tuple[str, tuple[Any, ...]],
+                       where: tuple[Any, ...],
                        _flt: BrowseFilter | None) -> tuple[str | None, str | None]:
     # Keyed by the filter's SQL (what the query depends on), not the filter object itself.
     from trajectories.views import failure_neighbours
@@ -194,17 +194,17 @@ def failure_neighbours_of(trajectory_id: str,
     return _neighbours_cached(*data_key(), trajectory_id, _filter_key(flt), flt)
 
 
-def _filter_key(flt: BrowseFilter | None) -> tuple[str, tuple[str, ...]]:
-    """A filter as a cache key: its SQL and parameters (what a query over it depends on)."""
+def _filter_key(flt: BrowseFilter | None) -> tuple[Any, ...]:
+    """A filter as a cache key: its SQL, parameters and the people's verdicts it applies
+    (what a query over it depends on)."""
     from trajectories.views import BrowseFilter
 
-    sql, params = (flt or BrowseFilter()).where()
-    return sql, tuple(map(str, params))
+    return (flt or BrowseFilter()).key()
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _browse_page_cached(root: str, signature: tuple[Any, ...],
-                        where: tuple[str, tuple[str, ...]], sort: str, descending: bool,
+                        where: tuple[Any, ...], sort: str, descending: bool,
                         offset: int, limit: int,
                         _flt: BrowseFilter) -> tuple[pd.DataFrame, int]:
     from trajectories.views import browse_page

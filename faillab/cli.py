@@ -88,7 +88,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "each failure in PATH."),
     "import": ("faillab.cli_workspace:import_cmd",
         "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
-        "logs (.eval, .json), LM Studio conversations, or any JSON mapped with --map."),
+        "logs (.eval, .json), LM Studio conversations, results tables (CSV/TSV of final "
+        "answers), or any JSON mapped with --map."),
     "labels": ("faillab.cli_labels:labels",
         "Export and import failure labels."),
     "list": ("faillab.cli_workspace:list_cmd",
@@ -100,7 +101,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "sandbox": ("faillab.cli_sandbox:sandbox",
         "The EHR database that agent and reference SQL are re-run against."),
     "score": ("faillab.cli_workspace:score_cmd",
-        "Re-score every trajectory by exact match with the current scorer."),
+        "Re-score every trajectory by exact match and the judge with the current rules."),
     "show": ("faillab.cli_show:show",
         "Print one trajectory: question, every step with its observation, final answer vs "
         "ground truth, outcome and reference SQL."),
@@ -112,6 +113,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "truth and no recorded outcome) and outcome disagreements."),
     "users": ("faillab.cli_users:users",
         "Create people, list them, change their role."),
+    "verdicts": ("faillab.cli_verdicts:verdicts",
+        "Did the agent fail? The judge's verdicts, people's verdicts and their agreement."),
     "workspace": ("faillab.cli_workspace:workspace",
         "Upkeep of the workspace's trajectory parts."),
 }

@@ -95,8 +95,10 @@ def create_cmd(workspace: Path | None, runs: str | None, n: int, seed: int,
 
     ws = Workspace(settings_for(workspace).workspace)
     try:
-        plan = plan_audit(candidate_pool(ws, _split(runs) or None), n=n, seed=seed)
         store = _store(workspace)
+        # People's verdicts win: a task a person judged solved is no candidate.
+        plan = plan_audit(candidate_pool(ws, _split(runs) or None,
+                                         store.verdicts.effective()), n=n, seed=seed)
         audit_name = name or default_audit_name()
         definition = create_audit(store, plan, name=audit_name,
                                   annotators=_split(annotators), per_item=per_item)

@@ -39,7 +39,8 @@ def normalise_categories(text: str, suffix: str, taxonomy: Taxonomy) -> str:
 
     The store's importer validates against an exact set of keys; people often write the
     display names, so those are mapped first. CSV cells an export neutralised against
-    formula injection (a leading ``'`` before ``= + - @``, tab or CR) lose that quote.
+    formula injection (a leading ``'`` before ``= + - @``, tab, CR or LF, or before such a
+    quoted cell) lose that one quote.
     Rows this cannot parse are passed through unchanged, so the importer's own error (with
     its row number) is what the user sees.
     """
@@ -87,19 +88,26 @@ def labels() -> None:
                    "inside the workspace; a missing parent folder is created.")
 @click.option("--prelabels/--no-prelabels", default=True, show_default=True,
               help="Also export the LLM/heuristic pre-labels (source llm).")
+@click.option("--history/--no-history", default=True, show_default=True,
+              help="Also export superseded and retracted (undone) labels; --no-history: only "
+                   "the labels that count now.")
 @workspace_option
-def export_cmd(fmt: str, output: Path | None, prelabels: bool, workspace: Path | None) -> None:
-    """Every stored label (superseded ones too), oldest first, then the pre-labels.
+def export_cmd(fmt: str, output: Path | None, prelabels: bool, history: bool,
+               workspace: Path | None) -> None:
+    """Every stored label, oldest first, then the pre-labels.
 
-    CSV text cells that a spreadsheet would run as a formula (starting with = + - @, tab or
-    carriage return) get a leading single quote.
+    The history is included: a label replaced by its annotator has `superseded_by` (the
+    `label_id` of the one that replaced it), a label undone has `retracted_at` and
+    `retracted_by`; importing the file keeps them retracted. CSV text cells that a
+    spreadsheet would run as a formula (starting with = + - @, tab, carriage return or line
+    feed) get a leading single quote, which `labels import` removes again.
     """
     if output is not None:
         fmt = check_output(output, settings_for(workspace), fmt, suffixes=_LABEL_SUFFIXES)
     store = open_annotations(workspace)
     try:
         text = export_labels(store, "jsonl" if fmt == "json" else fmt,
-                             include_prelabels=prelabels)
+                             include_prelabels=prelabels, include_history=history)
     finally:
         store.close()
     if fmt == "json":

@@ -9,7 +9,9 @@ command collect what has finished (``--wait`` polls until everything is in).
 
 Privacy interlock: the heuristic labeller works offline. With ``--labeler gemini`` the privacy
 notice is printed to stderr first, and nothing is sent unless ``--yes-send-data`` is given (or
-``FAILLAB_ALLOW_EXTERNAL_LLM=1`` is set), for the Developer API and for Vertex AI alike.
+``FAILLAB_ALLOW_EXTERNAL_LLM=1`` is set), for the Developer API and for Vertex AI alike. With
+``--labeler openai-compatible`` the notice names the server's address; a local or private
+address (the team's own machines) needs no acknowledgement, any other address does.
 
 The run options are defined once, in ``labeling.prelabel.options.OPTIONS``; this module turns
 them into click options for the visible command and for the hidden worker command the app
@@ -189,14 +191,31 @@ def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_js
         bar.close()
 
     s = outcome.stats
+    chooses_format = options.labeller == "openai-compatible"
     if as_json:
-        emit({"labelled": s.labelled, "cached": s.cached, "failed": s.failed, "calls": s.calls})
+        out: dict[str, Any] = {"labelled": s.labelled, "cached": s.cached, "failed": s.failed,
+                               "calls": s.calls}
+        if chooses_format:
+            out["structured_output"] = outcome.structured_output
+        emit(out)
         return
     click.echo(f"labelled {s.labelled}, cached {s.cached}, failed {s.failed}; "
                f"{s.calls} API calls")
     click.echo(f"tokens: {s.input_tokens} in, {s.output_tokens} out; estimated cost "
                f"${s.estimated_cost_usd:.4f} (list prices, an estimate) [run {outcome.run_id}]")
+    if chooses_format:
+        click.echo(_structured_output_line(outcome.structured_output,
+                                           outcome.structured_output_refused))
     _echo_errors(s.errors, 10)
+
+
+def _structured_output_line(mode: str | None, refused: tuple[str, ...]) -> str:
+    from labeling.prelabel.endpoints import describe_structured_output
+
+    line = f"structured output: {describe_structured_output(mode)}"
+    if refused:
+        line += f"; the server refused {', '.join(refused)} first"
+    return line
 
 
 def _echo_errors(errors: list[str], most: int) -> None:
@@ -296,6 +315,9 @@ def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -
                        f"failed {s.failed}, calls {s.calls}, tokens "
                        f"{s.input_tokens + s.output_tokens}, estimated cost "
                        f"${s.estimated_cost_usd:.4f}", err=True)
+            if options.labeller == "openai-compatible":
+                click.echo(_structured_output_line(outcome.structured_output,
+                                                   outcome.structured_output_refused), err=True)
             for line in s.errors[:20]:
                 click.echo(f"failed: {line}", err=True)
     finally:

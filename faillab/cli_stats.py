@@ -196,8 +196,10 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
     from analysis.sources import (
         Inputs,
         SourceError,
+        apply_verdicts,
         compute_table,
         final_labels,
+        human_verdicts,
         labeller_pairs,
         load_frame,
         needs_labels,
@@ -229,17 +231,17 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
 
             check_runs(ws, run_list)
         inputs = Inputs(load_frame(ws, run_list, success_source))
-        if needs_labels(names):
-            store = _open_store(workspace)
-            if store is not None:
-                try:
-                    inputs = Inputs(
-                        inputs.frame,
-                        final_labels(store, taxonomy_version),
-                        labeller_pairs(store, taxonomy_version),
-                    )
-                finally:
-                    store.close()
+        store = _open_store(workspace)
+        if store is not None:
+            try:
+                # People's verdicts win over the recorded and judged outcomes (docs/scoring.md).
+                frame = apply_verdicts(inputs.frame, human_verdicts(store), success_source)
+                inputs = Inputs(frame)
+                if needs_labels(names):
+                    inputs = Inputs(frame, final_labels(store, taxonomy_version),
+                                    labeller_pairs(store, taxonomy_version))
+            finally:
+                store.close()
         tables = {n: compute_table(n, inputs, run_list) for n in names}
         if layout == "paper" and "passk" in tables:
             from analysis.passk import pass_k_paper

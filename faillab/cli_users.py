@@ -10,6 +10,7 @@ import click
 from faillab.cli_common import UserError, emit, json_option, settings_for, workspace_option
 from labeling.store import Store, StoreError, open_store
 from labeling.store.records import ROLES
+from labeling.store.users import check_password
 
 
 def open_annotations(workspace: Path | None) -> Store:
@@ -24,6 +25,7 @@ def open_annotations(workspace: Path | None) -> Store:
 
 
 def _read_password(name: str) -> str:
+    """The new password for `name`, refused with one line when the policy forbids it."""
     if sys.stdin.isatty():
         password = str(click.prompt(f"Password for {name}", hide_input=True,
                                     confirmation_prompt=True, err=True))
@@ -33,6 +35,10 @@ def _read_password(name: str) -> str:
         password = sys.stdin.readline().rstrip("\r\n")
     if not password:
         raise UserError("the password is empty (use --no-password for a user without one)")
+    try:
+        check_password(password, name)  # before the store is opened: nothing is half done
+    except StoreError as err:
+        raise UserError(str(err)) from None
     return password
 
 
@@ -49,7 +55,11 @@ def users() -> None:
 @workspace_option
 @json_option
 def add(name: str, role: str, no_password: bool, workspace: Path | None, as_json: bool) -> None:
-    """Add NAME; the password is read from stdin when piped, else prompted (hidden)."""
+    """Add NAME; the password is read from stdin when piped, else prompted (hidden).
+
+    A password has at least 8 characters and is not one of the commonest
+    passwords nor the user's name.
+    """
     password = None if no_password else _read_password(name)
     store = open_annotations(workspace)
     try:
@@ -111,3 +121,28 @@ def revoke(name: str, workspace: Path | None) -> None:
     finally:
         store.close()
     click.echo(f"ended {ended} session(s) of {name}")
+
+
+@users.command("passwd")
+@click.argument("name")
+@click.option("--keep-sessions", is_flag=True,
+              help="Leave NAME's browser sessions signed in (default: end them all).")
+@workspace_option
+def passwd(name: str, keep_sessions: bool, workspace: Path | None) -> None:
+    """Set a new password for NAME (read from stdin when piped, else prompted, hidden).
+
+    The same rules as for `users add` apply. Every browser session of NAME ends, so whoever
+    knew the old password is signed out too, unless --keep-sessions is given.
+    """
+    store = open_annotations(workspace)
+    try:
+        store.users.require(name)  # an unknown name is refused before asking for a password
+        password = _read_password(name)
+        store.users.set_password(name, password)
+        ended = 0 if keep_sessions else store.sessions.revoke_all(name)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    finally:
+        store.close()
+    click.echo(f"changed the password of {name}"
+               + ("" if keep_sessions else f"; ended {ended} session(s)"))

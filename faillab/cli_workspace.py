@@ -247,7 +247,7 @@ def demo(workspace: Path | None, seed: int, n_tasks: int, rollouts: int, n_patie
 @workspace_option
 @json_option
 def score_cmd(workspace: Path | None, as_json: bool) -> None:
-    """Re-score every trajectory by exact match with the current scorer."""
+    """Re-score every trajectory by exact match and the judge with the current rules."""
     result = open_workspace(workspace).write_scores()
     if as_json:
         emit(result)

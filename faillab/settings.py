@@ -75,6 +75,27 @@ SETTINGS: tuple[Setting, ...] = (
             "Vertex AI project; with it the Gemini labeller uses Vertex AI."),
     Setting("vertex_location", "GOOGLE_CLOUD_LOCATION", "us-central1",
             "Vertex AI location."),
+    Setting("openai_base_url", "FAILLAB_OPENAI_BASE_URL", "",
+            "OpenAI-compatible server for `--labeler openai-compatible` and the LLM judge, "
+            "e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama), "
+            "http://localhost:1234/v1 (LM Studio), https://RESOURCE.openai.azure.com/openai/v1/ "
+            "(Azure OpenAI)."),
+    Setting("openai_api_key", "FAILLAB_OPENAI_API_KEY", "",
+            "API key for that server (never printed); local servers usually need none."),
+    Setting("openai_model", "FAILLAB_OPENAI_MODEL", "",
+            "Model name as that server knows it (Azure OpenAI: the deployment name)."),
+    Setting("openai_response_format", "FAILLAB_OPENAI_RESPONSE_FORMAT", "auto",
+            "How answers are asked for: auto (json_schema, else json_object, else plain text), "
+            "or one of json_schema, json_object, text."),
+    Setting("openai_timeout_s", "FAILLAB_OPENAI_TIMEOUT", 120.0,
+            "Seconds to wait for one answer from that server (local models can be slow)."),
+    Setting("openai_own_hosts", "FAILLAB_OPENAI_OWN_HOSTS", "",
+            "Comma-separated host names of the team's own servers; like localhost and private "
+            "IP addresses, they need no acknowledgement to receive trajectories "
+            "(docs/privacy.md)."),
+    Setting("openai_price_per_mtok", "FAILLAB_OPENAI_PRICE_PER_MTOK", "",
+            "INPUT,OUTPUT prices in USD per 1M tokens for the cost estimate of that server; "
+            "empty means no per-token price (your own server)."),
 )
 
 
@@ -115,6 +136,13 @@ class Settings:
     gemini_base_url: str
     vertex_project: str
     vertex_location: str
+    openai_base_url: str
+    openai_api_key: str = field(repr=False)
+    openai_model: str
+    openai_response_format: str
+    openai_timeout_s: float
+    openai_own_hosts: str
+    openai_price_per_mtok: str
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -4,9 +4,12 @@ Notes, run names, model names and answers come from annotators and imported file
 helpers, used by every CSV writer and every CLI text output:
 
 * :func:`csv_cell` / :func:`csv_frame` neutralise spreadsheet formulas (the OWASP rule: a
-  text cell starting with ``= + - @``, tab or carriage return gets a leading single quote).
+  text cell starting with ``= + - @``, tab or carriage return gets a leading single quote;
+  a line feed too, since spreadsheets skip a leading line break and run what follows).
   Numbers are never touched, so a negative value stays a number; a numeric *string* such
-  as ``"-3"`` typed in a note is text and is neutralised like any other.
+  as ``"-3"`` typed in a note is text and is neutralised like any other. A cell that
+  already starts with quotes before such a character gets one more, so that
+  :func:`csv_uncell` (which removes exactly one) gives back every text as it was typed.
 * :func:`csv_text` / :func:`csv_frame_text` write rows with ``\n`` line endings and quote every
   field of a row (or frame) holding a carriage return: Python's writer leaves a lone ``\r``
   unquoted when the line ending is ``\n``, and such a file no longer reads back.
@@ -30,7 +33,7 @@ __all__ = ["FORMULA_PREFIXES", "csv_cell", "csv_frame", "csv_frame_text", "csv_r
            "csv_uncell", "terminal_text"]
 
 #: A text cell starting with one of these is read as a formula by spreadsheet programs.
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 # Whole escape sequences first (CSI ``ESC [ ... final`` and OSC ``ESC ] ... BEL|ST``, and the
 # 8-bit CSI/OSC introducers), so no printable remnant such as "[31m" is left behind.
@@ -42,16 +45,25 @@ _ESCAPES = re.compile(
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def _guarded(value: str) -> bool:
+    # "=x", and also "'=x", "''=x": quotes before a formula character. The latter are not
+    # formulas, but without their own extra quote csv_uncell could not tell "'=x" typed by a
+    # person from "=x" neutralised by us, and an export/import round trip would change them.
+    return value.lstrip("'").startswith(FORMULA_PREFIXES)
+
+
 def csv_cell(value: Any) -> Any:
-    """``value`` with a leading ``'`` when it is text a spreadsheet would run as a formula."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    """``value`` with a leading ``'`` when it is text a spreadsheet would run as a formula
+    (or text starting with quotes before one, see the module notes)."""
+    if isinstance(value, str) and _guarded(value):
         return "'" + value
     return value
 
 
 def csv_uncell(value: str) -> str:
-    """Undo :func:`csv_cell` when reading a CSV file this program wrote (``'=x`` -> ``=x``)."""
-    if value.startswith("'") and value[1:].startswith(FORMULA_PREFIXES):
+    """Undo :func:`csv_cell` when reading a CSV file this program wrote (``'=x`` -> ``=x``,
+    ``''=x`` -> ``'=x``)."""
+    if value.startswith("'") and _guarded(value):
         return value[1:]
     return value
 

@@ -28,11 +28,18 @@ if TYPE_CHECKING:
 # -- which items ---------------------------------------------------------------------------------
 
 
+#: Trajectories a person must look at: failures, and those the judge could not decide
+#: although the task has a gold answer (a person gives the verdict, then the label).
+NEEDS_A_PERSON = ("NOT success OR (success IS NULL AND judge_verdict = 'undecided' "
+                  "AND judge_method <> 'no_ground_truth')")
+
+
 def failed_frame(ws: Workspace) -> pd.DataFrame:
-    """Failed trajectories (workspace `success = false`) with the columns queues stratify on."""
+    """Failed trajectories (workspace `success = false`) and undecided ones (``undecided``
+    True: the judge could not tell), with the columns queues stratify on."""
     frame: pd.DataFrame = ws.query_df(
-        "SELECT id, intent, scope, template_id, task_id FROM trajectories "
-        "WHERE NOT success ORDER BY run, task_id, rollout, id"
+        "SELECT id, intent, scope, template_id, task_id, success IS NULL AS undecided "
+        f"FROM trajectories WHERE {NEEDS_A_PERSON} ORDER BY run, task_id, rollout, id"
     )
     return frame
 
@@ -123,9 +130,11 @@ def queue_for(
     from labeling.learn import rerank_queue
 
     failed = set(failed_ids)
+    # A trajectory the person (or a lead) judged right is no failure to label any more.
+    right = {tid for tid, ok in store.verdicts.for_queue(user).items() if ok}
     todo = store.queues.next_items(user, prelabel_threshold=prelabel_threshold,
                                    spot_check_share=spot_check_share, seed=seed)
-    todo = [tid for tid in todo if tid in failed]
+    todo = [tid for tid in todo if tid in failed and tid not in right]
     return rerank_queue(todo, ranking) if ranking else todo
 
 

@@ -12,6 +12,7 @@ import math
 import multiprocessing
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -38,7 +39,7 @@ from trajectories.rows import (
 
 #: Schema keys of importers before this one: a file whose key under one of them is among the
 #: workspace's imported sources was read before by an older importer (its rows may be stale).
-OLDER_SCHEMA_KEYS = ("1",)
+OLDER_SCHEMA_KEYS = ("1", "2")
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,46 @@ _PART_BYTES = 64 * 1024 * 1024
 def _worker_init(stored: tuple[set[str], set[str]]) -> None:
     global _STORED_IDS, _KNOWN_SOURCES
     _STORED_IDS, _KNOWN_SOURCES = stored
+
+
+def _pool_worker_init(stored: tuple[set[str], set[str]]) -> None:
+    """A pool worker's start: it dies with the importing process, then takes the ids."""
+    _exit_with_importer()
+    _worker_init(stored)
+
+
+def _exit_with_importer() -> None:
+    """End this worker when the process that started it (the import) ends, however it ends,
+    ``kill -9`` included.
+
+    A worker does not notice the import's death by itself: it waits for work on queues whose
+    write ends the other workers hold too, so it never reads end-of-file (killed imports left
+    3-4 processes each, workers, the fork server and the resource tracker, running for
+    minutes and still writing staged parts). ``PR_SET_PDEATHSIG`` is no help: a worker's OS
+    parent is the fork server, not the import, and the fork server's parent is whichever
+    thread of the import started it (a Streamlit script thread ends after every run, killing
+    a fork server another session's import may be using). multiprocessing gives every child
+    a sentinel that becomes readable when its creator's end of a pipe closes, which the
+    kernel does when the creator dies: a daemon thread waits on it and exits the process.
+    The fork server and the resource tracker then exit by themselves, as each does once every
+    process holding its pipe (the import and its workers) has gone. Works on every platform
+    multiprocessing runs on; the exit waits for the main thread's current C call (a parse, a
+    part write) to let go of the interpreter lock, tens of milliseconds for real files."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    sentinel = parent.sentinel
+    threading.Thread(target=_exit_when_ready, args=(sentinel,), daemon=True,
+                     name="exit-with-importer").start()
+
+
+def _exit_when_ready(sentinel: int) -> None:
+    from multiprocessing.connection import wait
+
+    wait([sentinel])
+    # No cleanup: the import is gone, nothing here is wanted, and the next import removes the
+    # staged parts this worker may leave (``_clean_stale_staging``).
+    os._exit(1)
 
 
 def _parse_file_in_worker(spec: FileSpec, path: Path, *, keys: FileKeys | None,
@@ -229,7 +270,7 @@ def _start_pool(count: int, stored: tuple[set[str], set[str]]) -> ProcessPoolExe
     # in milliseconds; the stored ids reach each worker once, pickled.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    return ProcessPoolExecutor(count, mp_context=context, initializer=_worker_init,
+    return ProcessPoolExecutor(count, mp_context=context, initializer=_pool_worker_init,
                                initargs=(stored,))
 
 

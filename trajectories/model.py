@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from enum import StrEnum
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 FORMAT_VERSION = "1"
 
@@ -25,6 +26,32 @@ INTENTS: tuple[str, ...] = (*CLINICAL_INTENTS, OTHER_INTENT)
 #: Query scopes: one patient's record or a population (a task may have none).
 SCOPES: tuple[str, ...] = ("patient", "population")
 NOISE_TYPES = ("record", "value", "query")
+#: The workspace stores ``run.rollout`` in a 32-bit integer column: a value outside this range
+#: cannot be stored (pyarrow refused it with a traceback), so the record is refused instead.
+ROLLOUT_RANGE = (-(2**31), 2**31 - 1)
+#: Integers kept only in the JSON payload (token counts) stay within 64 bits, the widest
+#: integer the readers (DuckDB, pyarrow) take.
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+def rollout_index(value: Any) -> Any:
+    """A producer's rollout (or trial) number as ``Run.rollout`` is given it: a number as an
+    int (a float's fraction dropped, as the importers always did), NaN and infinities as they
+    are, so that the model refuses them in its own words (``int()`` raised instead), and 0
+    for anything that is not a number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def finite_number(value: int | float) -> float | None:
+    """``value`` as a float when it is a finite one; None for NaN, the infinities and integers
+    beyond every float (``float(10**400)`` raises)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 class StepKind(StrEnum):
@@ -78,8 +105,9 @@ class Run(_Open):
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
     configuration: dict[str, Any] = Field(default_factory=dict)
-    temperature: float | None = None
-    rollout: int = 0
+    # Finite: NaN is not JSON, and a NaN or infinite temperature compares with nothing.
+    temperature: float | None = Field(default=None, allow_inf_nan=False)
+    rollout: int = Field(default=0, ge=ROLLOUT_RANGE[0], le=ROLLOUT_RANGE[1])
 
 
 class Step(_Open):
@@ -97,15 +125,23 @@ class Step(_Open):
     observation: str | None = Field(
         default=None, description="What the environment returned, exactly.")
     error: bool = False
-    duration_ms: float | None = None
+    duration_ms: float | None = Field(default=None, allow_inf_nan=False)
     tokens: dict[str, int] | None = None
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens_fit(cls, tokens: dict[str, int] | None) -> dict[str, int] | None:
+        for name, count in (tokens or {}).items():
+            if not INT64_RANGE[0] <= count <= INT64_RANGE[1]:
+                raise ValueError(f"token count '{name}' is beyond 64 bits")
+        return tokens
 
 
 class Outcome(_Open):
     """The producer's own verdict, when it has one (e.g. a tau-bench reward)."""
 
     success: bool | None = None
-    reward: float | None = None
+    reward: float | None = Field(default=None, allow_inf_nan=False)
     source: str | None = None
 
 

@@ -75,6 +75,11 @@ class Parts:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         return self
 
+    @property
+    def scores_path(self) -> Path:
+        """The scores overlay (``trajectories.overlay``)."""
+        return self.root / "scores.parquet"
+
     def exists(self) -> bool:
         if self.remote is not None:
             return self._read_manifest() is not None
@@ -100,6 +105,12 @@ class Parts:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 self._clean_stale_staging()
+                if self.remote is None and self._read_manifest() is None:
+                    # Without a manifest every part file is visible, so a writer killed
+                    # while renaming its parts into place would show some of them: list
+                    # what is visible now, and the manifest write stays the one commit.
+                    self._write_manifest(sorted(p.name for p in
+                                                self.parts_dir.glob(PART_GLOB)), {})
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from trajectories.model import Trajectory
 from trajectories.parts import Parts, _store_errors, _store_errors_from_os
-from trajectories.rows import INDEX_COLUMNS, INDEX_SCHEMA, PROVENANCE_COLUMNS
+from trajectories.rows import INDEX_COLUMNS, INDEX_SCHEMA, JUDGE_COLUMNS, PROVENANCE_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -22,15 +22,20 @@ if TYPE_CHECKING:
 TASK_FIELDS = ("intent", "scope", "template_id")
 
 
-#: Where a trajectory's success comes from (docs/scoring.md): ``recorded`` prefers the
-#: producer's verdict, ``exact_match`` our re-score (as EHR-Complex scores); each falls back to
-#: the other, and a trajectory with neither is unscored (NULL).
-SUCCESS_SOURCES = ("recorded", "exact_match")
-DEFAULT_SUCCESS_SOURCE = "recorded"
+#: Where a trajectory's success comes from (docs/scoring.md): ``verdict`` (the default) is the
+#: producer's recorded verdict (a harness reward, a verdict column), else the judge's
+#: (``trajectories.judge``; undecided is NULL); people's verdicts in the annotation store win
+#: over both where the statistics read them (``analysis.sources``). ``recorded`` prefers the
+#: producer's verdict, then exact match; ``exact_match`` is EHR-Complex's scoring, then the
+#: recorded verdict. A trajectory none of them decides is unscored (NULL).
+SUCCESS_SOURCES = ("verdict", "recorded", "exact_match")
+DEFAULT_SUCCESS_SOURCE = "verdict"
 
 
 def success_expression(source: str) -> str:
     """SQL for ``success`` under a success source (a fixed expression, never user text)."""
+    if source == "verdict":
+        return "coalesce(recorded_success, judged_success)"
     if source == "recorded":
         return "coalesce(recorded_success, exact_match)"
     if source == "exact_match":
@@ -64,10 +69,6 @@ class Queries(Parts):
     _warm_tables: dict[str, str]
     #: The last background build started (tests and benchmarks wait for it).
     warm_thread: threading.Thread | None
-
-    @property
-    def scores_path(self) -> Path:
-        return self.root / "scores.parquet"
 
     @property
     def task_fields_path(self) -> Path:
@@ -197,16 +198,30 @@ class Queries(Parts):
         # An overlay row replaces the stored exact match even when it is NULL (unscored).
         exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
         scored = "LEFT JOIN scores s USING (id)"
+        judge = {c: f"p.{c}" for c in JUDGE_COLUMNS}
         if not self.scores_path.exists():
             # No overlay (nothing re-scored): no join. Probing a million ids against an
             # empty table still cost a hash join per query (60 ms of a Browse count).
             exact, scored = "p.exact_match", ""
+        else:
+            overlaid = {str(r[0]) for r in con.execute("DESCRIBE scores").fetchall()}
+            # An overlay written before the judge's columns keeps the stored verdicts.
+            judge = {c: f"CASE WHEN s.id IS NOT NULL THEN s.{c} ELSE p.{c} END"
+                     if c in overlaid else f"p.{c}" for c in JUDGE_COLUMNS}
+        # The judge's verdict as an outcome: undecided is NULL (a person decides); a row
+        # imported before the judge existed has none and keeps its exact match.
+        judged = (f"CASE WHEN {judge['judge_verdict']} IS NULL THEN {exact} "
+                  f"WHEN {judge['judge_verdict']} = 'correct' THEN true "
+                  f"WHEN {judge['judge_verdict']} = 'incorrect' THEN false END")
         # Outcomes only (no task consensus, whose window functions dominate at a million
         # rows): what counts and outcome lists need.
         con.execute(
             f"""CREATE OR REPLACE VIEW outcomes AS
             SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
-                   {exact} AS exact_match
+                   {exact} AS exact_match, {judged} AS judged_success,
+                   {judge['judge_verdict']} AS judge_verdict,
+                   {judge['judge_method']} AS judge_method,
+                   {judge['judge_evidence']} AS judge_evidence
             FROM parts p {scored}"""
         )
         if not consensus:
@@ -214,7 +229,7 @@ class Queries(Parts):
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
                            if c != "exact_match" and c not in resolved
-                           and c not in PROVENANCE_COLUMNS)
+                           and c not in PROVENANCE_COLUMNS and c not in JUDGE_COLUMNS)
         overridden = self.task_fields_path.exists()  # else no join with the empty overlay
         fields = ", ".join(
             f"coalesce({f'o.{c}, ' if overridden else ''}t.{c}, p.{c}) AS {c}"
@@ -243,7 +258,9 @@ class Queries(Parts):
             f"""CREATE OR REPLACE VIEW trajectories AS
             SELECT {select}, {fields},
                    {exact} AS exact_match,
-                   coalesce(p.recorded_success, {exact}) AS success
+                   {", ".join(f"{expr} AS {c}" for c, expr in judge.items())},
+                   {judged} AS judged_success,
+                   coalesce(p.recorded_success, {judged}) AS success
             FROM parts p {scored}
             LEFT JOIN task_consensus t USING (task_id)
             {"LEFT JOIN task_overrides o USING (task_id)" if overridden else ""}"""
@@ -350,7 +367,20 @@ class Queries(Parts):
             return None
         return Trajectory.model_validate_json(row[0])
 
-    def summary(self, success_source: str = "recorded") -> dict[str, int]:
+    def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
+        """The recorded and judged outcome of one trajectory (``judge_verdict``,
+        ``judge_method``, ``judge_evidence``, ``recorded_success``, ``exact_match``), or None
+        when the id is unknown. Reads the light ``outcomes`` view: cheap on every key press."""
+        row = self._outcomes_connection().execute(
+            "SELECT recorded_success, exact_match, judge_verdict, judge_method, judge_evidence "
+            "FROM outcomes WHERE id = ? LIMIT 1", [trajectory_id]).fetchone()
+        if row is None:
+            return None
+        keys = ("recorded_success", "exact_match", "judge_verdict", "judge_method",
+                "judge_evidence")
+        return dict(zip(keys, row, strict=True))
+
+    def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE) -> dict[str, int]:
         """Counts; ``failed`` and ``unscored`` follow ``success_source`` (see docs/scoring.md)."""
         success = success_expression(success_source)
         row = self._outcomes_connection().execute(

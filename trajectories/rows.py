@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from trajectories.judge import JUDGE_VERSION, Judgement, case_from, judge, judge_trajectory
 from trajectories.model import ACTION_KINDS, Trajectory
 from trajectories.scoring import SCORER_VERSION, score_trajectory, score_values
 
 #: Bumped when the stored row changes, so files imported before are parsed again.
-SCHEMA_KEY = "2"  # 2: cut SQL results (final_answer_rows_total, scorer em-3)
+SCHEMA_KEY = "3"  # 3: the judge's verdict columns, real LM Studio steps, task-file matching
 ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to min/max stats
 
 INDEX_SCHEMA = pa.schema(
@@ -48,8 +49,17 @@ INDEX_SCHEMA = pa.schema(
         ("n_errors", pa.int32()),
         ("recorded_success", pa.bool_()),
         ("recorded_reward", pa.float64()),
+        # Who recorded the outcome (added with schema key 3): "reward", "inspect:<scorer>",
+        # "human" (a verdict column)... NULL without an outcome or in older parts.
+        ("recorded_source", pa.string()),
         ("exact_match", pa.bool_()),
         ("scorer_version", pa.string()),
+        # The judge's verdict (added with schema key 3; NULL in parts written before):
+        # correct / incorrect / undecided, how it was reached, and its evidence.
+        ("judge_verdict", pa.string()),
+        ("judge_method", pa.string()),
+        ("judge_evidence", pa.string()),
+        ("judge_version", pa.string()),
         ("source_file", pa.string()),
         # Provenance (added with schema key 3): which bytes, which record of them, which
         # import. A re-import of the same bytes by a newer importer replaces exactly these
@@ -62,6 +72,8 @@ INDEX_SCHEMA = pa.schema(
 )
 #: The provenance columns (NULL in rows imported before they existed, or added by ``add``).
 PROVENANCE_COLUMNS = ("source_sha", "source_record", "import_key")
+#: The judge's columns (``judge_columns``).
+JUDGE_COLUMNS = ("judge_verdict", "judge_method", "judge_evidence", "judge_version")
 INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
 #: Rows per row group of the parts an import stages (compaction writes ``ROW_GROUP_SIZE``):
 #: Parquet's writer holds about three times a row group's payload bytes while it writes it,
@@ -100,6 +112,12 @@ def reject_line(reject: dict[str, str]) -> str:
 def score(traj: Trajectory) -> bool | None:
     """Exact match under the task's own rules (``scoring.score_trajectory``)."""
     return score_trajectory(traj)
+
+
+def judge_columns(judgement: Judgement) -> dict[str, str]:
+    """A verdict as the row's judge columns."""
+    return {"judge_verdict": str(judgement.verdict), "judge_method": str(judgement.method),
+            "judge_evidence": judgement.evidence, "judge_version": JUDGE_VERSION}
 
 
 @dataclass(frozen=True)
@@ -149,8 +167,10 @@ def index_row(traj: Trajectory, source_file: str | None = None,
         "n_errors": sum(1 for s in traj.steps if s.error),
         "recorded_success": outcome.success if outcome else None,
         "recorded_reward": outcome.reward if outcome else None,
+        "recorded_source": outcome.source if outcome else None,
         "exact_match": score(traj),
         "scorer_version": SCORER_VERSION,
+        **judge_columns(judge_trajectory(traj)),
         "source_file": source_file,
         **_provenance_columns(provenance),
         # UTF-8 bytes straight from the serializer: Arrow stores them without re-encoding.
@@ -193,12 +213,14 @@ def document_row(doc: dict[str, Any], payload: bytes, source_file: str | None = 
         "n_errors": sum(1 for s in steps if s["error"]),
         "recorded_success": outcome["success"] if outcome else None,
         "recorded_reward": outcome["reward"] if outcome else None,
+        "recorded_source": outcome["source"] if outcome else None,
         "exact_match": score_values(doc["final_answer"], task["has_ground_truth"],
                                     task["ground_truth"], task["question"],
                                     task["answer_format"], rules,
                                     doc.get("final_answer_source"),
                                     doc.get("final_answer_rows_total")),
         "scorer_version": SCORER_VERSION,
+        **judge_columns(judge(case_from(task, steps, doc["final_answer"], doc))),
         "source_file": source_file,
         **_provenance_columns(provenance),
         "payload": payload,

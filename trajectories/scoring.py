@@ -79,7 +79,10 @@ def _norm_value(value: Any, decimals: int | None = None) -> Any:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:  # an integer beyond every float: compared as the integer it is
+            return value
         if math.isnan(f):
             return None
         return f if decimals is None else _round_half_up(f, decimals)

@@ -5,11 +5,12 @@ Every filter is a bound parameter; nothing from a user is formatted into SQL tex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from trajectories.workspace import Workspace
 
@@ -61,6 +62,15 @@ class BrowseFilter:
     unscored_only: bool = False  # no ground truth and no recorded outcome (success IS NULL)
     limit: int = 1000
     extra: dict[str, Any] = field(default_factory=dict)
+    #: People's verdicts (``store.verdicts.effective``, as the reader may see them): they win
+    #: over the workspace's ``success``; None is an open disagreement (undecided).
+    verdicts: Mapping[str, bool | None] = field(default_factory=dict)
+
+    def key(self) -> tuple[Any, ...]:
+        """The filter as a cache key: its SQL, its parameters and the verdicts it applies."""
+        where, params = self.where()
+        return (where, tuple(map(str, params)),
+                tuple(sorted((k, v) for k, v in self.verdicts.items())))
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -90,14 +100,28 @@ class BrowseFilter:
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def _rows(con: Any, flt: BrowseFilter) -> str:
+    """What Browse reads from: its table, or (with people's verdicts) the table with their
+    verdicts in place of ``success``, registered on this thread's cursor."""
+    if not flt.verdicts:
+        return "browse_rows"
+    ids = list(flt.verdicts)
+    con.register("people_verdicts", pa.table({
+        "id": pa.array(ids, pa.string()),
+        "people": pa.array([flt.verdicts[i] for i in ids], pa.bool_())}))
+    return ("(SELECT b.* REPLACE (CASE WHEN v.id IS NULL THEN b.success ELSE v.people END "
+            "AS success) FROM browse_rows b LEFT JOIN people_verdicts v USING (id))")
+
+
 def browse(ws: Workspace, flt: BrowseFilter) -> tuple[pd.DataFrame, int]:
     """The matching rows (up to ``flt.limit``) and the total match count."""
     where, params = flt.where()
     con = _browse_rows(ws)
-    total_row = con.execute(f"SELECT count(*) FROM browse_rows{where}", params).fetchone()
+    rows = _rows(con, flt)
+    total_row = con.execute(f"SELECT count(*) FROM {rows}{where}", params).fetchone()
     total = int(total_row[0]) if total_row else 0
     df = con.execute(
-        f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM browse_rows{where} "
+        f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM {rows}{where} "
         f"ORDER BY {BROWSE_ORDER} LIMIT {int(flt.limit)}",
         params,
     ).df()
@@ -119,13 +143,14 @@ def browse_page(ws: Workspace, flt: BrowseFilter, *, sort: str = "", descending:
         raise ValueError(f"cannot sort on {sort!r}; one of {', '.join(SORTABLE)}")
     where, params = flt.where()
     con = _browse_rows(ws)
-    total_row = con.execute(f"SELECT count(*) FROM browse_rows{where}", params).fetchone()
+    rows = _rows(con, flt)
+    total_row = con.execute(f"SELECT count(*) FROM {rows}{where}", params).fetchone()
     total = int(total_row[0]) if total_row else 0
     order = BROWSE_ORDER
     if sort:
         order = f"{sort} {'DESC' if descending else 'ASC'} NULLS LAST, {order}"
     df = con.execute(
-        f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM browse_rows{where} "
+        f"SELECT {', '.join(BROWSE_COLUMNS)}, {_OUTCOME} AS outcome FROM {rows}{where} "
         f"ORDER BY {order} LIMIT ? OFFSET ?",
         [*params, int(limit), max(0, int(offset))],
     ).df()
@@ -173,10 +198,12 @@ def failure_neighbours(ws: Workspace, trajectory_id: str,
     base = flt or BrowseFilter()
     where, params = base.where()
     cond = "NOT success" if not where else where[len(" WHERE "):] + " AND NOT success"
-    row = _browse_rows(ws).execute(
+    con = _browse_rows(ws)
+    rows = _rows(con, base)
+    row = con.execute(
         f"""WITH ordered AS (
               SELECT id, lag(id) OVER w AS prev_id, lead(id) OVER w AS next_id
-              FROM browse_rows WHERE {cond} OR id = ?
+              FROM {rows} WHERE {cond} OR id = ?
               WINDOW w AS (ORDER BY {BROWSE_ORDER}))
             SELECT prev_id, next_id FROM ordered WHERE id = ?""",
         [*params, trajectory_id, trajectory_id],

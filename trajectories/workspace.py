@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from trajectories.objectstore import (
     filesystem_from_settings,
     is_remote,
 )
+from trajectories.overlay import Scoring
 from trajectories.parts import (
     MANIFEST,
     PART_GLOB,
@@ -72,10 +73,8 @@ from trajectories.rows import (
     reject_line,
     remove_part,
     rows_table,
-    score,
     stage_rows,
 )
-from trajectories.scoring import SCORER_VERSION
 
 __all__ = [
     "COMPACT_AT_PARTS", "COMPACT_PART_MB", "COMPACT_ROWS", "DEFAULT_SUCCESS_SOURCE", "MANIFEST",
@@ -128,7 +127,7 @@ class RemovalReport:
     parts_rewritten: int = 0
 
 
-class Workspace(Queries, Compaction):
+class Workspace(Queries, Compaction, Scoring):
     def __init__(self, root: Path | str, trajectories_url: str | None = None,
                  filesystem: pafs.FileSystem | None = None) -> None:
         """``trajectories_url`` (default: the ``trajectories_url`` setting) puts the parts
@@ -461,38 +460,6 @@ class Workspace(Queries, Compaction):
             finally:
                 self._invalidate()
         return report
-
-    def write_scores(self) -> dict[str, int]:
-        """Re-score every trajectory with the current scorer into the overlay file."""
-        ids: list[str] = []
-        matches: list[bool | None] = []
-        changed = 0
-        for batch in self.iter_payload_batches():
-            for tid, payload, stored in batch:
-                traj = Trajectory.model_validate_json(payload)
-                result = score(traj)
-                changed += int(result != stored)
-                ids.append(tid)
-                matches.append(result)
-        table = pa.table({"id": ids, "exact_match": matches,
-                          "scorer_version": [SCORER_VERSION] * len(ids)},
-                         schema=pa.schema([("id", pa.string()), ("exact_match", pa.bool_()),
-                                           ("scorer_version", pa.string())]))
-        with self._write_lock():
-            tmp = self.root / ".scores.parquet.tmp"
-            pq.write_table(table, tmp)
-            os.replace(tmp, self.scores_path)
-        self._invalidate()
-        return {"scored": len(ids), "changed": changed}
-
-    def iter_payload_batches(self, batch_size: int = 2048) -> Iterator[list[tuple[str, str, bool]]]:
-        for part in self.part_files():
-            pf = self._parquet_file(part)
-            for rb in pf.iter_batches(batch_size=batch_size,
-                                      columns=["id", "payload", "exact_match"]):
-                cols = rb.to_pydict()
-                yield list(zip(cols["id"], cols["payload"], cols["exact_match"], strict=True))
-
 
 
 class _StagedImport:

@@ -1,6 +1,7 @@
-"""Agreement (leads and admins): how consistently people label, and how often they overrule
-the LLM. Pairwise Cohen's kappa with 95% CI, Fleiss' kappa and Krippendorff's alpha for 3+
-raters, confusion matrices, LLM-vs-human per category. Every table downloads as CSV."""
+"""Agreement (leads and admins): how consistently people label, how often they overrule the
+LLM, and how far the automatic verdicts agree with people's. Pairwise Cohen's kappa with 95%
+CI, Fleiss' kappa and Krippendorff's alpha for 3+ raters, confusion matrices, LLM-vs-human per
+category, the verdict report. Every table downloads as CSV."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import streamlit as st
 
 from analysis.labeller import PRELABEL_SLICES, llm_vs_human
 from analysis.sources import labeller_pairs
+from analysis.verdicts import verdict_frame, verdict_report
 from faillab.app.auth import require_user
-from faillab.app.state import get_store
+from faillab.app.state import get_store, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_label
 from faillab.textsafe import csv_frame
@@ -113,3 +115,28 @@ else:
                                         for c in ("precision", "recall", "f1", "kappa",
                                                   "override_rate")})
             download(frame, f"llm_vs_human_{name.replace(' ', '_')}")
+
+st.subheader("Automatic verdicts vs people")
+# The same report as `faillab verdicts report`: people's verdicts (the store's, as this lead
+# may see them, and verdict columns a file recorded as a person's) against the judge's rules.
+report = verdict_report(verdict_frame(workspace(), store.verdicts.effective(me)))
+if report.n == 0:
+    st.info("No trajectory has a person's verdict yet: give one with Y / N on Annotate or the "
+            "Trajectory page, or import a results file with a verdict column.")
+else:
+    v1, v2, v3, v4 = st.columns(4)
+    v1.metric("Trajectories with a person's verdict", report.n)
+    v2.metric("Judge agrees", f"{report.agree / report.n:.1%}",
+              help="An undecided verdict counts as not agreeing.")
+    v3.metric("Undecided", report.undecided, help="The rules could not tell: a person decides.")
+    kappa = report.kappa
+    v4.metric("Cohen's kappa (decided)", "—" if kappa is None or kappa.kappa != kappa.kappa
+              else f"{kappa.kappa:.3f}",
+              help=None if kappa is None else f"95% CI {kappa.ci_low:.3f} to {kappa.ci_high:.3f}"
+              f" over {kappa.n} decided trajectories")
+    st.dataframe(report.confusion, key="agreement_verdict_confusion")
+    st.dataframe(report.by_method, hide_index=True, key="agreement_verdict_methods")
+    if len(report.disagreements):
+        st.caption("Where the judge and people differ, with the judge's evidence:")
+        st.dataframe(report.disagreements, hide_index=True, key="agreement_verdict_off")
+        download(report.disagreements, "verdict_disagreements")

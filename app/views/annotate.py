@@ -25,6 +25,7 @@ from faillab.app.state import (
 from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
+    NOTE,
     Hooks,
     choose_step,
     render_label_form,
@@ -44,6 +45,7 @@ from faillab.app.widgets.undo import (
     render_undo,
     render_undo_note,
 )
+from faillab.app.widgets.verdict import render_verdict
 from labeling.queue import (
     classifier_ranking,
     failed_frame,
@@ -246,11 +248,25 @@ def labelling_panel(me: User) -> None:
         st.session_state.pop(REVISIT_KEY, None)
         st.session_state.pop(UNDONE_KEY, None)
 
+    outcome = on_reader(lambda: ws.verdict_of(tid))
+    undecided = outcome is not None and outcome.get("recorded_success") is None \
+        and outcome.get("judge_verdict") == "undecided"
+
+    def labelled(done_tid: str) -> None:
+        # A failure label on an item the judge could not decide says the agent failed.
+        if undecided:
+            store.verdicts.record(done_tid, "incorrect", me.name,
+                                  note="labelled as a failure on Annotate")
+        saved(done_tid)
+
     with right, st.container(key="annotate_form"):
+        with st.container(key="annotate_verdict"):
+            render_verdict(store, tid, me, outcome, key="annotate", failed_button=False,
+                           compact=True, note_key=NOTE, recorded=lambda t, v: saved(t))
         nav = render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
                                 hide_prelabel=st.session_state.get("annotate_hide_prelabel",
                                                                    settings.hide_prelabel),
-                                hooks=Hooks(saved=saved, skipped=skip))
+                                hooks=Hooks(saved=labelled, skipped=skip))
         # Callbacks, like the label buttons: the run they trigger already shows the new item.
         render_undo(store, me, taxonomy, enabled=not isinstance(revisit, str), container=nav[1])
         if isinstance(revisit, str):
@@ -275,8 +291,9 @@ st.toggle(
          + (" This workspace always hides it." if hide_setting else ""),
 )
 st.caption(f"Keys: 1–{min(9, len(taxonomy.categories))} save that category · A accepts the "
-           "pre-label · S skips · U or Z undoes the last label · Ctrl+Enter in the note "
-           "commits it and gives the keys back. Blind mode is "
+           "pre-label · Y: the agent was right (no failure) · S skips · U or Z undoes the "
+           "last label · Ctrl+Enter in the note commits it and gives the keys back. Blind "
+           "mode is "
            + ("on: you never see other annotators' labels." if settings.blind else "off."))
 with st.expander("My labels (choose one to change it)", expanded=False):
     _my_labels(user)

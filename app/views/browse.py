@@ -23,6 +23,7 @@ from faillab.app.state import (
     workspace_facets,
 )
 from faillab.app.viewer import viewer_of
+from faillab.app.widgets.stats_data import verdicts_for
 from labeling.queue import ids_with_final_category
 from labeling.store import Viewer
 from taxonomy import default_taxonomy
@@ -41,6 +42,13 @@ SORT_NAMES = {"": "browse order", "question": "question", "id": "id",
               "run": "run", "model": "model", "task_id": "task", "intent": "intent",
               "scope": "scope", "template_id": "template", "n_turns": "turns",
               "n_errors": "errors", "outcome": "outcome", "rollout": "rollout"}
+
+
+def _verdicts(viewer: Viewer) -> dict[str, bool | None]:
+    try:
+        return verdicts_for(get_settings().annotations_url(), viewer)
+    except Exception:  # a store outage must not hide the trajectories: outcomes as recorded
+        return {}
 
 
 @st.cache_data(ttl=15, max_entries=16, show_spinner=False)
@@ -160,6 +168,9 @@ def _filters(viewer: Viewer) -> tuple[BrowseFilter, str, bool]:
         disagreement_only=disagreement, text=text,
         ids=(labelled_ids(get_settings().annotations_url(), tuple(sorted(failure_labels)),
                           viewer) if failure_labels else None),
+        # People's verdicts win over the recorded and judged outcome (as this viewer may
+        # see them: the store decides).
+        verdicts=_verdicts(viewer),
     )
     return flt, sort if sort in SORTABLE else "", descending
 

@@ -18,11 +18,12 @@ import streamlit as st
 
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, get_store_for, workspace
+from labeling.prelabel.endpoints import OpenAIEndpoint
 from labeling.prelabel.errors import PrelabelServiceError
 from labeling.prelabel.labellers import labeller_identity, load_run_taxonomy
 from labeling.prelabel.launch import launch_worker, mark_dead_run, run_log_path
 from labeling.prelabel.options import LABELLERS, PrelabelOptions, option_spec
-from labeling.prelabel.privacy import privacy_notice
+from labeling.prelabel.privacy import needs_consent, openai_privacy_notice, privacy_notice
 from labeling.prelabel.routing import prelabel_confidences, route_prelabels
 from labeling.store import LEAD_ROLES, PrelabelRun
 
@@ -48,9 +49,11 @@ if not failures:
 # -- choice of labeller -------------------------------------------------------------------------
 left, right = st.columns(2)
 # Labels, bounds and help come from the one option definition the CLI uses too.
+_LABELLER_NAMES = {"heuristic": "Heuristic (offline)", "gemini": "Gemini (online)",
+                   "openai-compatible": "OpenAI-compatible server"}
 labeller = left.radio(
     option_spec("labeller").label, LABELLERS, horizontal=True, key="prelabel_labeller",
-    format_func=lambda n: {"heuristic": "Heuristic (offline)", "gemini": "Gemini (online)"}[n],
+    format_func=lambda n: _LABELLER_NAMES.get(n, n),
 )
 model = settings.gemini_model
 vertex = bool(settings.vertex_project)
@@ -62,11 +65,28 @@ if labeller == "gemini":
                             help=option_spec("vertex").help)
     st.warning(privacy_notice(vertex), icon="⚠️")
     acknowledged = st.checkbox(option_spec("allow_external").label, key="prelabel_ack")
+elif labeller == "openai-compatible":
+    model = right.text_input(option_spec("model").label, value=settings.openai_model,
+                             key="prelabel_openai_model", help=option_spec("model").help).strip()
+    # The address comes from the settings (the worker reads the same environment), so the
+    # page shows it rather than offering to change it for one run.
+    right.caption(f"Server: `{settings.openai_base_url or 'not set'}` "
+                  "(FAILLAB_OPENAI_BASE_URL)")
+    try:
+        endpoint = OpenAIEndpoint.from_settings(settings)
+    except ValueError as err:
+        st.error(str(err))
+        st.stop()
+    if endpoint.own_machine:
+        st.info(openai_privacy_notice(endpoint), icon="🔒")
+    else:
+        st.warning(openai_privacy_notice(endpoint), icon="⚠️")
+        acknowledged = st.checkbox(option_spec("allow_external").label, key="prelabel_ack")
 c1, c2 = st.columns(2)
 concurrency = int(c1.number_input(option_spec("concurrency").label,
                                   min_value=option_spec("concurrency").minimum, max_value=64,
                                   value=PrelabelOptions().concurrency, step=1,
-                                  key="prelabel_concurrency", disabled=labeller != "gemini",
+                                  key="prelabel_concurrency", disabled=labeller == "heuristic",
                                   help=option_spec("concurrency").help))
 limit = int(c2.number_input(f"{option_spec('limit').label} (0 = every failure)", min_value=0,
                             value=0, step=10, key="prelabel_limit",
@@ -83,11 +103,12 @@ except PrelabelServiceError as err:
 
 # -- start --------------------------------------------------------------------------------------
 can_start = user.role in LEAD_ROLES
-blocked_by_privacy = labeller == "gemini" and not acknowledged
+blocked_by_privacy = needs_consent(options) and not acknowledged
 if not can_start:
     st.caption("Only leads and admins start pre-labelling runs; you can watch them here.")
 elif blocked_by_privacy:
-    st.caption("Confirm the privacy notice to start a Gemini run.")
+    st.caption("Confirm the privacy notice to start a run that sends trajectories to this "
+               "service.")
 if st.button("Start", type="primary", key="prelabel_start",
              disabled=not can_start or blocked_by_privacy):
     if user.role not in LEAD_ROLES:  # the button is disabled; this guards a forged rerun

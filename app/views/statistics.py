@@ -24,7 +24,7 @@ from analysis.sources import (
     run_temperatures,
 )
 from faillab.app.auth import current_user
-from faillab.app.state import data_key, get_settings, trajectory_frame, workspace
+from faillab.app.state import get_settings, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.downloads import charts_bundle_download, table_downloads
 from faillab.app.widgets.stats_chart import chart_panel, figure_downloads, table_panel
@@ -33,7 +33,9 @@ from faillab.app.widgets.stats_data import (
     filter_options,
     labels_for,
     labels_token,
+    statistics_frame,
     tables_for,
+    verdicts_for,
 )
 from faillab.app.widgets.stats_filters import choose, filters_box, selection_line
 from faillab.app.widgets.stats_options import (
@@ -73,9 +75,14 @@ if not ws.part_files():
 # The filters open from one button (see stats_filters); the line under it states them.
 box = filters_box()
 source = success_source_choice(box)
-signature = (*data_key(ws), source)
+try:
+    # People's verdicts (as this viewer may see them) win under the default source.
+    verdicts = verdicts_for(get_settings().annotations_url(), viewer)
+except Exception as err:  # a store outage must not hide the trajectory statistics
+    verdicts = {}
+    st.warning(f"People's verdicts could not be loaded: {type(err).__name__}")
 with st.spinner("Loading trajectories…"):
-    frame = trajectory_frame(source)
+    frame, signature = statistics_frame(source, verdicts)
 
 labels: pd.DataFrame | None = None
 pairs: pd.DataFrame | None = None

@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import streamlit as st
 
+from faillab.app.auth import current_user
 from faillab.app.state import (
     failure_neighbours_of,
     first_failure_id,
+    get_store,
     in_background,
     load_trajectory,
+    on_reader,
     warm_sandbox,
+    workspace,
 )
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.steps import render_steps, steps_css
+from faillab.app.widgets.verdict import NOTE_KEY, render_verdict
 from trajectories.model import Step
 from trajectories.views import BrowseFilter
 
@@ -46,6 +51,19 @@ def _step_rerun(key: str, steps: list[Step]) -> None:
     # One box for the pane, not a button in every step (see ``step_rerun_control``); a
     # fragment for the same reason as above.
     step_rerun_control(key, steps)
+
+
+def _verdict_box(trajectory_id: str) -> None:
+    """Was the agent right? The automatic verdict, people's, and Y / N to give one."""
+    user = current_user()
+    store = get_store()
+    outcome = on_reader(lambda: workspace().verdict_of(trajectory_id))
+    # The evidence is in the answer panel below: the box says the verdicts only.
+    render_verdict(store, trajectory_id, user, outcome, key="trajectory", note_key=NOTE_KEY,
+                   evidence=False)
+    if user is not None:
+        st.text_input("Verdict note (optional)", key=NOTE_KEY, label_visibility="collapsed",
+                      placeholder="Why? (optional, saved with Y or N)")
 
 
 def _show(trajectory_id: str) -> None:
@@ -106,11 +124,16 @@ def trajectory_view() -> None:
         head[0].markdown(f"**Steps** ({len(traj.steps)}; {traj.n_turns} agent turns)")
         expand_all = head[1].toggle("Expand all", key="expand_all")
 
+        if not traj.steps:
+            st.caption("No steps: the producer recorded the final answer only (a results "
+                       "table). The answer and its verdicts are on the right.")
         _step_rerun(trajectory_id, traj.steps)
         # The steps scroll in their own pane so the answer column stays in view beside them.
         with st.container(height=900, border=False, key="steps_pane", autoscroll=False):
             render_steps(traj.steps, expand_all=expand_all, key_prefix=trajectory_id)
     with right:
+        with st.container(key="trajectory_verdict"):
+            _verdict_box(trajectory_id)
         render_evidence(traj, key=trajectory_id)
         render_answer_panel(traj)
         if task.reference_sql:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from faillab.app.widgets.safe import code_html, escape_html, table_html
 from faillab.app.widgets.steps import steps_css
+from trajectories.judge import judge_trajectory
 from trajectories.model import Trajectory
 from trajectories.render import answer_text, compact_json
 from trajectories.scoring import (
@@ -45,10 +46,10 @@ def diff_table(frame: pd.DataFrame, max_height_px: int) -> None:
 
 
 def outcome_of(traj: Trajectory) -> str:
-    """``success``, ``failure`` or ``unscored`` under the default success source (the recorded
-    verdict, else exact match under the task's rules; docs/scoring.md)."""
+    """``success``, ``failure`` or ``unscored`` under the default success source without
+    people's verdicts (the recorded verdict, else the judge's; docs/scoring.md)."""
     recorded = traj.outcome.success if traj.outcome else None
-    return outcome_name(recorded if recorded is not None else score_trajectory(traj))
+    return outcome_name(recorded if recorded is not None else judge_trajectory(traj).success)
 
 
 def _verdict_html(label: str, value: str, note: str | None = None) -> str:
@@ -59,8 +60,13 @@ def _verdict_html(label: str, value: str, note: str | None = None) -> str:
 
 
 def _json_html(caption: str, value: Any | None, missing: str | None = None) -> str:
-    body = (f'<p class="faillab-note">{escape_html(missing)}</p>' if missing is not None
-            else code_html(answer_text(value), "json", max_height_px=220))
+    if missing is not None:
+        body = f'<p class="faillab-note">{escape_html(missing)}</p>'
+    elif isinstance(value, str) and value.strip()[:1] not in ("[", "{"):
+        # An answer in prose is read as the text it is, line breaks and all, not as JSON.
+        body = code_html(value, "text", max_height_px=220)
+    else:
+        body = code_html(answer_text(value), "json", max_height_px=220)
     return f'<div><p class="faillab-note">{escape_html(caption)}</p>{body}</div>'
 
 
@@ -73,20 +79,25 @@ def answer_panel_html(traj: Trajectory) -> str:
     50,000 trajectories, for text that needs no script. Every piece of data is escaped."""
     task = traj.task
     em = score_trajectory(traj)  # None: no ground truth, or a cut answer that cannot decide
+    judged = judge_trajectory(traj)
     cut = answer_cut(traj)
     recorded = traj.outcome.success if traj.outcome else None
     match = OUTCOME_TEXT[outcome_name(em)] if em is not None or not cut else "unknown"
     why = None if em is not None else (
         f"unknown: {cut}" if cut else "unscored: the task has no ground truth")
+    source = traj.outcome.source if traj.outcome and traj.outcome.source else None
     parts = ['<div class="faillab-verdicts">',
+             _verdict_html("Judge", str(judged.verdict), f"by {judged.method}"),
              _verdict_html("Exact match", match, why),
              _verdict_html("Recorded outcome", "none" if recorded is None
-                           else OUTCOME_TEXT[outcome_name(recorded)]),
-             "</div>"]
-    if recorded is not None and em is not None and recorded != em:
+                           else OUTCOME_TEXT[outcome_name(recorded)],
+                           f"by {source}" if recorded is not None and source else None),
+             "</div>",
+             f'<p class="faillab-note">Judge\'s evidence: {escape_html(judged.evidence)}</p>']
+    if recorded is not None and judged.success is not None and recorded != judged.success:
         parts.append('<div class="faillab-warning" role="alert">The producer\'s recorded '
-                     "outcome and our exact match disagree.</div>")
-    if em is None and recorded is None and not cut:
+                     "outcome and the judge disagree.</div>")
+    if em is None and recorded is None and not cut and not task.has_ground_truth:
         parts.append('<div class="faillab-info" role="status">Unscored: the task has no ground '
                      "truth and the producer recorded no outcome, so this trajectory is left out "
                      "of success rates and Pass^k.</div>")
@@ -127,6 +138,15 @@ def render_answer_compact(traj: Trajectory) -> None:
     st.markdown(f"**Answer vs ground truth** · exact match: {verdict} · recorded: {rec}")
     if cut:
         st.caption(f"Incomplete final answer: {cut}.")
+    answer = traj.final_answer
+    if isinstance(answer, str) and answer.strip()[:1] not in ("[", "{"):
+        # A prose answer against the gold values: a row diff of prose is all noise.
+        steps_css()
+        gold = (answer_text(task.ground_truth) if task.has_ground_truth
+                else "none recorded")
+        st.html(code_html(answer, "text", max_height_px=110)
+                + f'<p class="faillab-note">Gold: {escape_html(gold)}</p>')
+        return
     if task.has_ground_truth:
         frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
         if frame.empty:

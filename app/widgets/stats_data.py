@@ -15,7 +15,15 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import make_url
 
-from analysis.sources import HUMAN_PROVENANCES, Inputs, compute_all, filter_frame, labeller_pairs
+from analysis.sources import (
+    HUMAN_PROVENANCES,
+    Inputs,
+    apply_verdicts,
+    compute_all,
+    filter_frame,
+    human_verdicts,
+    labeller_pairs,
+)
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
 from faillab.app.state import data_key, get_store_for, trajectory_frame
 from faillab.app.viewer import viewer_of
@@ -34,6 +42,19 @@ def labels_for(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
     a blind annotator sees their own labels and the pre-labels)."""
     store = get_store_for(url)
     return store.adjudications.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
+
+
+@st.cache_data(ttl=LABELS_TTL_S, show_spinner=False, max_entries=4)
+def verdicts_for(url: str, viewer: Viewer) -> dict[str, bool | None]:
+    """People's verdicts as ``viewer`` may see them (the store decides; blind: their own)."""
+    if _missing_sqlite_store(url):
+        return {}
+    return human_verdicts(get_store_for(url), viewer)
+
+
+def verdicts_token(verdicts: dict[str, bool | None]) -> int:
+    """Content hash of the verdicts, for the tables' cache key."""
+    return hash(tuple(sorted(verdicts.items(), key=lambda item: item[0]))) if verdicts else 0
 
 
 def counted_labels(labels: pd.DataFrame | None, label_scope: str) -> pd.DataFrame | None:
@@ -90,11 +111,21 @@ def filter_options(
     )
 
 
+def statistics_frame(source: str, verdicts: dict[str, bool | None],
+                     ws: Workspace | None = None) -> tuple[pd.DataFrame, tuple[Any, ...]]:
+    """The statistics frame with people's verdicts applied (source ``verdict``), and the
+    signature its tables are cached under: the page and the warm-up key them alike."""
+    frame = apply_verdicts(trajectory_frame(source, ws), verdicts, source)
+    token = verdicts_token(verdicts) if source == "verdict" else 0
+    return frame, (*data_key(ws), source, token)
+
+
 def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
     """Compute what a first visit shows (no filter changed, nobody signed in), to the caches
     the page reads. Runs in a background thread; draws nothing."""
-    frame = trajectory_frame(source, ws)
-    signature = (*data_key(ws), source)
+    verdicts = {} if _missing_sqlite_store(annotations_url) \
+        else verdicts_for(annotations_url, viewer_of(None))
+    frame, signature = statistics_frame(source, verdicts, ws)
     runs, _, _ = filter_options(signature, frame)
     labels: pd.DataFrame | None = None
     pairs: pd.DataFrame | None = None

@@ -18,6 +18,8 @@ from faillab.app.widgets.safe import escape_markdown
 from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES
 
 SOURCE_TEXT = {
+    "verdict": "people's verdicts, else the producer's recorded verdict, else the judge's "
+               "(exact match, the last SQL result, the answer's prose, abstention)",
     "recorded": "the producer's recorded verdict, else exact match",
     "exact_match": "exact match (EHR-Complex's scoring), else the recorded verdict",
 }
@@ -87,8 +89,7 @@ def success_source_choice(box: DeltaGenerator) -> str:
     source = box.radio(
         "Success source", SUCCESS_SOURCES, index=SUCCESS_SOURCES.index(DEFAULT_SUCCESS_SOURCE),
         horizontal=True, key="stats_success_source",
-        help="recorded: " + SOURCE_TEXT["recorded"] + "; exact_match: "
-             + SOURCE_TEXT["exact_match"] + ".",
+        help="; ".join(f"{name}: {SOURCE_TEXT[name]}" for name in SUCCESS_SOURCES) + ".",
     )
     return str(source or DEFAULT_SUCCESS_SOURCE)
 
@@ -109,7 +110,8 @@ def source_note(frame: pd.DataFrame, source: str) -> str:
     return (
         f"Success source: {source}{default}: {SOURCE_TEXT[source]}. Recorded and exact-match "
         f"outcomes disagree on {differ:,} of these trajectories; {unscored:,} are unscored "
-        "(no ground truth, no recorded outcome) and left out of every table."
+        "or undecided (no ground truth, or a verdict nobody has given yet) and left out of "
+        "every table."
     )
 
 

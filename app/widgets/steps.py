@@ -20,8 +20,8 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown, table_html
-from trajectories.reading import split_cut_note
 from trajectories.model import Step, StepKind
+from trajectories.reading import split_cut_note
 from trajectories.render import (
     Tabular,
     parse_tabular,

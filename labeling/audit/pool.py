@@ -6,9 +6,11 @@ so agent answers, run names and outcomes cannot leak into the blinded review.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from labeling.audit.errors import AuditError
 from trajectories.workspace import Workspace
@@ -76,13 +78,15 @@ def workspace_runs(ws: Workspace) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None) -> CandidatePool:
+def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None,
+                   verdicts: Mapping[str, bool | None] | None = None) -> CandidatePool:
     """Tasks attempted by the selected runs (default: every run) and solved by none of them.
 
     A run solves a task when any of its trajectories for that task succeeded (``success`` is
-    the recorded outcome when there is one, else our exact match). Unscored trajectories
-    (NULL ``success``: no ground truth, no recorded outcome) are neither: a task with only
-    unscored trajectories is not a candidate and does not count in the pool's total.
+    the recorded outcome when there is one, else the judge's verdict; ``verdicts``, people's
+    verdicts from the store, win over both). Unscored and undecided trajectories (NULL
+    ``success``) are neither: a task with only such trajectories is not a candidate and does
+    not count in the pool's total.
     """
     known = workspace_runs(ws)
     chosen = list(dict.fromkeys(runs)) if runs else known
@@ -94,8 +98,16 @@ def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None) -> Candidat
     if not chosen:
         return CandidatePool(runs=(), candidates=(), n_total_tasks=0)
     marks = ", ".join("?" for _ in chosen)
+    source = "trajectories"
+    if verdicts:
+        ids = list(verdicts)
+        con.register("people_verdicts", pa.table({
+            "id": pa.array(ids, pa.string()),
+            "people": pa.array([verdicts[i] for i in ids], pa.bool_())}))
+        source = ("(SELECT t.* REPLACE (CASE WHEN v.id IS NULL THEN t.success ELSE v.people "
+                  "END AS success) FROM trajectories t LEFT JOIN people_verdicts v USING (id))")
     # The run filter is a bound list; nothing from the user is formatted into the SQL text.
-    base = f"FROM trajectories WHERE run IN ({marks})"
+    base = f"FROM {source} WHERE run IN ({marks})"
     total_row = con.execute(
         f"SELECT count(DISTINCT task_id) FILTER (WHERE success IS NOT NULL) {base}", chosen
     ).fetchone()

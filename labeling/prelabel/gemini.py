@@ -10,19 +10,18 @@ Failures are turned into the runner's error classes (``errors.py``): 429/408/5xx
 candidates and safety blocks -> ``InvalidAnswerError``; 401/403/404 -> ``FatalError(abort_run)``
 with a message saying what to fix; other 4xx -> ``FatalError`` for that item only.
 
+``GeminiJsonClient`` is the same call for any other answer schema (the LLM judge uses it); the
+client construction, error classification and answer reading are shared with the labeller.
+
 Privacy: read ``privacy_notice`` before sending MIMIC-derived text anywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
-import email.utils
-import enum
 import functools
-import json
 import os
 import re
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +30,14 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from labeling.prelabel.answer import AnswerSchema, _label_schema, label_result
 from labeling.prelabel.base import LabelResult
 from labeling.prelabel.errors import FatalError, InvalidAnswerError, TransientError
 from labeling.prelabel.options import DEFAULT_GEMINI_MODEL
 from labeling.prelabel.privacy import privacy_notice
 from labeling.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
 from labeling.prelabel.protocol import Usage
+from labeling.prelabel.retry import parse_retry_after
 from trajectories.model import Trajectory
 
 if TYPE_CHECKING:
@@ -46,14 +47,20 @@ __all__ = [
     "DEFAULT_MODEL",
     "LABELLER_VERSION",
     "GeminiConfigError",
+    "GeminiJsonClient",
     "GeminiLabeller",
     "ResponseSchema",
     "build_response_model",
     "build_wire_schema",
+    "classify_api_error",
     "generation_config",
+    "make_client",
     "privacy_notice",
     "response_schema",
+    "response_text",
     "retry_after_seconds",
+    "transient_error",
+    "wire_schema",
 ]
 
 DEFAULT_MODEL = DEFAULT_GEMINI_MODEL
@@ -88,31 +95,6 @@ class GeminiConfigError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class _Field:
-    """One answer field: the single definition both schema forms are built from."""
-
-    kind: str  # "category" | "number" | "integer" | "string"
-    description: str
-    nullable: bool = False
-    required: bool = True
-    bounds: tuple[float, float] | None = None
-
-
-# The answer the model must give, in the order it should write the fields.
-_ANSWER: dict[str, _Field] = {
-    "category": _Field("category", "Primary failure category (one of the taxonomy names)."),
-    "confidence": _Field("number", "Honest confidence in [0, 1].", bounds=(0.0, 1.0)),
-    "first_error_step": _Field(
-        "integer", "Number of the first wrong step as shown, or null.", nullable=True
-    ),
-    "rationale": _Field("string", "At most three sentences citing steps ('step N: ...')."),
-    "secondary_category": _Field(
-        "category", "A second contributing category, or null.", nullable=True, required=False
-    ),
-}
-
-
-@dataclass(frozen=True)
 class ResponseSchema:
     """The answer schema for one taxonomy, in both forms: ``model`` validates answers, ``wire``
     is what the request carries (handing the SDK a pydantic class would make it regenerate and
@@ -122,48 +104,41 @@ class ResponseSchema:
     wire: types.Schema
 
 
-@functools.lru_cache(maxsize=32)
-def _response_schema(names: tuple[str, ...]) -> ResponseSchema:
-    if not names:
-        raise ValueError("a taxonomy without categories cannot be labelled")
-    # Member identifiers are synthetic (names may contain spaces); the values are what the
-    # model must emit.
-    category_enum = enum.Enum(  # type: ignore[misc]
-        "FailureCategory", [(f"C{i}", n) for i, n in enumerate(names)], type=str
-    )
-    py_types: dict[str, Any] = {
-        "category": category_enum, "number": float, "integer": int, "string": str,
-    }
-    wire_types = {
-        "number": types.Type.NUMBER, "integer": types.Type.INTEGER, "string": types.Type.STRING,
-    }
-    fields: dict[str, Any] = {}
+_WIRE_TYPES = {
+    "enum": types.Type.STRING,
+    "number": types.Type.NUMBER,
+    "integer": types.Type.INTEGER,
+    "string": types.Type.STRING,
+}
+
+
+@functools.lru_cache(maxsize=64)
+def wire_schema(schema: AnswerSchema) -> types.Schema:
+    """``schema`` in the API's Schema form (the fields, their order, enums and bounds)."""
     props: dict[str, types.Schema] = {}
-    for name, f in _ANSWER.items():
-        annotation = py_types[f.kind] | None if f.nullable else py_types[f.kind]
+    for name, f in schema.fields:
         lo, hi = f.bounds if f.bounds is not None else (None, None)
-        default = None if not f.required else ...
-        fields[name] = (
-            annotation, pydantic.Field(default, ge=lo, le=hi, description=f.description)
+        props[name] = types.Schema(
+            type=_WIRE_TYPES[f.kind],
+            format="enum" if f.kind == "enum" else None,
+            enum=list(f.choices) if f.kind == "enum" else None,
+            nullable=f.nullable or None,
+            minimum=lo,
+            maximum=hi,
+            description=f.description,
         )
-        if f.kind == "category":
-            props[name] = types.Schema(
-                type=types.Type.STRING, format="enum", enum=list(names),
-                nullable=f.nullable or None, description=f.description,
-            )
-        else:
-            props[name] = types.Schema(
-                type=wire_types[f.kind], nullable=f.nullable or None, minimum=lo, maximum=hi,
-                description=f.description,
-            )
-    model = pydantic.create_model("PrelabelAnswer", **fields)
-    wire = types.Schema(
+    return types.Schema(
         type=types.Type.OBJECT,
         properties=props,
-        required=[n for n, f in _ANSWER.items() if f.required],
-        property_ordering=list(_ANSWER),
+        required=schema.required,
+        property_ordering=[n for n, _ in schema.fields],
     )
-    return ResponseSchema(model, wire)
+
+
+@functools.lru_cache(maxsize=32)
+def _response_schema(names: tuple[str, ...]) -> ResponseSchema:
+    spec = _label_schema(names)
+    return ResponseSchema(spec.model, wire_schema(spec))
 
 
 def response_schema(taxonomy: Taxonomy) -> ResponseSchema:
@@ -186,8 +161,12 @@ def build_wire_schema(taxonomy: Taxonomy) -> types.Schema:
 
 def generation_config(schema: ResponseSchema) -> types.GenerateContentConfig:
     """Deterministic JSON answers in the schema; the same for interactive and batch requests."""
+    return _json_config(schema.wire)
+
+
+def _json_config(wire: types.Schema) -> types.GenerateContentConfig:
     return types.GenerateContentConfig(
-        temperature=0.0, response_mime_type="application/json", response_schema=schema.wire
+        temperature=0.0, response_mime_type="application/json", response_schema=wire
     )
 
 
@@ -198,14 +177,9 @@ def retry_after_seconds(err: genai_errors.APIError) -> float | None:
     if headers is not None:
         with contextlib.suppress(Exception):
             value = headers.get("retry-after")
-    if value:
-        value = str(value).strip()
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            with contextlib.suppress(TypeError, ValueError):
-                when = email.utils.parsedate_to_datetime(value)
-                return max(0.0, when.timestamp() - time.time())
+    after = parse_retry_after(value)
+    if after is not None:
+        return after
     details = err.details if isinstance(err.details, dict) else {}
     inner = details.get("error", details)
     for d in inner.get("details", []) if isinstance(inner, dict) else []:
@@ -223,6 +197,127 @@ def _usage(response: types.GenerateContentResponse) -> Usage:
     # Thinking tokens are billed as output, so they count towards the cost estimate.
     out = (um.candidates_token_count or 0) + (um.thoughts_token_count or 0)
     return Usage(input_tokens=um.prompt_token_count or 0, output_tokens=out)
+
+
+def make_client(
+    *,
+    vertexai: bool = False,
+    api_key: str | None = None,
+    project: str | None = None,
+    location: str | None = None,
+    base_url: str | None = None,
+    timeout_s: float = 60,
+) -> genai.Client:
+    """The SDK client, Developer API (API key) or Vertex AI (project, location and
+    application-default credentials), with the SDK's own retries off. ``GeminiConfigError``
+    says what is missing."""
+    http_options = types.HttpOptions(
+        base_url=base_url
+        or os.environ.get("GOOGLE_VERTEX_BASE_URL" if vertexai else "GOOGLE_GEMINI_BASE_URL")
+        or None,
+        # HttpOptions.timeout is in milliseconds.
+        timeout=max(1, round(timeout_s * 1000)),
+        # attempts=1 switches the SDK's tenacity retries off entirely (and also its implicit
+        # retry of connection errors): the runner owns retries, so calls are exact.
+        retry_options=types.HttpRetryOptions(attempts=1),
+    )
+    if vertexai:
+        project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        if not project:
+            raise GeminiConfigError(
+                "Vertex AI needs a Google Cloud project: pass project= or set "
+                "GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION), with application-default "
+                "credentials (gcloud auth application-default login)."
+            )
+        try:
+            return genai.Client(
+                vertexai=True,
+                project=project,
+                location=location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "us-central1",
+                http_options=http_options,
+            )
+        except Exception as e:  # e.g. no application-default credentials
+            raise GeminiConfigError(f"cannot set up the Vertex AI client: {e}") from e
+    key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+    if not key:
+        raise GeminiConfigError(
+            "No Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), pass api_key=, "
+            "or use Vertex AI (vertexai=True with a project and location)."
+        )
+    return genai.Client(api_key=key, http_options=http_options)
+
+
+def classify_api_error(e: genai_errors.APIError, *, vertexai: bool, model: str) -> Exception:
+    """The runner's error class for an HTTP error from the service (see the module docstring)."""
+    code = int(e.code) if isinstance(e.code, int) else 0
+    detail = f"HTTP {code} {e.status or ''}: {e.message or ''}".strip()
+    if code == 429:
+        return TransientError(
+            detail, kind="rate_limited", retry_after_s=retry_after_seconds(e), status=code
+        )
+    if code == 408 or code >= 500:
+        return TransientError(
+            detail, kind="server_error", retry_after_s=retry_after_seconds(e), status=code
+        )
+    if code in (401, 403):
+        where = (
+            "Vertex AI credentials/project permissions"
+            if vertexai
+            else ("the API key (GEMINI_API_KEY / GOOGLE_API_KEY)")
+        )
+        return FatalError(
+            f"Gemini refused the request ({detail}); check {where}.",
+            kind="auth",
+            status=code,
+            abort_run=True,
+        )
+    if code == 404:
+        return FatalError(
+            f"Model {model!r} not found or not available to you ({detail}).",
+            kind="not_found",
+            status=code,
+            abort_run=True,
+        )
+    # 400 and the rest: this request is wrong (e.g. prompt too long); others may be fine.
+    return FatalError(f"Gemini rejected the request ({detail}).", kind="bad_request", status=code)
+
+
+def transient_error(e: BaseException, timeout_s: float) -> TransientError:
+    """A network-level failure (one of the HTTP library's timeout/transport errors)."""
+    kind = "timeout" if "timeout" in type(e).__name__.lower() else "network"
+    return TransientError(
+        f"{type(e).__name__} after up to {timeout_s:g}s: {e}".rstrip(": "), kind=kind
+    )
+
+
+def response_text(response: types.GenerateContentResponse) -> tuple[str, Usage, str | None]:
+    """(answer text, usage, finish reason) of one answer, or ``InvalidAnswerError`` when the
+    prompt or the answer was blocked or nothing came back."""
+    usage = _usage(response)
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason is not None:
+        reason = getattr(feedback.block_reason, "value", feedback.block_reason)
+        raise InvalidAnswerError(f"prompt blocked ({reason})", kind="blocked", usage=usage)
+    if not response.candidates:
+        raise InvalidAnswerError("no candidates in the response", kind="empty", usage=usage)
+    cand = response.candidates[0]
+    finish = getattr(cand.finish_reason, "value", cand.finish_reason)
+    if finish in _BLOCK_FINISH_REASONS:
+        raise InvalidAnswerError(
+            f"answer blocked (finishReason {finish})", kind="blocked", usage=usage
+        )
+    parts = cand.content.parts if cand.content and cand.content.parts else []
+    # Thought summaries (if ever enabled) are not the answer.
+    text = "".join(p.text for p in parts if p.text and not p.thought).strip()
+    if not text:
+        raise InvalidAnswerError(
+            f"empty answer (finishReason {finish})", kind="empty", usage=usage
+        )
+    return text, usage, None if finish is None else str(finish)
+
+
+def _cut_note(finish: str | None) -> str:
+    return " (cut off at MAX_TOKENS)" if finish == "MAX_TOKENS" else ""
 
 
 class GeminiLabeller:
@@ -254,41 +349,14 @@ class GeminiLabeller:
             tuple[type[pydantic.BaseModel], types.GenerateContentConfig],
         ] = {}
 
-        http_options = types.HttpOptions(
-            base_url=base_url
-            or os.environ.get("GOOGLE_VERTEX_BASE_URL" if vertexai else "GOOGLE_GEMINI_BASE_URL")
-            or None,
-            # HttpOptions.timeout is in milliseconds.
-            timeout=max(1, round(timeout_s * 1000)),
-            # attempts=1 switches the SDK's tenacity retries off entirely (and also its implicit
-            # retry of connection errors): the runner owns retries, so calls are exact.
-            retry_options=types.HttpRetryOptions(attempts=1),
+        self._client = make_client(
+            vertexai=vertexai,
+            api_key=api_key,
+            project=project,
+            location=location,
+            base_url=base_url,
+            timeout_s=timeout_s,
         )
-        if vertexai:
-            project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-            if not project:
-                raise GeminiConfigError(
-                    "Vertex AI needs a Google Cloud project: pass project= or set "
-                    "GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION), with application-default "
-                    "credentials (gcloud auth application-default login)."
-                )
-            try:
-                self._client = genai.Client(
-                    vertexai=True,
-                    project=project,
-                    location=location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "us-central1",
-                    http_options=http_options,
-                )
-            except Exception as e:  # e.g. no application-default credentials
-                raise GeminiConfigError(f"cannot set up the Vertex AI client: {e}") from e
-        else:
-            key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-            if not key:
-                raise GeminiConfigError(
-                    "No Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), pass api_key=, "
-                    "or use Vertex AI (vertexai=True with a project and location)."
-                )
-            self._client = genai.Client(api_key=key, http_options=http_options)
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -326,47 +394,11 @@ class GeminiLabeller:
         except genai_errors.APIError as e:
             raise self._classify_api_error(e) from e
         except _TRANSIENT_EXC as e:
-            kind = "timeout" if "timeout" in type(e).__name__.lower() else "network"
-            raise TransientError(
-                f"{type(e).__name__} after up to {self.timeout_s:g}s: {e}".rstrip(": "),
-                kind=kind,
-            ) from e
+            raise transient_error(e, self.timeout_s) from e
         return self.parse_response(response, trajectory, taxonomy)
 
     def _classify_api_error(self, e: genai_errors.APIError) -> Exception:
-        code = int(e.code) if isinstance(e.code, int) else 0
-        detail = f"HTTP {code} {e.status or ''}: {e.message or ''}".strip()
-        if code == 429:
-            return TransientError(
-                detail, kind="rate_limited", retry_after_s=retry_after_seconds(e), status=code
-            )
-        if code == 408 or code >= 500:
-            return TransientError(
-                detail, kind="server_error", retry_after_s=retry_after_seconds(e), status=code
-            )
-        if code in (401, 403):
-            where = (
-                "Vertex AI credentials/project permissions"
-                if self.vertexai
-                else ("the API key (GEMINI_API_KEY / GOOGLE_API_KEY)")
-            )
-            return FatalError(
-                f"Gemini refused the request ({detail}); check {where}.",
-                kind="auth",
-                status=code,
-                abort_run=True,
-            )
-        if code == 404:
-            return FatalError(
-                f"Model {self.model!r} not found or not available to you ({detail}).",
-                kind="not_found",
-                status=code,
-                abort_run=True,
-            )
-        # 400 and the rest: this request is wrong (e.g. prompt too long); others may be fine.
-        return FatalError(
-            f"Gemini rejected the request ({detail}).", kind="bad_request", status=code
-        )
+        return classify_api_error(e, vertexai=self.vertexai, model=self.model)
 
     def parse_response(
         self,
@@ -375,63 +407,61 @@ class GeminiLabeller:
         taxonomy: Taxonomy,
     ) -> tuple[LabelResult, Usage]:
         """The label in one answer (interactive or from a batch job), or ``InvalidAnswerError``."""
-        schema = self.response_model(taxonomy)
-        usage = _usage(response)
-        feedback = response.prompt_feedback
-        if feedback is not None and feedback.block_reason is not None:
-            reason = getattr(feedback.block_reason, "value", feedback.block_reason)
-            raise InvalidAnswerError(f"prompt blocked ({reason})", kind="blocked", usage=usage)
-        if not response.candidates:
-            raise InvalidAnswerError("no candidates in the response", kind="empty", usage=usage)
-        cand = response.candidates[0]
-        finish = getattr(cand.finish_reason, "value", cand.finish_reason)
-        if finish in _BLOCK_FINISH_REASONS:
-            raise InvalidAnswerError(
-                f"answer blocked (finishReason {finish})", kind="blocked", usage=usage
-            )
-        parts = cand.content.parts if cand.content and cand.content.parts else []
-        # Thought summaries (if ever enabled) are not the answer.
-        text = "".join(p.text for p in parts if p.text and not p.thought).strip()
-        if not text:
-            raise InvalidAnswerError(
-                f"empty answer (finishReason {finish})", kind="empty", usage=usage
-            )
-        try:
-            answer = schema.model_validate(json.loads(text))
-        except (json.JSONDecodeError, pydantic.ValidationError) as e:
-            note = " (cut off at MAX_TOKENS)" if finish == "MAX_TOKENS" else ""
-            raise InvalidAnswerError(
-                f"malformed answer{note}: {str(e).splitlines()[0]}; text starts {text[:80]!r}",
-                kind="malformed",
-                usage=usage,
-            ) from e
-
-        data: dict[str, Any] = answer.model_dump(mode="json")
-        # The model sees display names (more meaningful to it); labels store the stable keys,
-        # as the heuristic labeller and the annotation store do.
-        category = taxonomy.category(data["category"]).key
-        secondary = data.get("secondary_category")
-        if secondary is not None:
-            secondary = taxonomy.category(secondary).key
-            if secondary == category:
-                secondary = None
-        step = data.get("first_error_step")
-        if step is not None and not 0 <= step < len(trajectory.steps):
-            step = None  # a step that does not exist is no pointer at all
-        return (
-            LabelResult(
-                category=category,
-                confidence=float(data["confidence"]),
-                first_error_step=step,
-                rationale=str(data["rationale"]).strip(),
-                labeller=self.name,
-                labeller_version=self.version,
-                secondary_category=secondary,
-            ),
-            usage,
+        spec = _label_schema(tuple(c.name for c in taxonomy.categories))
+        text, usage, finish = response_text(response)
+        data = spec.parse(text, usage=usage, note=_cut_note(finish))
+        result = label_result(
+            data, trajectory, taxonomy, labeller=self.name, labeller_version=self.version
         )
+        return result, usage
 
     async def aclose(self) -> None:
         """Close the SDK's async HTTP connections (optional; the process exit also does it)."""
+        with contextlib.suppress(Exception):
+            await self._client.aio.aclose()
+
+
+class GeminiJsonClient:
+    """One JSON answer in any ``AnswerSchema`` from Gemini: ``await client.complete(prompt,
+    schema) -> (answer, usage)``, the answer validated against the schema. Errors are the
+    runner's classes, as for the labeller. ``structured_output`` is always the service's own
+    response schema."""
+
+    name = "gemini"
+    structured_output = "response_schema"
+    price_per_mtok: tuple[float, float] | None = None  # the price table knows Gemini's models
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        vertexai: bool = False,
+        project: str | None = None,
+        location: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 60,
+    ) -> None:
+        self.model = model
+        self.vertexai = vertexai
+        self.timeout_s = timeout_s
+        self._client = make_client(
+            vertexai=vertexai, api_key=api_key, project=project, location=location,
+            base_url=base_url, timeout_s=timeout_s,
+        )
+
+    async def complete(self, prompt: str, schema: AnswerSchema) -> tuple[dict[str, Any], Usage]:
+        try:
+            response = await self._client.aio.models.generate_content(
+                model=self.model, contents=prompt, config=_json_config(wire_schema(schema))
+            )
+        except genai_errors.APIError as e:
+            raise classify_api_error(e, vertexai=self.vertexai, model=self.model) from e
+        except _TRANSIENT_EXC as e:
+            raise transient_error(e, self.timeout_s) from e
+        text, usage, finish = response_text(response)
+        return schema.parse(text, usage=usage, note=_cut_note(finish)), usage
+
+    async def aclose(self) -> None:
         with contextlib.suppress(Exception):
             await self._client.aio.aclose()

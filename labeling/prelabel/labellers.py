@@ -26,6 +26,9 @@ def labeller_identity(options: PrelabelOptions) -> tuple[str, str, str]:
     (building Gemini needs credentials; the page only wants to know which cache keys to read)."""
     if options.labeller == "heuristic":
         return (HeuristicLabeller.name, HeuristicLabeller.model, HeuristicLabeller.prompt_version)
+    if options.labeller == "openai-compatible":
+        # The same cache key shape as Gemini's: (model, prompt version); no default model.
+        return ("openai-compatible", options.model or "", PROMPT_VERSION)
     return ("gemini", options.model or DEFAULT_GEMINI_MODEL, PROMPT_VERSION)
 
 
@@ -40,6 +43,8 @@ def build_labeller(
             raise PrelabelServiceError(
                 f"the heuristic labeller cannot use this taxonomy: {e}"
             ) from None
+    if options.labeller == "openai-compatible":
+        return _openai_labeller(options)
     # Imported here: the SDK is heavy and the heuristic path should not pay for it.
     from labeling.prelabel.gemini import GeminiConfigError, GeminiLabeller
 
@@ -52,4 +57,15 @@ def build_labeller(
             base_url=options.base_url,
         )
     except GeminiConfigError as e:
+        raise PrelabelServiceError(str(e)) from None
+
+
+def _openai_labeller(options: PrelabelOptions) -> Labeller:
+    from labeling.prelabel.endpoints import OpenAIEndpoint
+    from labeling.prelabel.openai_compat import OpenAICompatLabeller, OpenAIConfigError
+
+    endpoint = options.openai or OpenAIEndpoint(options.base_url or "")
+    try:
+        return OpenAICompatLabeller(endpoint, options.model or "")
+    except OpenAIConfigError as e:
         raise PrelabelServiceError(str(e)) from None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from labeling.prelabel.endpoints import OpenAIEndpoint
 from labeling.prelabel.errors import PrelabelServiceError
 
 if TYPE_CHECKING:
@@ -22,12 +23,15 @@ __all__ = [
     "DEFAULT_GEMINI_MODEL",
     "LABELLERS",
     "OPTIONS",
+    "REMOTE_LABELLERS",
     "OptionSpec",
     "PrelabelOptions",
     "option_spec",
 ]
 
-LABELLERS: tuple[str, ...] = ("heuristic", "gemini")
+LABELLERS: tuple[str, ...] = ("heuristic", "gemini", "openai-compatible")
+# The labellers that send trajectory text to a service (each call a request).
+REMOTE_LABELLERS: tuple[str, ...] = ("gemini", "openai-compatible")
 # Here, not in gemini.py, so that naming the default does not import the SDK.
 DEFAULT_GEMINI_MODEL = "gemini-2.5-pro"
 
@@ -49,13 +53,16 @@ class OptionSpec:
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("labeller", "--labeler", "choice",
-               "heuristic: offline rules. gemini: an online model (see the privacy notice).",
+               "heuristic: offline rules. gemini: Google's online model. openai-compatible: "
+               "any OpenAI-compatible server at $FAILLAB_OPENAI_BASE_URL (vLLM, Ollama, "
+               "LM Studio, Azure OpenAI). See the privacy notice.",
                choices=LABELLERS, label="Labeller"),
     OptionSpec("model", "--model", "text",
-               f"Gemini model (default: $FAILLAB_GEMINI_MODEL, else {DEFAULT_GEMINI_MODEL}).",
+               f"Model (default: $FAILLAB_GEMINI_MODEL, else {DEFAULT_GEMINI_MODEL}, for "
+               "gemini; $FAILLAB_OPENAI_MODEL for openai-compatible).",
                label="Model"),
     OptionSpec("concurrency", "--concurrency", "count",
-               "Most Gemini requests in flight at once.", minimum=1,
+               "Most LLM requests in flight at once.", minimum=1,
                label="Concurrency (requests in flight)"),
     OptionSpec("limit", "--limit", "count",
                "Send at most N trajectories this run (already labelled ones are free).",
@@ -64,12 +71,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "Taxonomy JSON file (default: the built-in default taxonomy).",
                label="Taxonomy file"),
     OptionSpec("vertex", "--vertex", "switch",
-               "Use Vertex AI (default: when $GOOGLE_CLOUD_PROJECT is set).",
+               "Gemini: use Vertex AI (default: when $GOOGLE_CLOUD_PROJECT is set).",
                label="Use Vertex AI"),
     OptionSpec("project", "--project", "text", "Vertex AI project.", label="Project"),
     OptionSpec("location", "--location", "text", "Vertex AI location.", label="Location"),
     OptionSpec("allow_external", "--yes-send-data", "flag",
-               "Acknowledge the privacy notice: allow sending trajectories to Gemini.",
+               "Acknowledge the privacy notice: allow sending trajectories to an online LLM "
+               "service (not needed for an OpenAI-compatible server at a local or private "
+               "address).",
                label="I have read the notice: the trajectories in this workspace may be sent "
                      "to this service."),
 )
@@ -87,7 +96,7 @@ class PrelabelOptions:
     """What to run. ``None`` fields fall back to the settings (``with_defaults``)."""
 
     labeller: str = "heuristic"
-    model: str | None = None  # Gemini model; ignored by the heuristic
+    model: str | None = None  # LLM model; ignored by the heuristic
     concurrency: int = 8
     limit: int | None = None  # most trajectories *sent* this run; cached ones do not count
     taxonomy_path: Path | None = None  # None: the default taxonomy
@@ -98,6 +107,9 @@ class PrelabelOptions:
     # it from its environment, like every other setting.
     base_url: str | None = None
     allow_external: bool = False  # the person acknowledged the privacy notice
+    # The OpenAI-compatible server (address, key, response format...), from the settings by
+    # ``with_defaults``. Not a flag either: the key must never reach a command line.
+    openai: OpenAIEndpoint | None = None
 
     def __post_init__(self) -> None:
         if self.labeller not in LABELLERS:
@@ -117,6 +129,8 @@ class PrelabelOptions:
         return cls(**{k: v for k, v in params.items() if k in known})  # type: ignore[arg-type]
 
     def with_defaults(self, settings: Settings) -> PrelabelOptions:
+        if self.labeller == "openai-compatible":
+            return self._openai_defaults(settings)
         if self.labeller != "gemini":
             return self
         vertex = self.vertex if self.vertex is not None else bool(settings.vertex_project)
@@ -129,6 +143,29 @@ class PrelabelOptions:
             # The Developer API override must not leak into a Vertex client (other address).
             base_url=self.base_url or (None if vertex else settings.gemini_base_url or None),
         )
+
+    def _openai_defaults(self, settings: Settings) -> PrelabelOptions:
+        try:
+            endpoint = self.openai or OpenAIEndpoint.from_settings(
+                settings, base_url=self.base_url
+            )
+        except ValueError as e:
+            raise PrelabelServiceError(str(e)) from None
+        if not endpoint.base_url:
+            raise PrelabelServiceError(
+                "no OpenAI-compatible server: set FAILLAB_OPENAI_BASE_URL, e.g. "
+                "http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama), "
+                "http://localhost:1234/v1 (LM Studio)"
+            )
+        model = self.model or settings.openai_model
+        if not model:
+            raise PrelabelServiceError(
+                "no model for the OpenAI-compatible server: pass --model or set "
+                "FAILLAB_OPENAI_MODEL (the name the server lists under /v1/models; Azure "
+                "OpenAI: the deployment name)"
+            )
+        return replace(self, model=model, vertex=None, project=None, location=None,
+                       openai=endpoint)
 
     def to_argv(self) -> list[str]:
         """The same options as command-line flags (what ``OPTIONS`` parses back)."""

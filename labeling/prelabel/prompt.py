@@ -114,6 +114,13 @@ class _Fence:
         return f"<<<DATA {label} {self.nonce}>>>\n{text}\n<<<END DATA {label} {self.nonce}>>>"
 
 
+def fence_for(texts: Sequence[str]) -> Callable[[str, str], str]:
+    """``fence(label, text)`` for a prompt whose untrusted texts are ``texts`` (the nonce is
+    derived from all of them), as the pre-label prompt fences its fields; the LLM judge's
+    prompt uses it too."""
+    return _Fence(_nonce(texts))
+
+
 def render_taxonomy(taxonomy: Taxonomy) -> str:
     lines = [
         f"## Failure taxonomy: {taxonomy.title} (name {taxonomy.name}, version {taxonomy.version})",

@@ -16,9 +16,13 @@ Tokens billed for failed calls are added up, so the cost of a run counts every c
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tenacity import (
     AsyncRetrying,
@@ -26,7 +30,6 @@ from tenacity import (
     retry_if_exception_type,
 )
 
-from labeling.prelabel.base import LabelResult
 from labeling.prelabel.errors import InvalidAnswerError, LabellerError, TransientError
 from labeling.prelabel.protocol import Usage
 
@@ -36,11 +39,30 @@ __all__ = [
     "RetryPolicy",
     "backoff_delay",
     "call_with_retries",
+    "parse_retry_after",
 ]
+
+T = TypeVar("T")
 
 # A Retry-After beyond this (e.g. a daily quota saying "come back in 6 hours") is not waited out
 # in full: the item fails after its attempts and a later run picks it up.
 RETRY_AFTER_CEILING_S = 900.0
+
+
+def parse_retry_after(value: object) -> float | None:
+    """A Retry-After header value in seconds (it may be a number or an HTTP date), or None."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        with contextlib.suppress(TypeError, ValueError):
+            when = email.utils.parsedate_to_datetime(text)
+            return max(0.0, when.timestamp() - time.time())
+    return None
 
 
 def backoff_delay(
@@ -91,14 +113,15 @@ class Attempts:
 
 
 async def call_with_retries(
-    call: Callable[[], Awaitable[tuple[LabelResult, Usage]]],
+    call: Callable[[], Awaitable[tuple[T, Usage]]],
     policy: RetryPolicy,
     attempts: Attempts,
     *,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     stop: asyncio.Event | None = None,
-) -> LabelResult:
-    """Call until a label comes back or the policy gives up; the last error is re-raised.
+) -> T:
+    """Call until an answer (a label, a verdict) comes back or the policy gives up; the last
+    error is re-raised.
 
     ``attempts`` is filled in as calls are made (also when this raises). ``stop`` set by the
     runner after a fatal error elsewhere: no further retries are started."""
@@ -127,7 +150,7 @@ async def call_with_retries(
         if delay > 0:
             await sleep(delay)
 
-    async def once() -> LabelResult:
+    async def once() -> T:
         attempts.calls += 1
         try:
             result, usage = await call()
@@ -146,5 +169,5 @@ async def call_with_retries(
         sleep=pause,
         reraise=True,
     )
-    result: LabelResult = await retrying(once)
+    result: T = await retrying(once)
     return result

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord, PrelabelStore, RunStats
 from labeling.prelabel.errors import FatalError, LabellerError, PrelabelRunAborted
-from labeling.prelabel.pricing import estimate_cost_usd
+from labeling.prelabel.pricing import estimate_cost_usd, labeller_prices
 from labeling.prelabel.protocol import Labeller
 from labeling.prelabel.retry import Attempts, RetryPolicy, call_with_retries
 from trajectories.model import Trajectory
@@ -178,7 +178,7 @@ async def run_prelabels(
     await asyncio.gather(*(worker(t, key) for t, key in pending))
 
     stats.estimated_cost_usd = estimate_cost_usd(
-        labeller.model, stats.input_tokens, stats.output_tokens
+        labeller.model, stats.input_tokens, stats.output_tokens, prices=labeller_prices(labeller)
     )
     if abort is not None:
         raise PrelabelRunAborted(f"pre-labelling stopped: {abort.message}", stats)

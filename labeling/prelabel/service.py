@@ -25,7 +25,7 @@ from labeling.prelabel.base import PrelabelKey, PrelabelRecord, RunStats
 from labeling.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
 from labeling.prelabel.labellers import build_labeller, load_run_taxonomy
 from labeling.prelabel.options import PrelabelOptions
-from labeling.prelabel.pricing import estimate_cost_usd
+from labeling.prelabel.pricing import estimate_cost_usd, labeller_prices
 from labeling.prelabel.privacy import require_consent
 from labeling.prelabel.protocol import Labeller
 from labeling.prelabel.runner import run_prelabels
@@ -65,6 +65,11 @@ class PrelabelOutcome:
     labeller: str
     model: str
     errors: list[str] = field(default_factory=list)
+    # How the answers were asked for, for labellers that choose (the OpenAI-compatible one:
+    # "json_schema" | "json_object" | "text"; None when nothing was sent), and the formats the
+    # server refused first.
+    structured_output: str | None = None
+    structured_output_refused: tuple[str, ...] = ()
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -182,7 +187,7 @@ def run_prelabelling(
             first_report = False
         live.done, live.total = done, total
         live.estimated_cost_usd = estimate_cost_usd(
-            lab.model, live.input_tokens, live.output_tokens
+            lab.model, live.input_tokens, live.output_tokens, prices=labeller_prices(lab)
         )
         now = time.monotonic()
         # A write per item would double the store's load; twice a second is plenty to watch.
@@ -241,4 +246,6 @@ def run_prelabelling(
         labeller=lab.name,
         model=lab.model,
         errors=list(stats.errors),
+        structured_output=getattr(lab, "structured_output", None),
+        structured_output_refused=tuple(getattr(lab, "structured_output_refused", ())),
     )

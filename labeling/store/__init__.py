@@ -2,7 +2,8 @@
 
 `open_store(url)` gives a migrated, thread-safe `Store` over a SQLite file or PostgreSQL, made of
 parts: `store.users`, `store.sessions`, `store.labels`, `store.queues`, `store.adjudications`,
-`store.prelabels`, `store.audits`, `store.taxonomies` and `store.history`. Every part goes
+`store.prelabels`, `store.audits`, `store.taxonomies`, `store.history` and
+`store.verdicts`. Every part goes
 through the store's one `policy.Gate` for permissions, category checks and read scopes.
 """
 
@@ -45,6 +46,7 @@ from labeling.store.records import (
     User,
 )
 from labeling.store.repo import Store, open_store
+from labeling.store.verdicts import VERDICTS, HumanVerdict
 
 __all__ = [
     "CONTRACT_PROVENANCES",
@@ -57,6 +59,7 @@ __all__ = [
     "PROVENANCES",
     "PROVENANCE_SOURCE",
     "ROLES",
+    "VERDICTS",
     "Adjudication",
     "AuditAdjudication",
     "AuditItem",
@@ -65,6 +68,7 @@ __all__ = [
     "DataImportError",
     "Disagreement",
     "HistoryEntry",
+    "HumanVerdict",
     "JudgmentImportError",
     "Label",
     "LabelImportError",

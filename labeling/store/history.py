@@ -6,19 +6,41 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import select
 
+from labeling.store import policy
 from labeling.store.base import Part
 from labeling.store.models import HistoryRow
+from labeling.store.policy import Scope, Viewer
 from labeling.store.records import HistoryEntry
+
+
+def _visible(scope: Scope, h: HistoryRow) -> bool:
+    """Whether a change-log entry may be shown (see `policy`): a label's changes to its author
+    and to leads, an adjudication's to whoever may see the adjudication, the rest to leads."""
+    if h.entity == "label":
+        snap = h.after or h.before or {}
+        annotator_id = snap.get("annotator_id")
+        if snap.get("source") == "llm":
+            return scope.may_see_llm(h.entity_id)
+        return scope.may_see_history(h.entity_id,
+                                     annotator_id if isinstance(annotator_id, int) else None)
+    if h.entity == "adjudication":
+        return scope.may_see_adjudication(h.entity_id)
+    return scope.lead and scope.sees_all
 
 
 class History(Part):
     """`store.history`."""
 
     def entries(
-        self, entity: str | None = None, entity_id: str | None = None
+        self,
+        entity: str | None = None,
+        entity_id: str | None = None,
+        viewer: Viewer = policy.OPERATOR,
     ) -> list[HistoryEntry]:
-        """The append-only change log, oldest first."""
+        """The append-only change log as `viewer` may see it, oldest first (the operator:
+        all of it)."""
         with self._read() as s:
+            scope = self._gate.scope(s, viewer)
             query = select(HistoryRow).order_by(HistoryRow.id)
             if entity is not None:
                 query = query.where(HistoryRow.entity == entity)
@@ -37,6 +59,7 @@ class History(Part):
                     reason=h.reason,
                 )
                 for h in s.scalars(query)
+                if _visible(scope, h)
             ]
 
 

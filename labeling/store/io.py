@@ -42,6 +42,14 @@ EXPORT_COLUMNS = [
     "evidence",  # pre-labels only: the first-divergence evidence as JSON (revision 0006)
     "taxonomy_version",
     "created_at",
+    # The history (added last, so readers of the older columns are unaffected): the label's
+    # id in this store, the id of the annotator's next counted label on the item, and for a
+    # label undone by its annotator (or a lead) when and by whom. Pre-label rows leave them
+    # empty. Import ignores the two ids (they are this store's) and keeps retractions.
+    "label_id",
+    "superseded_by",
+    "retracted_at",
+    "retracted_by",
 ]
 LABEL_REQUIRED = ("trajectory_id", "annotator", "source", "category")
 JUDGMENT_REQUIRED = ("task_id", "annotator", "valid")
@@ -62,11 +70,17 @@ def export_labels(
     *,
     include_prelabels: bool = True,
     viewer: Viewer = OPERATOR,
+    include_history: bool = True,
 ) -> str:
-    """Every label `viewer` may see (superseded ones too) as CSV or JSONL text, oldest first,
-    followed by the LLM pre-labels (source ``llm``; ``annotator`` names the labeller and
-    model, which import ignores for LLM rows; ``note`` carries the rationale). The command
-    line exports as the operator; the app passes the signed-in viewer."""
+    """Every label `viewer` may see as CSV or JSONL text, oldest first, followed by the LLM
+    pre-labels (source ``llm``; ``annotator`` names the labeller and model, which import
+    ignores for LLM rows; ``note`` carries the rationale). The command line exports as the
+    operator; the app passes the signed-in viewer.
+
+    With `include_history` (the default) superseded and retracted labels are in it too, with
+    `superseded_by` and `retracted_at`/`retracted_by` saying what became of them (the store
+    shows a retracted label only to its author and to leads); without, only current labels.
+    """
     rows = [
         {
             "trajectory_id": label.trajectory_id,
@@ -80,8 +94,13 @@ def export_labels(
             "evidence": None,
             "taxonomy_version": label.taxonomy_version,
             "created_at": label.created_at.isoformat(),
+            "label_id": label.id,
+            "superseded_by": entry.superseded_by,
+            "retracted_at": entry.retracted_at.isoformat() if entry.retracted_at else None,
+            "retracted_by": entry.retracted_by,
         }
-        for label in store.labels.all(viewer)
+        for entry in store.labels.entries(viewer, history=include_history)
+        for label in (entry.label,)
     ]
     if include_prelabels:
         rows += [
@@ -97,6 +116,10 @@ def export_labels(
                 "evidence": p.get("evidence"),
                 "taxonomy_version": p["taxonomy_version"],
                 "created_at": p["created_at"].isoformat(),
+                "label_id": None,
+                "superseded_by": None,
+                "retracted_at": None,
+                "retracted_by": None,
             }
             for p in store.prelabels.successful(viewer)
         ]
@@ -213,13 +236,13 @@ def _parse_confidence(value: Any, row: int) -> float | None:
     return number
 
 
-def _parse_time(value: Any, row: int) -> datetime:
+def _parse_time(value: Any, row: int, field: str = "created_at") -> datetime:
     if value is None:
         return utcnow()
     try:
         parsed = datetime.fromisoformat(str(value))
     except ValueError:
-        raise LabelImportError(f"created_at is not an ISO timestamp: {value!r}", row=row) from None
+        raise LabelImportError(f"{field} is not an ISO timestamp: {value!r}", row=row) from None
     # Timestamps without an offset are taken as UTC, which is what the exporter writes.
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
@@ -242,7 +265,10 @@ def import_labels(
     taxonomy version; display names are mapped to keys, anything else refuses the file with
     the row number. Annotators
     the store does not know are created with the annotator role. LLM rows carry no annotator
-    (a name given there is ignored, as the exporter writes none).
+    (a name given there is ignored, as the exporter writes none). A human row with
+    `retracted_at` (an export's history) is stored retracted, by `retracted_by` when given:
+    kept, but counted nowhere, as it was in the store it came from. `label_id` and
+    `superseded_by` are the exporting store's ids and are not read.
     """
     text, hint = _read_text(text_or_path)
     records = _records(text, hint, LABEL_REQUIRED, LabelImportError)
@@ -287,11 +313,24 @@ def import_labels(
                 "note": _free_text(rec.get("note")),
                 "taxonomy_version": version,
                 "created_at": _parse_time(rec.get("created_at"), number),
+                **_retraction(rec, source, number),
             }
         )
     if not rows:
         return 0
     return store.labels.import_rows(rows, actor=None)
+
+
+def _retraction(rec: Mapping[str, Any], source: str, number: int) -> dict[str, Any]:
+    """The row's retraction columns, checked (only a human label can have been retracted)."""
+    at, by = rec.get("retracted_at"), _text(rec.get("retracted_by"))
+    if at is None:
+        if by is not None:
+            raise LabelImportError("retracted_by is given without retracted_at", row=number)
+        return {}
+    if source != "human":
+        raise LabelImportError("only human labels can be retracted", row=number)
+    return {"retracted_at": _parse_time(at, number, "retracted_at"), "retracted_by": by}
 
 
 # -- audit judgments ------------------------------------------------------------------------

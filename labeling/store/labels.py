@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +66,47 @@ LIVE: ColumnElement[bool] = LabelRow.retracted_at.is_(None)
 def _visible(scope: policy.Scope, row: LabelRow, include_llm: bool = True) -> bool:
     if row.source == "llm":
         return include_llm and scope.may_see_llm(row.trajectory_id)
+    if row.retracted_at is not None:
+        return scope.may_see_history(row.trajectory_id, row.annotator_id)
     return scope.may_see_human(row.trajectory_id, row.annotator_id)
+
+
+@dataclass(frozen=True)
+class LabelEntry:
+    """One stored label with its place in the history.
+
+    `superseded_by` is the id of the annotator's next counted label on the item (None: no
+    counted label came after, so this one is current unless it was retracted); a retracted
+    label (Undo) has `retracted_at` and `retracted_by` and counts nowhere.
+    """
+
+    label: Label
+    superseded_by: int | None = None
+    retracted_at: datetime | None = None
+    retracted_by: str | None = None
+
+    @property
+    def current(self) -> bool:
+        """The label counts now: neither retracted nor superseded."""
+        return self.retracted_at is None and self.superseded_by is None
+
+
+def _successors(rows: Sequence[LabelRow]) -> dict[int, int]:
+    """label id -> the id of the same annotator's next counted label on the same item.
+
+    `rows` oldest first. A retracted label supersedes nothing: after an Undo the label before
+    it counts again, so only counted (live) labels are successors."""
+    following: dict[int, int] = {}
+    pending: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for row in rows:
+        if row.source != "human" or row.annotator_id is None:
+            continue
+        key = (row.trajectory_id, row.annotator_id)
+        if row.retracted_at is None:
+            for earlier in pending.pop(key, []):
+                following[earlier] = row.id
+        pending[key].append(row.id)
+    return following
 
 
 class Labels(Part):
@@ -256,9 +296,13 @@ class Labels(Part):
             )
             return label_record(row, self._user_names(s))
 
-    def retracted(self, trajectory_id: str) -> list[tuple[Label, str | None, datetime]]:
-        """The item's retracted labels, oldest first, with who retracted each and when."""
+    def retracted(
+        self, trajectory_id: str, viewer: Viewer = policy.OPERATOR
+    ) -> list[tuple[Label, str | None, datetime]]:
+        """The item's retracted labels `viewer` may see (their own; a lead all), oldest first,
+        with who retracted each and when."""
         with self._read() as s:
+            scope = self._gate.scope(s, viewer)
             names = self._user_names(s)
             rows = s.scalars(
                 select(LabelRow)
@@ -272,8 +316,42 @@ class Labels(Part):
                     r.retracted_at,
                 )
                 for r in rows
-                if r.retracted_at is not None
+                if r.retracted_at is not None and _visible(scope, r)
             ]
+
+    def entries(
+        self,
+        viewer: Viewer = policy.OPERATOR,
+        *,
+        trajectory_id: str | None = None,
+        history: bool = True,
+    ) -> list[LabelEntry]:
+        """Every label `viewer` may see with its place in the history, oldest first.
+
+        With `history` the superseded and retracted labels are included (a retracted one only
+        for its author and for leads, see `policy`); without, only the current ones (each
+        annotator's counted label per item, and the LLM labels).
+        """
+        with self._read() as s:
+            scope = self._gate.scope(s, viewer)
+            names = self._user_names(s)
+            query = select(LabelRow).order_by(LabelRow.created_at, LabelRow.id)
+            if trajectory_id is not None:
+                query = query.where(LabelRow.trajectory_id == trajectory_id)
+            rows = list(s.scalars(query))
+        following = _successors(rows)
+        out = []
+        for row in rows:
+            entry = LabelEntry(
+                label=label_record(row, names),
+                superseded_by=following.get(row.id),
+                retracted_at=row.retracted_at,
+                retracted_by=(names.get(row.retracted_by_id)
+                              if row.retracted_by_id is not None else None),
+            )
+            if (history or entry.current) and _visible(scope, row):
+                out.append(entry)
+        return out
 
     def frame(
         self, *, taxonomy_version: str | None = None, viewer: Viewer = policy.OPERATOR
@@ -303,20 +381,23 @@ class Labels(Part):
             return [label_record(r, names) for r in rows if _visible(scope, r)]
 
     def import_rows(self, rows: Sequence[Mapping[str, Any]], *, actor: str | None) -> int:
-        """Insert validated label rows in one transaction, creating unknown annotators.
+        """Insert validated label rows in one transaction, creating unknown annotators (and
+        unknown people named in `retracted_by`, for rows carrying `retracted_at`).
 
         Used by the importer, which has already validated every row, so that a file is
         stored entirely or not at all.
         """
         with self._write() as s:
-            ids = self._upsert_users(
-                s, (str(v["annotator"]) for v in rows if v.get("annotator")), "annotator"
-            )
+            people = {str(v[k]) for v in rows for k in ("annotator", "retracted_by") if v.get(k)}
+            ids = self._upsert_users(s, people, "annotator")
             for values in rows:
                 name = values.get("annotator")
+                # A label exported as retracted comes back retracted: kept, counted nowhere.
+                retracted_by = values.get("retracted_by")
                 row = LabelRow(
                     annotator_id=ids[name] if name else None,
-                    **{k: v for k, v in values.items() if k != "annotator"},
+                    retracted_by_id=ids[retracted_by] if retracted_by else None,
+                    **{k: v for k, v in values.items() if k not in ("annotator", "retracted_by")},
                 )
                 s.add(row)
                 s.flush()

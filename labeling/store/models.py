@@ -312,3 +312,25 @@ class SignInThrottleRow(Base):
     failures: Mapped[int] = mapped_column(Integer)
     locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class VerdictRow(Base):
+    """A person's verdict on a trajectory's outcome (revision 0008): the agent was right, or
+    it failed. People's verdicts win over the recorded and the judged ones; a changed mind is
+    a new row, an undone one is retracted (kept as history, counted nowhere)."""
+
+    __tablename__ = "verdicts"
+    __table_args__ = (
+        CheckConstraint("verdict IN ('correct', 'incorrect')", name="verdict"),
+        CheckConstraint("origin IN ('person', 'import')", name="origin"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(String(200), index=True)
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), index=True)
+    verdict: Mapped[str] = mapped_column(String(10))
+    note: Mapped[str | None] = mapped_column(Text)
+    #: ``person``: given in the app or the CLI; ``import``: read from a verdicts file.
+    origin: Mapped[str] = mapped_column(String(10), default="person")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    retracted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -13,6 +13,10 @@ Visibility, with blind mode on:
   not labelled yet: there they are an annotator like any other until they commit.
 With blind mode off everyone sees everything. `OPERATOR` is whoever runs the command line on
 the store they own (exports, statistics): it sees everything.
+
+History (labels retracted by Undo, and the change log of labels) is shown only to the
+label's author and to leads and admins (where they see everything), in blind mode or not:
+an undone label is a draft its author took back, not a judgment for colleagues to read.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class Scope:
 
     sees_all: bool
     user_id: int | None = None
+    # A lead or admin (or the operator): may read other people's history where it sees all.
+    lead: bool = False
     # Items a lead is assigned to and has not labelled: blind there, like an annotator.
     blind_items: frozenset[str] = field(default_factory=frozenset)
     # With the pre-label hidden until commit: the only items whose LLM opinion shows.
@@ -73,6 +79,13 @@ class Scope:
 
     def may_see_adjudication(self, trajectory_id: str) -> bool:
         return self._all_on(trajectory_id)
+
+    def may_see_history(self, trajectory_id: str, annotator_id: int | None) -> bool:
+        """A retracted label (or a label's change log): its author, and leads where they see
+        everything."""
+        if annotator_id is not None and annotator_id == self.user_id:
+            return True
+        return self.lead and self._all_on(trajectory_id)
 
     def may_see_llm(self, trajectory_id: str) -> bool:
         if self._all_on(trajectory_id):
@@ -103,7 +116,7 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     (nobody signed in).
     """
     if viewer.name is None:
-        return Scope(sees_all=not viewer.blind)
+        return Scope(sees_all=not viewer.blind, lead=not viewer.blind)
     row = _user(session, viewer.name)
     committed = frozenset(
         session.scalars(
@@ -116,7 +129,7 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     )
     llm_only_on = committed if viewer.hide_prelabel else None
     if not viewer.blind:
-        return Scope(sees_all=True, user_id=row.id)
+        return Scope(sees_all=True, user_id=row.id, lead=row.role in LEAD_ROLES)
     if row.role not in LEAD_ROLES:
         return Scope(sees_all=False, user_id=row.id, hide_llm_everywhere_but=llm_only_on)
     assigned = frozenset(
@@ -125,6 +138,7 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     return Scope(
         sees_all=True,
         user_id=row.id,
+        lead=True,
         blind_items=assigned - committed,
         hide_llm_everywhere_but=llm_only_on,
     )

@@ -23,6 +23,7 @@ from labeling.store.queues import Queues
 from labeling.store.rekey import TrajectoryIds
 from labeling.store.sessions import Sessions
 from labeling.store.users import Users
+from labeling.store.verdicts import Verdicts
 
 
 class Taxonomies(Part):
@@ -55,9 +56,9 @@ class Store:
     """Annotation store over SQLite or PostgreSQL, made of parts by concern.
 
     `users`, `sessions`, `labels`, `queues`, `adjudications`, `prelabels`, `audits`,
-    `taxonomies`, `history` and `trajectory_ids` share one engine (connection pool) and one
-    `Gate`, the single place that validates and authorises writes and scopes reads (see
-    `policy`).
+    `taxonomies`, `history`, `trajectory_ids` and `verdicts` share one engine (connection
+    pool) and one `Gate`, the single place that validates and authorises writes and scopes
+    reads (see `policy`).
 
     Synchronous and thread-safe: a fresh session and a short transaction per method call.
     Methods return plain frozen dataclasses or DataFrames, never ORM objects.
@@ -77,6 +78,7 @@ class Store:
         self.taxonomies = Taxonomies(self._core)
         self.history = History(self._core)
         self.trajectory_ids = TrajectoryIds(self._core)
+        self.verdicts = Verdicts(self._core)
 
     @property
     def dialect(self) -> str:

@@ -23,6 +23,49 @@ _DUMMY_HASH = _hasher.hash("not a real password")
 _hash_slots = threading.BoundedSemaphore(2)
 
 
+#: NIST SP 800-63B (5.1.1.2): memorised secrets chosen by people are at least 8 characters.
+MIN_PASSWORD_LENGTH = 8
+#: Refused whatever their length: the commonest passwords of at least 8 characters in public
+#: breach corpora, plus words of this workbench. A short list on purpose (NIST asks for a check
+#: against known-bad values, not for composition rules); compared without regard to case.
+COMMON_PASSWORDS = frozenset({
+    "00000000", "11111111", "12121212", "123123123", "12341234", "12344321", "12345678",
+    "123456789", "1234567890", "1234qwer", "1q2w3e4r", "1q2w3e4r5t", "1qaz2wsx", "87654321",
+    "88888888", "987654321", "aa123456", "abc12345", "abcd1234", "abcdefgh", "admin123",
+    "administrator", "annotator", "asdfasdf", "asdfghjk", "asdfghjkl", "baseball", "changeme",
+    "charlie1", "computer", "correcthorsebatterystaple", "dragon12", "faillab1", "failurelab",
+    "football", "iloveyou", "jennifer", "letmein1", "letmein123", "linkedin", "michelle",
+    "mimiciv1", "monkey12", "password", "password!", "password1", "password12", "password123",
+    "passw0rd", "princess", "q1w2e3r4", "qazwsxedc", "qwerty12", "qwerty123", "qwertyui",
+    "qwertyuiop", "starwars", "sunshine", "superman", "trustno1", "welcome1", "welcome123",
+    "whatever", "zaq12wsx",
+})
+
+
+class PasswordPolicyError(StoreError):
+    """A password the policy refuses (too short, too common, or the user's own name)."""
+
+
+def check_password(password: str, name: str | None = None) -> None:
+    """Raise PasswordPolicyError unless `password` may be set (for `name`, when given).
+
+    Length is counted in characters (code points), as NIST asks, and spaces count: a
+    pass phrase is welcome. No composition rules (they make passwords worse, not better).
+    """
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise PasswordPolicyError(
+            f"the password is too short: at least {MIN_PASSWORD_LENGTH} characters, "
+            f"{len(password)} given")
+    folded = password.casefold()
+    if folded in COMMON_PASSWORDS:
+        raise PasswordPolicyError(
+            "the password is one of the most common passwords; choose another")
+    if len(set(folded)) == 1:
+        raise PasswordPolicyError("the password is one character repeated; choose another")
+    if name is not None and folded == name.strip().casefold():
+        raise PasswordPolicyError("the password is the user's name; choose another")
+
+
 class SignInBusyError(Exception):
     """Too many password checks are running at once; try again in a moment."""
 
@@ -68,7 +111,10 @@ class Users(Part):
     """`store.users`: people, their roles and passwords."""
 
     def add(self, name: str, role: str = "annotator", password: str | None = None) -> User:
+        """A new user; a password, when given, must pass `check_password`."""
         name = _check(name, role)
+        if password is not None:
+            check_password(password, name)
         # Hash outside the transaction: argon2 is deliberately slow and must not hold a lock.
         password_hash = _hasher.hash(password) if password is not None else None
         try:
@@ -100,6 +146,13 @@ class Users(Part):
             return [_record(r) for r in s.scalars(select(UserRow).order_by(UserRow.name))]
 
     def set_password(self, name: str, password: str) -> None:
+        """Set (or replace) `name`'s password; it must pass `check_password`. Sessions are
+        left alone: the caller decides which to end (`store.sessions`)."""
+        check_password(password, name)
+        self.require(name)  # an unknown name says so before the slow hash
+        self._store_hash(name, password)
+
+    def _store_hash(self, name: str, password: str) -> None:
         password_hash = _hasher.hash(password)
         with self._write() as s:
             self._user_row(s, name).password_hash = password_hash
@@ -123,8 +176,9 @@ class Users(Part):
         if _hasher.check_needs_rehash(stored):
             # Parameters were raised since this hash was made; upgrade it while we know the
             # password. Not critical, so a failure here must not fail the login.
+            # No policy check: this is the password the user already has.
             with contextlib.suppress(StoreError):
-                self.set_password(name, password)
+                self._store_hash(name, password)
         return user
 
     def require(self, name: str) -> None:

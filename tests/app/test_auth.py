@@ -1,5 +1,5 @@
 """Password sign-in: users made with the store (as `faillab users add` does) sign in through the
-sidebar form; a wrong password is refused."""
+form in the main area; a wrong password is refused."""
 
 from __future__ import annotations
 
@@ -38,19 +38,19 @@ def password_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
 
 def test_wrong_password_is_refused(password_app: AppTest) -> None:
     at = password_app
-    assert any("Sign in" in i.value for i in at.info)
-    at.sidebar.text_input(key="login_name").input("lena")
-    at.sidebar.text_input(key="login_password").input("wrong")
-    at.sidebar.button[0].click().run()
-    assert any("wrong password" in e.value for e in at.sidebar.error)
+    assert not at.sidebar.text_input  # the form is in the main area, not the sidebar
+    at.text_input(key="login_name").input("lena")
+    at.text_input(key="login_password").input("wrong")
+    at.button(key="login_submit").click().run()
+    assert any("wrong password" in e.value for e in at.error)
     assert not any("Signed in as" in c.value for c in at.sidebar.caption)
 
 
 def test_right_password_signs_in_with_the_stored_role(password_app: AppTest) -> None:
     at = password_app
-    at.sidebar.text_input(key="login_name").input("lena")
-    at.sidebar.text_input(key="login_password").input("correct horse")
-    at.sidebar.button[0].click().run()
+    at.text_input(key="login_name").input("lena")
+    at.text_input(key="login_password").input("correct horse")
+    at.button(key="login_submit").click().run()
     assert not at.exception
     assert any("Signed in as lena (lead)" in c.value for c in at.sidebar.caption)
     assert not any("This page is for" in e.value for e in at.error)
@@ -65,17 +65,17 @@ def test_oidc_mode_offers_single_sign_on_and_explains_missing_config(
     monkeypatch.setenv("FAILLAB_AUTH", "oidc")
     at = AppTest.from_file(str(REPO / "app" / "main.py"), default_timeout=60).run()
     at.switch_page("views/annotate.py").run()
-    assert any("Sign in" in i.value for i in at.info)  # the page waits for a person
-    at.sidebar.button(key="oidc_login").click().run()
+    assert [t.value for t in at.title] == ["EHR Failure Lab"]  # the page waits for a person
+    at.button(key="oidc_login").click().run()
     assert not at.exception
     # No [auth] section in secrets here: a clear message instead of a crash.
-    assert any("Single sign-on is not configured" in e.value for e in at.sidebar.error)
+    assert any("Single sign-on is not configured" in e.value for e in at.error)
 
 
 def sign_in(at: AppTest, name: str, password: str) -> AppTest:
-    at.sidebar.text_input(key="login_name").input(name)
-    at.sidebar.text_input(key="login_password").input(password)
-    at.sidebar.button[0].click().run()
+    at.text_input(key="login_name").input(name)
+    at.text_input(key="login_password").input(password)
+    at.button(key="login_submit").click().run()
     return at
 
 
@@ -108,7 +108,7 @@ def test_session_token_is_stored_hashed_and_sign_out_revokes_it(password_app: Ap
 def test_sessions_expire_and_users_revoke_ends_them(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'a.sqlite'}")
     try:
-        store.users.add("ann", "annotator", password="pw")
+        store.users.add("ann", "annotator", password="ann password")
         start = datetime.now(UTC)
         token = store.sessions.create("ann", timedelta(hours=1), now=start)
         assert store.sessions.user(token, now=start + timedelta(minutes=59)) is not None
@@ -152,7 +152,7 @@ def test_sign_in_form_refuses_after_repeated_failures(password_app: AppTest,
     for _ in range(2):
         sign_in(at, "lena", "wrong")
     sign_in(at, "lena", "correct horse")  # right password, but locked out for now
-    assert any("Too many failed sign-ins" in e.value for e in at.sidebar.error)
+    assert any("Too many failed sign-ins" in e.value for e in at.error)
     assert not any("Signed in as" in c.value for c in at.sidebar.caption)
 
 
@@ -170,8 +170,8 @@ def test_unknown_names_cost_a_real_hash_check(tmp_path: Path,
 
     monkeypatch.setattr(users_mod, "_hasher", CountingHasher())
     try:
-        store.users.add("ann", "annotator", password="pw")
-        assert store.users.verify_password("nobody", "pw") is None
+        store.users.add("ann", "annotator", password="ann password")
+        assert store.users.verify_password("nobody", "ann password") is None
         assert store.users.verify_password("ann", "bad") is None
         assert len(calls) == 2 and calls[0] == users_mod._DUMMY_HASH
     finally:

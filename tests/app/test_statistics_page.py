@@ -187,13 +187,13 @@ def test_success_source_choice_and_outcome_note(stats_workspace: Path) -> None:
         "AND exact_match IS NOT NULL AND recorded_success <> exact_match")["n"].iloc[0])
     assert differ > 0  # the demo's producer scores some answers differently
     at = run_page()
-    assert at.radio(key="stats_success_source").value == "recorded"
+    assert at.radio(key="stats_success_source").value == "verdict"
     notes = [c.value for c in at.caption if c.value.startswith("Success source:")]
     assert len(notes) == 1
-    assert notes[0].startswith("Success source: recorded (the default, as in `faillab stats`): "
-                               "the producer's recorded verdict")
+    assert notes[0].startswith("Success source: verdict (the default, as in `faillab stats`): "
+                               "people's verdicts, else the producer's recorded verdict")
     assert f"disagree on {differ:,} of these trajectories" in notes[0]
-    assert "1 are unscored" in notes[0]
+    assert "1 are unscored or undecided" in notes[0]
 
     def overall(source_sql: str) -> dict[str, float]:
         rates = ws.query_df(
@@ -205,14 +205,17 @@ def test_success_source_choice_and_outcome_note(stats_workspace: Path) -> None:
         table = table_of(at, "success")
         return dict(zip(table["run"], table["overall"], strict=True))
 
+    verdict = overall("coalesce(recorded_success, judged_success)")
     recorded = overall("coalesce(recorded_success, exact_match)")
     exact = overall("coalesce(exact_match, recorded_success)")
     assert recorded != exact
+    assert shown() == pytest.approx(verdict)
+    at.radio(key="stats_success_source").set_value("recorded").run()
     assert shown() == pytest.approx(recorded)
     at.radio(key="stats_success_source").set_value("exact_match").run()
     assert not at.exception
     assert shown() == pytest.approx(exact)
-    assert any(c.value.startswith("Success source: exact_match (default: recorded, as in")
+    assert any(c.value.startswith("Success source: exact_match (default: verdict, as in")
                for c in at.caption)
 
 
@@ -321,8 +324,8 @@ def test_the_shared_trajectory_frame_is_never_written(
     monkeypatch.setattr(analysis.sources, "load_frame", counted_load)
     ws = Workspace(stats_workspace)
     at = run_page()
-    shared = trajectory_frame("recorded", ws)
-    assert loads == ["recorded"]  # the page's own cached frame, loaded once
+    shared = trajectory_frame("verdict", ws)
+    assert loads == ["verdict"]  # the page's own cached frame, loaded once
     before = (list(shared.columns), len(shared),
               int(pd.util.hash_pandas_object(shared.astype(str), index=True).sum()))
     runs = at.multiselect(key="stats_runs").value
@@ -332,8 +335,8 @@ def test_the_shared_trajectory_frame_is_never_written(
         open_tab(at, name)
     at.radio(key="stats_label_scope").set_value("include LLM-only").run()
     assert not at.exception, [e.value for e in at.exception]
-    assert trajectory_frame("recorded", ws) is shared  # the same object, not a copy
-    assert loads == ["recorded"]
+    assert trajectory_frame("verdict", ws) is shared  # the same object, not a copy
+    assert loads == ["verdict"]
     after = (list(shared.columns), len(shared),
              int(pd.util.hash_pandas_object(shared.astype(str), index=True).sum()))
     assert after == before

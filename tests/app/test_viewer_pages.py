@@ -209,7 +209,9 @@ def test_unscored_trajectory_is_never_success_or_failure(
     at.run()
     assert not at.exception
     panel = answer_panel(at)
-    assert verdicts(panel) == {"Exact match": "unscored", "Recorded outcome": "none"}
+    # No gold: the judge cannot decide either (a person would), and nothing says success.
+    assert verdicts(panel) == {"Judge": "undecided", "Exact match": "unscored",
+                               "Recorded outcome": "none"}
     captions = [c.value for c in at.caption]
     assert any("outcome: **unscored**" in c for c in captions)
     assert not any("outcome: **success" in c or "outcome: **failure" in c for c in captions)
@@ -220,7 +222,8 @@ def test_unscored_trajectory_is_never_success_or_failure(
     at.run()
     assert not at.exception
     panel = answer_panel(at)
-    assert verdicts(panel) == {"Exact match": "unscored", "Recorded outcome": "wrong"}
+    assert verdicts(panel) == {"Judge": "undecided", "Exact match": "unscored",
+                               "Recorded outcome": "wrong"}
     assert any("outcome: **failure**" in c.value for c in at.caption)
     assert "Unscored:" not in panel
     st.cache_resource.clear()

@@ -18,6 +18,8 @@ from trajectories.workspace import Workspace
 pytestmark = pytest.mark.browser
 
 SECRET = "Which secret drug did patient 4711 receive"
+ANN_PASSWORD = "ann pass phrase"
+LEE_PASSWORD = "lee pass phrase"
 PAGES = ["overview", "browse", "trajectory", "annotate", "adjudicate", "agreement", "prelabel",
          "audit-review", "audit-adjudicate", "audit-report", "statistics"]
 
@@ -39,8 +41,8 @@ def password_server(tmp_path_factory: pytest.TempPathFactory,
     root = tmp_path_factory.mktemp("access") / "ws"
     _, traj_id = make_workspace(root)
     store = open_store(f"sqlite:///{root / 'annotations.sqlite'}")
-    store.users.add("ann", "annotator", password="ann-pw")
-    store.users.add("lee", "lead", password="lee-pw")
+    store.users.add("ann", "annotator", password=ANN_PASSWORD)
+    store.users.add("lee", "lead", password=LEE_PASSWORD)
     store.close()
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "password"})
     try:
@@ -50,10 +52,11 @@ def password_server(tmp_path_factory: pytest.TempPathFactory,
 
 
 def sign_in(page: Page, name: str, password: str) -> None:
-    sidebar = page.locator("[data-testid='stSidebar']")
-    sidebar.get_by_role("textbox", name="Name", exact=True).fill(name)
-    sidebar.get_by_role("textbox", name="Password", exact=True).fill(password)
-    sidebar.get_by_role("button", name="Sign in").click()
+    """Through the sign-in form, which sits in the main area."""
+    main = page.locator("[data-testid='stMain']")
+    main.get_by_role("textbox", name="Name", exact=True).fill(name)
+    main.get_by_role("textbox", name="Password", exact=True).fill(password)
+    main.get_by_role("button", name="Sign in").click()
     wait_idle(page)
 
 
@@ -66,7 +69,7 @@ def test_anonymous_visitor_gets_no_page(browser: Browser,
             query = f"?id={traj_id}" if path == "trajectory" else ""
             page.goto(f"{server.url}/{path}{query}")
             wait_idle(page)
-            expect(page.get_by_text("Sign in (sidebar) to use this page.")).to_be_visible()
+            expect(page.get_by_role("button", name="Sign in")).to_be_visible()
             html = page.content()
             assert SECRET not in html and "aspirin-secret-answer" not in html, path
             assert page.get_by_role("button", name="Re-run SQL").count() == 0
@@ -83,7 +86,7 @@ def test_annotator_session_survives_reload_and_deep_link_until_sign_out(
     try:
         page.goto(f"{server.url}/adjudicate")
         wait_idle(page)
-        sign_in(page, "ann", "ann-pw")
+        sign_in(page, "ann", ANN_PASSWORD)
         expect(page.get_by_text("Signed in as ann (annotator)")).to_be_visible()
         expect(page.get_by_text("This page is for leads or admins")).to_be_visible()
         cookie = next(c for c in context.cookies() if c["name"] == "faillab_session")
@@ -111,7 +114,7 @@ def test_annotator_session_survives_reload_and_deep_link_until_sign_out(
         stolen = thief.new_page()
         stolen.goto(f"{server.url}/trajectory?id={traj_id}")
         wait_idle(stolen)
-        expect(stolen.get_by_text("Sign in (sidebar) to use this page.")).to_be_visible()
+        expect(stolen.get_by_role("button", name="Sign in")).to_be_visible()
         assert SECRET not in stolen.content()
         thief.close()
     finally:
@@ -125,7 +128,7 @@ def test_lead_reaches_lead_pages(browser: Browser,
     try:
         page.goto(f"{server.url}/agreement")
         wait_idle(page)
-        sign_in(page, "lee", "lee-pw")
+        sign_in(page, "lee", LEE_PASSWORD)
         expect(page.get_by_text("Signed in as lee (lead)")).to_be_visible()
         assert page.get_by_text("This page is for").count() == 0
     finally:

@@ -85,6 +85,18 @@ def test_candidate_pool_is_task_level_and_run_dependent(hand_ws: Workspace) -> N
         candidate_pool(hand_ws, ["A", "nope"])
 
 
+def test_a_persons_verdict_takes_a_task_out_of_the_pool(hand_ws: Workspace) -> None:
+    """People's verdicts win: a trajectory a person judged right solves its task."""
+    frame = hand_ws.query_df("SELECT id, task_id, run FROM trajectories")
+    t3_of_a = str(frame[(frame.task_id == "t3") & (frame.run == "A")]["id"].iloc[0])
+    t1_of_a = str(frame[(frame.task_id == "t1") & (frame.run == "A")]["id"].iloc[0])
+    pool = candidate_pool(hand_ws, verdicts={t3_of_a: True, t1_of_a: False})
+    assert [c.task_id for c in pool.candidates] == ["t1", "t4"]
+    # An open disagreement among people is undecided: neither solved nor failed.
+    open_pool = candidate_pool(hand_ws, verdicts={t3_of_a: None})
+    assert [c.task_id for c in open_pool.candidates] == ["t3", "t4"]
+
+
 def _pool(n: int = 954, total: int = 3915) -> CandidatePool:
     intents = ["Demographics", "Vitals", "Medications", "Cost", "Labs", "Diagnoses"]
     cands = []

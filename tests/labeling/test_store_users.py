@@ -21,8 +21,8 @@ def test_password_is_hashed_and_verified(store: Store) -> None:
 def test_user_without_password_cannot_log_in(store: Store) -> None:
     store.users.add("ben")
     assert store.users.verify_password("ben", "") is None
-    store.users.set_password("ben", "s3cret")
-    user = store.users.verify_password("ben", "s3cret")
+    store.users.set_password("ben", "s3cret phrase")
+    user = store.users.verify_password("ben", "s3cret phrase")
     assert user is not None and user.has_password
 
 

@@ -34,6 +34,8 @@ from trajectories.reading import (
     # Broken SQL is still the agent's SQL step (its syntax error is the failure to see).
     "SELECT COUNT(* FROM patients",
     "WITH a AS (SELECT x FROM t WHERE",
+    # Line breaks an agent escaped twice (a real ai612 trajectory writes them so).
+    "SELECT l.itemid, COUNT(*) AS n \\nFROM labevents l \\nGROUP BY l.itemid \\nLIMIT 10;",
 ])
 def test_sql_is_recognised_by_its_content(text: str) -> None:
     assert is_sql(text)

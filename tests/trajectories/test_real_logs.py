@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
+from taxonomy import default_taxonomy
 from tests.support import (
     CLAUDE_ANSWERS,
     LMSTUDIO_SAMPLE,
@@ -23,7 +24,6 @@ from tests.support import (
     make_trajectory,
     require_shared,
 )
-from taxonomy import default_taxonomy
 from trajectories.importers import read_file
 from trajectories.importers.tasks import load_tasks, question_key
 from trajectories.model import StepKind

@@ -91,7 +91,9 @@ def test_empty_workspace_reads_as_empty(tmp_path: Path) -> None:
 def test_rescore_overlay(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws")
     ws.add([(make_trajectory().with_id(), None)])
-    assert ws.write_scores() == {"scored": 1, "changed": 0}
+    assert ws.write_scores() == {"scored": 1, "changed": 0, "kept": 0, "correct": 1,
+                                 "incorrect": 0,
+                                 "undecided": 0}
     assert bool(ws.frame()["exact_match"].iloc[0])
 
 

@@ -21,8 +21,11 @@ from trajectories.importers.inspect_ai import (
 from trajectories.importers.json_documents import (
     DocumentText,
     document_problem,
+    first_line_nests_too_deep,
     has_long_integer,
+    line_nesting_problem,
     list_records,
+    nests_within,
     read_document,
 )
 from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
@@ -67,7 +70,13 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, Doc
         for i, rec, known in list_records(path):
             yield f"record {i}", rec, None, known
         return
-    if _single_document(path):
+    try:
+        single = _single_document(path)
+    except RecursionError:
+        # Nested too deep for the standard parser. JSONL when the first line alone is (the
+        # line is refused below), else one document (``read_document`` refuses it).
+        single = not first_line_nests_too_deep(path)
+    if single:
         try:
             doc, known = read_document(path)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -91,6 +100,11 @@ def _records(path: Path, first: str) -> Iterator[tuple[str, Any, str | None, Doc
                 rec = json.loads(line)
             except json.JSONDecodeError as err:
                 rec = _BadJson(f"not valid JSON ({err.msg} at column {err.colno})")
+            except RecursionError:
+                rec = _BadJson(line_nesting_problem(raw_line))
+            else:
+                if not nests_within(rec):
+                    rec = _BadJson(line_nesting_problem(raw_line))
             yield f"line {lineno}", rec, line, _plain_line(raw_line)
 
 

@@ -26,12 +26,14 @@ from pydantic import BaseModel
 from trajectories.importers.chat_steps import answer_of, steps_as_dicts
 from trajectories.importers.openai_chat import RunIdentity, infer_intent_scope
 from trajectories.model import (
+    ROLLOUT_RANGE,
     Outcome,
     Run,
     Step,
     Task,
     Trajectory,
     canonical_id,
+    rollout_index,
 )
 from trajectories.scoring import ANSWER_SQL, ANSWER_SQL_PARTIAL
 
@@ -47,14 +49,17 @@ MIRRORED: dict[str, dict[str, str]] = {
              "split": "str | None", "pair_id": "str | None", "noise_type": "str | None",
              "variant": "str | None", "(config)": "extra=allow"},
     "Run": {"name": "str MinLen(min_length=1)", "model": "str MinLen(min_length=1)",
-            "configuration": "dict[str, typing.Any]", "temperature": "float | None",
-            "rollout": "int", "(config)": "extra=allow"},
+            "configuration": "dict[str, typing.Any]",
+            "temperature": "float | None AllowInfNan(allow_inf_nan=False)",
+            "rollout": "int Ge(ge=-2147483648) Le(le=2147483647)", "(config)": "extra=allow"},
     "Step": {"kind": "StepKind", "role": "str", "name": "str | None", "code": "str | None",
              "arguments": "str | None", "content": "str | None",
-             "observation": "str | None", "error": "bool", "duration_ms": "float | None",
+             "observation": "str | None", "error": "bool",
+             "duration_ms": "float | None AllowInfNan(allow_inf_nan=False)",
              "tokens": "dict[str, int] | None", "(config)": "extra=allow"},
-    "Outcome": {"success": "bool | None", "reward": "float | None", "source": "str | None",
-                "(config)": "extra=allow"},
+    "Outcome": {"success": "bool | None",
+                "reward": "float | None AllowInfNan(allow_inf_nan=False)",
+                "source": "str | None", "(config)": "extra=allow"},
     "Trajectory": {"format_version": "str", "id": "str | None", "task": "Task", "run": "Run",
                    "steps": "list[trajectories.model.Step]", "final_answer": "Any",
                    "outcome": "trajectories.model.Outcome | None", "(config)": "extra=allow"},
@@ -237,12 +242,15 @@ def _prepare(record: Any, identity: RunIdentity) -> Prepared | None:
     if not identity.run or not model or (temperature is not None
                                          and not math.isfinite(temperature)):
         return None
+    rollout = rollout_index(rollout)
+    if type(rollout) is not int or not ROLLOUT_RANGE[0] <= rollout <= ROLLOUT_RANGE[1]:
+        return None  # the model refuses it (its column is 32 bits): its error names the field
     run = dict(_RUN)
     run.update({
         "name": identity.run,
         "model": model,
         "temperature": temperature,
-        "rollout": int(rollout) if isinstance(rollout, int | float) else 0,
+        "rollout": rollout,
         "display_name": identity.display_name or identity.run,
     })
     doc = dict(_TRAJ)

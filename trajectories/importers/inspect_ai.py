@@ -30,7 +30,15 @@ from trajectories.importers.openai_chat import (
     is_substantive,
     pick_answer,
 )
-from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
+from trajectories.model import (
+    Outcome,
+    Run,
+    Step,
+    StepKind,
+    Task,
+    Trajectory,
+    finite_number,
+)
 from trajectories.reading import is_error_output
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -223,7 +231,9 @@ def _score_outcome(sample: dict[str, Any], header: dict[str, Any]) -> Outcome | 
     if isinstance(value, bool):
         reward = 1.0 if value else 0.0
     elif isinstance(value, int | float):
-        reward = float(value)
+        reward = finite_number(value)
+        if reward is None:  # NaN, an infinity or an integer beyond every float
+            raise ValueError(f"scores.{name}.value: Input should be a finite number")
     elif isinstance(value, str) and value in _LETTER_REWARD:
         reward = _LETTER_REWARD[value]
     outcome = Outcome(success=None if reward is None else reward >= 1.0 - 1e-9,

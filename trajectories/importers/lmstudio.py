@@ -42,7 +42,7 @@ from trajectories.importers.chat_steps import (
 from trajectories.importers.errors import describe_validation_error
 from trajectories.importers.run_names import run_for_file
 from trajectories.importers.tasks import question_key
-from trajectories.model import Run, Step, StepKind, Task, Trajectory
+from trajectories.model import Run, Step, StepKind, Task, Trajectory, finite_number
 from trajectories.reading import (
     arguments_text,
     is_error_output,
@@ -144,7 +144,8 @@ def _request_step(part: dict[str, Any], calls: _Calls) -> dict[str, Any]:
     if status is not None:
         state = (status.get("status") or {}) if isinstance(status, dict) else {}
         if isinstance(state.get("timeMs"), int | float):
-            step["duration_ms"] = float(state["timeMs"])
+            # A float; a value no float holds (10**400) as it is, for the model to refuse.
+            step["duration_ms"] = finite_number(state["timeMs"]) or state["timeMs"]
         if state.get("type"):
             step["tool_status"] = state["type"]
     return step
@@ -184,7 +185,8 @@ def _version_steps(version: dict[str, Any]) -> list[dict[str, Any]]:
                     if str(step.get("tool_call_id")) == str(block["callId"]):
                         status = state.get("status") or {}
                         if isinstance(status.get("timeMs"), int | float):
-                            step["duration_ms"] = float(status["timeMs"])
+                            step["duration_ms"] = (finite_number(status["timeMs"])
+                                                   or status["timeMs"])  # as above
                         if status.get("type"):
                             step["tool_status"] = status["type"]
             continue

@@ -22,7 +22,15 @@ from trajectories.importers.chat_steps import (
     tool_step_dict,
 )
 from trajectories.importers.errors import describe_validation_error
-from trajectories.model import Outcome, Run, Step, Task, Trajectory
+from trajectories.model import (
+    Outcome,
+    Run,
+    Step,
+    Task,
+    Trajectory,
+    finite_number,
+    rollout_index,
+)
 from trajectories.reading import is_error_output
 
 #: Re-exported for the other importers.
@@ -91,7 +99,7 @@ def identity_from_filename(path: Path, run: str | None, model: str | None) -> Ru
 
 def infer_intent_scope(sql: str | None) -> tuple[str, str | None]:
     """Best-effort intent and scope from the reference SQL, for producers that don't carry them."""
-    if not sql:
+    if not sql or not isinstance(sql, str):  # not SQL: the task model says what is wrong
         return "Other", None
     low = sql.lower()
     if re.search(r"\bcost\b|drgcodes|insurance", low):
@@ -159,14 +167,16 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
                             and src_task.get("ground_truth") is None)
     outcome = None
     if isinstance(reward, int | float) and not isinstance(reward, bool):
+        value = finite_number(reward)
+        if value is None:  # NaN, an infinity or an integer beyond every float
+            raise ValueError("reward: Input should be a finite number")
         if not has_ground_truth and reward_info.get("reward") is None:
             # A held-out record: the harness wrote a reward of 0 beside no gold and no
             # reward of its own. That is not a verdict; keep the number, decide nothing.
             outcome = Outcome(source="reward")
-            outcome.reported_reward = float(reward)  # type: ignore[attr-defined]
+            outcome.reported_reward = value  # type: ignore[attr-defined]
         else:
-            outcome = Outcome(success=reward >= 1.0 - 1e-9, reward=float(reward),
-                              source="reward")
+            outcome = Outcome(success=value >= 1.0 - 1e-9, reward=value, source="reward")
     answer_step: int | None = None
     rows_total: int | None = None
     if "final_answer" in record:
@@ -199,7 +209,7 @@ def parse_openai_chat(record: Any, identity: RunIdentity) -> Trajectory:
             if identity.model_overridden
             else str(record.get("model") or identity.model),
             "temperature": identity.temperature,
-            "rollout": int(rollout) if isinstance(rollout, int | float) else 0,
+            "rollout": rollout_index(rollout),
             # Short name for tables and charts; ``name`` keeps the full harness stem.
             "display_name": identity.display_name or identity.run,
         })

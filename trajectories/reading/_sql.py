@@ -50,11 +50,19 @@ def leading_keyword(text: str) -> str:
     return word.group(0).upper() if word else ""
 
 
+#: Line breaks an agent wrote as escapes (``\n`` inside a JSON string it escaped twice).
+_ESCAPED_BREAKS = re.compile(r"\\[nrt]")
+
+
 @functools.lru_cache(maxsize=16384)
 def is_sql(text: str) -> bool:
-    """True when ``text`` is one or more SQL statements (the module's rule)."""
+    """True when ``text`` is one or more SQL statements (the module's rule). Line breaks
+    written as ``\n`` escapes read as line breaks: an agent that escaped its JSON twice
+    still wrote SQL."""
     if not text or len(text) > MAX_PARSED_CHARS or leading_keyword(text) not in STATEMENT_KEYWORDS:
         return False
+    if "\\" in text and _ESCAPED_BREAKS.search(text):
+        text = _ESCAPED_BREAKS.sub(" ", text)
     import sqlglot  # here: importers that never meet a candidate do not pay for it
     from sqlglot.errors import SqlglotError
 

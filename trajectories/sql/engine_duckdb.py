@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from trajectories.sql.guard import first_keyword, refusal
+from trajectories.sql.guard import first_keyword, refusal, refuse_never_reads
 from trajectories.sql.result import QueryFailed, QueryRefused, QueryResult, timeout_error
 from trajectories.sql.watchdog import Watchdog
 
@@ -60,7 +60,17 @@ def duckdb_connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             hint = " (the file is already open in this process with other settings)"
         raise QueryFailed(f"cannot open database{hint}: {exc}") from None
     try:
-        yield con
+        # Queries run on a cursor, not on the connection itself: the Python client switches
+        # the progress bar on for a connection it opens (a query over two seconds then drew
+        # it on the process's stdout, the sandbox worker's being the caller's terminal or
+        # log), and the locked configuration refuses to switch it off again, while a cursor
+        # starts from DuckDB's defaults, bar off. (A second connection to the same file
+        # shares the locked database, so setting it before the lock is no way either.)
+        cursor = con.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
     finally:
         con.close()
 
@@ -69,6 +79,9 @@ def _duckdb_single_select(sql: str) -> str:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
+        # A statement DuckDB does not know (REINDEX) is refused for what it is, as on
+        # SQLite, rather than failing as a syntax error.
+        refuse_never_reads(sql)
         raise QueryFailed(str(exc)) from None
     if not statements:
         raise QueryRefused("refused: no SQL statement given")

@@ -2,9 +2,10 @@
 
 Opened through a ``mode=ro`` URI (``immutable=1`` when we cannot write to the location anyway,
 so SQLite never tries to create journal files there), extension loading off, no attached
-databases allowed, and an authorizer that only lets reads through. A cheap keyword check
-refuses statements the authorizer never sees (``REINDEX``, ``VACUUM``) and gives clearer
-reasons for the rest. Introspection pragmas that only read (``table_info`` and friends) are
+databases allowed, and an authorizer that only lets reads through. The common keyword check
+(``guard.NEVER_READS``, after comments and empty statements) refuses statements the
+authorizer never sees (``REINDEX``, ``EXPLAIN``) and gives the statement's own name as the
+reason for the rest. Introspection pragmas that only read (``table_info`` and friends) are
 allowed; every other pragma is refused. Functions that read or write files are refused by name.
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trajectories.sql.guard import first_keyword, refusal
+from trajectories.sql.guard import refuse_never_reads
 from trajectories.sql.result import QueryFailed, QueryRefused, QueryResult, timeout_error
 from trajectories.sql.watchdog import Watchdog
 
@@ -29,16 +30,6 @@ __all__ = [
 SQLITE_MAX_VALUE_BYTES = 100_000_000
 
 
-# Statements that are never a read. Refusing them by their first word gives a clear reason
-# and covers the ones the authorizer is not consulted about (REINDEX, VACUUM); DuckDB-only
-# statements are listed so both engines answer alike. Anything else goes to SQLite, whose
-# authorizer still refuses every non-read action.
-_SQLITE_REFUSED_FIRST = {
-    "ALTER", "ANALYZE", "ATTACH", "BEGIN", "CALL", "CHECKPOINT", "COMMIT", "COPY", "CREATE",
-    "DELETE", "DETACH", "DROP", "END", "EXPLAIN", "EXPORT", "IMPORT", "INSERT", "INSTALL",
-    "LOAD", "REINDEX", "RELEASE", "REPLACE", "RESET", "ROLLBACK", "SAVEPOINT", "SET",
-    "UPDATE", "USE", "VACUUM",
-}  # fmt: skip
 # Pragmas that only report on the schema, whatever argument they get.
 _SQLITE_READ_PRAGMAS = {
     "table_info",
@@ -175,10 +166,8 @@ def run_sqlite(path: Path, sql: str, *, timeout_s: float, row_cap: int) -> Query
 
 
 def _refuse_by_keyword(sql: str) -> None:
-    keyword = first_keyword(sql)
     # PRAGMA is not in the list: the authorizer lets read-only introspection pragmas through.
-    if keyword in _SQLITE_REFUSED_FIRST:
-        raise refusal(keyword)
+    refuse_never_reads(sql)
 
 
 def run_on_sqlite(con: sqlite3.Connection, sql: str, *, timeout_s: float,

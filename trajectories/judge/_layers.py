@@ -1,0 +1,463 @@
+"""The judge's rule layers, in order; the first that decides gives the verdict, its method and
+its evidence (which value matched where).
+
+For a question that has an answer:
+
+1. ``exact_match``: a structured final answer (rows, a number: what a harness scores) is
+   judged by exact match alone (``trajectories.scoring``: shapes, case, tolerance, the task's
+   rounding and order; a cut or unreadable SQL result is undecided, rule 7). The layers below
+   are for answers in prose.
+2. ``sql_result``: the agent's last successful SQL result (as recorded, or re-executed in the
+   sandbox when the recorded one was cut) holds the gold in some of its columns ("any column
+   of the last result equals the gold"); for a "top k" question whose gold lists tied values,
+   k rows drawn from them.
+3. ``prose``: every gold value is stated in the answer's text: numbers with the task's rounding,
+   the written decimals and a relative tolerance, thousands separators and number words; dates
+   and times in the common written forms; yes/no for a yes/no question; text by its words; a
+   list as a set, and for "top k" with ties any k of the tied values.
+
+Then what decides against it: an abstention (``abstention``), no answer (``no_answer``) or
+prose without the gold (``prose``). What
+is close but not equal (a number within 1%, most but not all of a list, a yes/no answer that
+says neither) is **undecided**: a person decides.
+
+For a question without an answer (the gold is null, or the task says unanswerable): an
+abstention or an empty answer is correct, any concrete answer incorrect (``abstention``).
+
+A task with no gold at all is undecided (``no_ground_truth``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import itertools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from trajectories.judge._abstain import abstains
+from trajectories.judge._values import (
+    Moment,
+    Number,
+    as_number,
+    asks_yes_or_no,
+    contains_words,
+    gold_moment,
+    moments,
+    number_agrees,
+    number_near,
+    numbers,
+    plain,
+    polarity,
+    requested_count,
+    words,
+)
+from trajectories.model import StepKind, Trajectory
+from trajectories.reading import ResultTable, result_table
+from trajectories.scoring import (
+    ANSWER_SQL_PARTIAL,
+    ANSWER_SQL_UNREADABLE,
+    declared_decimals,
+    exact_match,
+    partial_match,
+    to_rows,
+    wants_order,
+)
+
+SQL_KIND = str(StepKind.SQL)
+#: Bumped whenever a rule changes, so stored verdicts are known to be from older rules.
+JUDGE_VERSION = "judge-1"
+
+
+class Verdict(StrEnum):
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    UNDECIDED = "undecided"
+
+
+class Method(StrEnum):
+    """How a verdict was reached (the layers above, then the ones beyond the rules)."""
+
+    HARNESS = "harness"
+    EXACT_MATCH = "exact_match"
+    SQL_RESULT = "sql_result"
+    PROSE = "prose"
+    ABSTENTION = "abstention"
+    NO_ANSWER = "no_answer"
+    NO_GROUND_TRUTH = "no_ground_truth"
+    LLM = "llm"
+    HUMAN = "human"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    method: Method
+    evidence: str
+
+    @property
+    def success(self) -> bool | None:
+        """The verdict as an outcome: True, False, or None (undecided)."""
+        if self.verdict == Verdict.UNDECIDED:
+            return None
+        return self.verdict == Verdict.CORRECT
+
+
+def _correct(method: Method, evidence: str) -> Judgement:
+    return Judgement(Verdict.CORRECT, method, evidence)
+
+
+def _incorrect(method: Method, evidence: str) -> Judgement:
+    return Judgement(Verdict.INCORRECT, method, evidence)
+
+
+def _undecided(method: Method, evidence: str) -> Judgement:
+    return Judgement(Verdict.UNDECIDED, method, evidence)
+
+
+@dataclass(frozen=True)
+class Case:
+    """What the judge reads of one trajectory."""
+
+    question: str
+    ground_truth: Any
+    has_ground_truth: bool = True
+    answerable: bool | None = None
+    final_answer: Any = None
+    answer_source: str | None = None
+    rows_total: int | None = None
+    answer_format: str | None = None
+    rules: str | None = None
+    #: The last SQL step that ran without error: its index, its SQL and what it printed.
+    last_step: int | None = None
+    last_sql: str | None = None
+    last_output: str | None = None
+    #: Rows of ``last_sql`` re-executed in the sandbox (``judge_trajectory(rerun=...)``).
+    rerun_rows: list[list[Any]] | None = None
+
+    @property
+    def unanswerable(self) -> bool:
+        return self.answerable is False or (self.has_ground_truth
+                                            and not to_rows(self.ground_truth))
+
+    @functools.cached_property
+    def last_result(self) -> ResultTable | None:
+        """The last SQL step's table, read only when a layer needs it."""
+        return result_table(self.last_output)
+
+
+def case_from(task: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], final_answer: Any,
+              extra: Mapping[str, Any]) -> Case:
+    """The judge's view of a trajectory's JSON document (or its models' fields): ``task`` and
+    each step as mappings, ``extra`` the trajectory's other fields."""
+    last_step: int | None = None
+    sql = output = None
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.get("kind") == SQL_KIND and not step.get("error"):
+            last_step, sql, output = index, step.get("code"), step.get("observation")
+            break
+    rules, answerable = task.get("rules"), task.get("answerable")
+    total = extra.get("final_answer_rows_total")
+    return Case(
+        question=str(task.get("question") or ""), ground_truth=task.get("ground_truth"),
+        has_ground_truth=bool(task.get("has_ground_truth", True)),
+        answerable=answerable if isinstance(answerable, bool) else None,
+        final_answer=final_answer, answer_source=extra.get("final_answer_source"),
+        rows_total=total if isinstance(total, int) and not isinstance(total, bool) else None,
+        answer_format=task.get("answer_format"), rules=rules if isinstance(rules, str) else None,
+        last_step=last_step, last_sql=sql if isinstance(sql, str) else None,
+        last_output=output if isinstance(output, str) else None)
+
+
+def case_of(traj: Trajectory) -> Case:
+    """The judge's view of a trajectory model."""
+    task = {**vars(traj.task), **(traj.task.model_extra or {})}
+    return case_from(task, [vars(step) for step in traj.steps], traj.final_answer,
+                     traj.model_extra or {})
+
+
+def judge_trajectory(traj: Trajectory,
+                     rerun: Callable[[str], list[list[Any]] | None] | None = None) -> Judgement:
+    """The rules' verdict on a trajectory. ``rerun`` executes the last SQL read-only (the
+    sandbox) when its recorded result was cut or could not be read."""
+    case = case_of(traj)
+    if rerun is not None and case.last_sql and (
+            case.last_result is None or case.last_result.cut):
+        rows = rerun(case.last_sql)
+        if rows is not None:
+            case = dataclasses.replace(case, rerun_rows=rows)
+    return judge(case)
+
+
+def judge(case: Case) -> Judgement:
+    """The verdict of the rule layers (the module's order)."""
+    if not case.has_ground_truth:
+        return _undecided(Method.NO_GROUND_TRUTH, "the task records no gold answer")
+    prose, structured, empty = _answer_kind(case.final_answer)
+    if case.unanswerable:
+        return _unanswerable(prose, structured, empty)
+    texts = (case.answer_format, case.question, case.rules)
+    ordered = wants_order(case.question, case.answer_format)
+    decimals = declared_decimals(*texts)
+    if structured is not None or case.answer_source == ANSWER_SQL_UNREADABLE:
+        # A structured answer (rows, a number) is what a harness scores: exact match decides.
+        exact = _exact(case, structured, ordered, decimals)
+        if exact:
+            return _correct(Method.EXACT_MATCH, "the final answer equals the gold "
+                            f"({_short(case.ground_truth)})")
+        if exact is False:
+            return _incorrect(Method.EXACT_MATCH, f"the final answer {_short(structured)} "
+                              f"differs from the gold {_short(case.ground_truth)}")
+        return _undecided(Method.EXACT_MATCH, "the final answer is a SQL result the log cut "
+                          "or that could not be read: the rows not shown decide")
+    from_sql = _sql_result(case, ordered, decimals)
+    if from_sql is not None:
+        return from_sql
+    said: Judgement | None = None
+    if prose is not None and not empty:
+        said = judge_prose(prose, case.ground_truth, case.question, decimals)
+        if said.verdict == Verdict.CORRECT:
+            return said
+    if said is not None:
+        if said.verdict == Verdict.INCORRECT and prose is not None:
+            refusal = abstains(plain(prose))
+            if refusal:
+                return _incorrect(Method.ABSTENTION, f"abstains ('{refusal}') on a question "
+                                  "that has an answer")
+        return said
+    return _incorrect(Method.NO_ANSWER, "no final answer"
+                      + ("" if case.last_result is None else
+                         "; the last SQL result does not hold the gold either"))
+
+
+def _unanswerable(prose: str | None, structured: Any, empty: bool) -> Judgement:
+    if empty:
+        return _correct(Method.ABSTENTION, "no answer, to a question that has none")
+    if prose is not None:
+        refusal = abstains(plain(prose))
+        if refusal:
+            return _correct(Method.ABSTENTION, f"abstains ('{refusal}') on a question that "
+                            "has no answer")
+        return _incorrect(Method.ABSTENTION, "answers a question that has no answer, without "
+                          "saying it cannot be answered")
+    return _incorrect(Method.ABSTENTION, f"answers {_short(structured)} to a question that "
+                      "has no answer")
+
+
+_EMPTY_TEXTS = frozenset({"", "null", "none", "nan", "n/a", "[]", "{}"})
+
+
+def _answer_kind(answer: Any) -> tuple[str | None, Any, bool]:
+    """``(prose, structured, empty)``: a text answer that is not a JSON document is prose;
+    anything else (rows, numbers, a JSON document sent as text) is structured."""
+    if answer is None:
+        return None, None, True
+    if isinstance(answer, str):
+        text = answer.strip()
+        if text.lower() in _EMPTY_TEXTS:
+            return None, None, True
+        if text[:1] in "[{" and text[-1:] in "]}":
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return answer, None, False
+            return None, value, not to_rows(value)
+        return answer, None, False
+    return None, answer, not to_rows(answer)
+
+
+def _exact(case: Case, answer: Any, ordered: bool, decimals: int | None) -> bool | None:
+    if case.answer_source == ANSWER_SQL_UNREADABLE:
+        if case.rerun_rows is not None:
+            return exact_match(case.rerun_rows, case.ground_truth, ordered=ordered,
+                               decimals=decimals)
+        return None
+    if case.answer_source == ANSWER_SQL_PARTIAL:
+        if case.rerun_rows is not None:
+            return exact_match(case.rerun_rows, case.ground_truth, ordered=ordered,
+                               decimals=decimals)
+        return partial_match(answer, case.ground_truth, case.rows_total, ordered=ordered,
+                             decimals=decimals)
+    return exact_match(answer, case.ground_truth, ordered=ordered, decimals=decimals)
+
+
+def _sql_result(case: Case, ordered: bool, decimals: int | None) -> Judgement | None:
+    """Layer 2: the gold among the columns of the last successful SQL result."""
+    if case.rerun_rows is not None:
+        rows, how = case.rerun_rows, "re-executed in the sandbox"
+    elif case.last_result is not None and not case.last_result.cut:
+        rows, how = case.last_result.rows, "as recorded"
+    else:
+        return None
+    gold = to_rows(case.ground_truth, decimals)
+    if not gold or not rows:
+        return None
+    width = len(gold[0])
+    columns = list(case.last_result.columns or []) if case.last_result else []
+    wide = max((len(r) for r in rows), default=0)
+    if wide > 12 or width > 3 or any(len(r) != width for r in gold):
+        return None
+    k = requested_count(case.question)
+    for picked in itertools.permutations(range(wide), width):
+        projected = [[row[i] if i < len(row) else None for i in picked] for row in rows]
+        if exact_match(projected, case.ground_truth, ordered=ordered, decimals=decimals) \
+                or _tied_top_k(projected, gold, k, decimals):
+            names = ", ".join(columns[i] if i < len(columns) else f"#{i + 1}" for i in picked)
+            return _correct(Method.SQL_RESULT, f"step {case.last_step}'s result ({how}): column "
+                            f"{names} equals the gold {_short(case.ground_truth)}")
+    return None
+
+
+def _tied_top_k(rows: list[list[Any]], gold: list[tuple[Any, ...]], k: int | None,
+                decimals: int | None) -> bool:
+    """k rows, all among a gold list longer than k (values tied at the cut)."""
+    if not k or len(gold) <= k or len(rows) != k:
+        return False
+    wanted = set(gold)
+    return all(row in wanted for row in to_rows(rows, decimals))
+
+
+# ------------------------------------------------------------------------------- prose
+
+
+@dataclass(frozen=True)
+class _Stated:
+    text: str
+    words: str
+    moments: list[Moment]
+    numbers: list[Number]
+    question_numbers: list[float]
+    decrease: bool
+
+
+_DECREASE = ("decreas", "drop", "fell", "fall", "lower", "reduc", "declin", "less than the",
+             "went down", "smaller")
+
+
+def judge_prose(answer: str, gold: Any, question: str, decimals: int | None = None
+                ) -> Judgement:
+    """Layer 3: whether an answer's text states the gold (the module's rules)."""
+    text = plain(answer)
+    found_moments, rest = moments(text)
+    asked = plain(question)
+    stated = _Stated(text, words(text), found_moments, numbers(rest),
+                     [n.value for n in numbers(moments(asked)[1])],
+                     any(word in text.lower() for word in _DECREASE))
+    values = _gold_values(gold)
+    if asks_yes_or_no(question) and len(values) == 1 and _yes_no_gold(values[0]) is not None:
+        expected = _yes_no_gold(values[0])
+        said = polarity(text)
+        if said is None:
+            return _undecided(Method.PROSE, "a yes/no question; the answer says neither yes "
+                              "nor no")
+        word = "yes" if said else "no"
+        if said == expected:
+            return _correct(Method.PROSE, f"a yes/no question; the answer says {word} (gold "
+                            f"{values[0]})")
+        return _incorrect(Method.PROSE, f"a yes/no question; the answer says {word}, the gold "
+                          f"is {values[0]}")
+    k = requested_count(question)
+    needed = min(k, len(values)) if k and len(values) > k else len(values)
+    found: list[str] = []
+    missing: list[Any] = []
+    near: list[str] = []
+    for value in values:
+        where = _stated_as(value, stated, decimals)
+        if where is not None:
+            found.append(f"{value} as '{where}'" if where != str(value) else str(value))
+            continue
+        missing.append(value)
+        close = _near(value, stated)
+        if close:
+            near.append(close)
+    tie = f" (any {needed} of {len(values)} tied values)" if needed < len(values) else ""
+    if len(found) >= needed:
+        shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+        return _correct(Method.PROSE, f"the answer states the gold{tie}: {shown}")
+    missed = "; ".join(map(str, missing[:5])) + ("..." if len(missing) > 5 else "")
+    if near:
+        return _undecided(Method.PROSE, f"close to the gold but not equal: {'; '.join(near)}")
+    if needed >= 2 and 2 * len(found) >= needed:
+        return _undecided(Method.PROSE, f"states {len(found)} of the {needed} gold values"
+                          f"{tie}; not stated: {missed}")
+    return _incorrect(Method.PROSE, f"the answer does not state the gold{tie}: {missed}"
+                      + (f" (it states {len(found)} of {needed})" if found else ""))
+
+
+def _gold_values(gold: Any) -> list[Any]:
+    """The distinct values a gold answer holds (a list is a set here)."""
+    values: list[Any] = []
+    seen: set[str] = set()
+    for row in _raw_rows(gold):
+        for value in row:
+            key = json.dumps(value, sort_keys=True, default=str).lower()
+            if value is not None and key not in seen:
+                seen.add(key)
+                values.append(value)
+    return values
+
+
+def _raw_rows(gold: Any) -> Sequence[Sequence[Any]]:
+    if isinstance(gold, str) and gold.strip()[:1] in "[{":
+        with contextlib.suppress(ValueError):
+            gold = json.loads(gold)
+    if isinstance(gold, dict):
+        return [list(gold.values())]
+    if isinstance(gold, list | tuple):
+        return [list(item.values()) if isinstance(item, dict)
+                else list(item) if isinstance(item, list | tuple) else [item] for item in gold]
+    return [[gold]]
+
+
+def _yes_no_gold(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    return {"1": True, "1.0": True, "true": True, "yes": True,
+            "0": False, "0.0": False, "false": False, "no": False}.get(text)
+
+
+def _stated_as(value: Any, stated: _Stated, decimals: int | None) -> str | None:
+    """Where the answer states ``value`` (the text it is written as), or None."""
+    moment = gold_moment(value) if isinstance(value, str) else None
+    if moment is not None:
+        match = next((m for m in stated.moments if m.agrees_with(moment)), None)
+        return str(match) if match else None
+    number = as_number(value)
+    if number is not None:
+        echoed = stated.question_numbers.count(number)
+        hits = [n for n in stated.numbers if number_agrees(n, number, decimals)]
+        if stated.decrease and number < 0:
+            # A change stated in words: "decreased by 11" is -11.
+            hits += [n for n in stated.numbers
+                     if number_agrees(Number(-n.value, n.decimals, n.text), number, decimals)]
+        # A number the question itself holds counts only when the answer says it again.
+        return hits[0].text if len(hits) > echoed else None
+    target = words(str(value))
+    return str(value) if contains_words(stated.words, target) else None
+
+
+def _near(value: Any, stated: _Stated) -> str | None:
+    number = as_number(value)
+    if number is not None:
+        close = next((n for n in stated.numbers if number_near(n, number)
+                      and n.value not in stated.question_numbers), None)
+        return f"{close.text} for {value}" if close else None
+    target = words(str(value)).split()
+    content = [w for w in target if len(w) > 3]
+    if len(content) < 2:
+        return None
+    present = [w for w in content if contains_words(stated.words, w)]
+    if 2 * len(present) >= len(content) + 1:
+        return f"{len(present)} of the words of '{value}'"
+    return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
