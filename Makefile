@@ -38,9 +38,11 @@ run: install
 	  $(BIN)/faillab prelabel --workspace $(WORKSPACE) --labeler heuristic --json; fi
 	$(BIN)/faillab serve --workspace $(WORKSPACE) --port $(PORT)
 
-## make test: set up everything the tests need (chromium, PostgreSQL) and run the whole suite
+## make test: set up everything the tests need (chromium, PostgreSQL) and run the whole suite,
+## spread over TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=0 runs it in one)
+TEST_WORKERS ?= 2
 test: install-dev browser postgres
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 browser:
 	@bash scripts/ensure_chromium.sh

@@ -176,6 +176,8 @@ def to_latex(
 #: Where kaleido looks for a browser when none is configured (Debian's chromium).
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
 PLOTLY_JS = "plotly.min.js"
+#: Renders tried before a PNG export fails (see ``to_png``).
+PNG_ATTEMPTS = 3
 
 
 def to_png(fig: go.Figure, *, scale: float = 2.0) -> bytes:
@@ -184,7 +186,16 @@ def to_png(fig: go.Figure, *, scale: float = 2.0) -> bytes:
         # kaleido's browser finder honours BROWSER_PATH; point it at the system browser so it
         # never tries to fetch one of its own.
         os.environ["BROWSER_PATH"] = str(SYSTEM_CHROMIUM)
-    return bytes(fig.to_image(format="png", scale=scale))
+    for attempt in range(PNG_ATTEMPTS):
+        try:
+            return bytes(fig.to_image(format="png", scale=scale))
+        except Exception as err:
+            # On a loaded machine kaleido can ask its fresh tab to render before the tab's
+            # own script has loaded ("kaleido_scopes is not defined"); the same figure then
+            # renders on a new tab. Any other error is the figure's and is raised at once.
+            if "is not defined" not in str(err) or attempt + 1 == PNG_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
 
 
 def charts_bundle(figs: Mapping[str, go.Figure]) -> bytes:

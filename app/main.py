@@ -7,6 +7,7 @@ from streamlit.navigation.page import StreamlitPage
 
 from faillab.app.auth import is_lead, sign_in_gate, sign_in_required
 from faillab.app.state import get_settings, workspace
+from faillab.settings import SettingsError
 
 st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
@@ -58,6 +59,15 @@ def pages(show_lead_pages: bool) -> dict[str, list[StreamlitPage]]:
         ],
     }
 
+
+# Settings are validated once: a mistyped value (FAILLAB_AUTH=pasword, FAILLAB_BLIND=ture) stops
+# every page here instead of meaning "no sign-in" or "blind mode off".
+try:
+    get_settings()
+except SettingsError as err:
+    st.error(f"This server's settings are not valid: {err}. Fix the variable and restart "
+             "`faillab serve`.", icon=":material/error:")
+    st.stop()
 
 # The one sign-in gate, before the menu is built: with sign-in on, an anonymous visitor sees
 # no page name, and no page script (so no SQL re-run) runs before it.

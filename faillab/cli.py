@@ -182,8 +182,6 @@ def serve(workspace: Path | None, host: str | None, port: int, headless: bool,
 
     settings = settings_for(workspace)
     host = host or settings.host
-    if settings.auth not in {"none", "password", "oidc"}:
-        raise UserError(f"unknown auth mode {settings.auth!r}; expected none, password or oidc")
     if settings.auth == "none" and not is_loopback(host) and not allow_unauthenticated_network:
         raise UserError(
             f"refusing to listen on {host} with auth none (anyone on the network could use it); "
@@ -203,9 +201,10 @@ def run() -> None:
     except Exception as err:
         # Imported here, after the fact: loading the workspace module costs DuckDB and pandas,
         # which `faillab --help` must not pay.
+        from faillab.settings import SettingsError
         from trajectories.workspace import WorkspaceError
 
-        if not isinstance(err, WorkspaceError):
+        if not isinstance(err, WorkspaceError | SettingsError):
             raise
         click.echo(f"error: {err}", err=True)
         raise SystemExit(1) from None

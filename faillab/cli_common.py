@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from faillab.settings import Settings
+from faillab.settings import Settings, SettingsError
 from faillab.textsafe import terminal_text
 
 if TYPE_CHECKING:
@@ -45,7 +45,12 @@ def success_source_option(func: F) -> F:
 
 
 def settings_for(workspace: Path | None) -> Settings:
-    return Settings.from_env(workspace=workspace)
+    """The settings, with ``--workspace`` over $FAILLAB_WORKSPACE; a value a setting does not
+    take is the command's one-line error."""
+    try:
+        return Settings.from_env(workspace=workspace)
+    except SettingsError as err:
+        raise UserError(str(err)) from None
 
 
 def open_workspace(workspace: Path | None) -> Workspace:

@@ -61,6 +61,7 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
     mapped with --map."""
     from tqdm import tqdm
 
+    from trajectories.importers.errors import ImportProblems
     from trajectories.importers.mapping import load_mapping
     from trajectories.importers.tasks import load_tasks
     from trajectories.workspace import WorkspaceError
@@ -94,6 +95,12 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
                                      skip_invalid=skip_invalid, progress=progress,
                                      mapping=mapping, tasks=tasks,
                                      require_tasks=require_tasks)
+    except ImportProblems as problems:
+        bar.close()
+        for each in problems.problems:
+            click.echo(f"error: {terminal_text(str(each), keep_newlines=False)}", err=True)
+        raise UserError(f"{len(problems.problems)} files have problems (nothing was "
+                        "imported; --skip-invalid imports the rest)") from None
     except ImportProblem as problem:
         raise UserError(f"{problem} (nothing was imported)") from None
     except WorkspaceError as err:
@@ -120,6 +127,8 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
     _say_carried(carried)
     if report.rejects_file:
         click.echo(f"rejected records and their errors: {report.rejects_file}", err=True)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 #: What a folder given to ``faillab import`` is searched for.

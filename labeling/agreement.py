@@ -64,6 +64,11 @@ OVERALL_ROW = "(overall)"
 # reader comparing the two numbers will ask why.
 _PARADOX_PREVALENCE = 0.5
 _PARADOX_GAP = 0.3
+# The paradox explains a low kappa only when agreement itself is high: raw agreement of at
+# least 80% (PABAK 0.6, "substantial" on the usual scale). Below it a low kappa is disagreement
+# and the note says so (a PABAK of 0.20 once came with "the kappa paradox, not poor agreement").
+_PARADOX_RAW = 0.8
+_PARADOX_PABAK = 0.6
 
 
 @dataclass(frozen=True)
@@ -274,6 +279,13 @@ def _paradox_note(
         )
     if not (pi > _PARADOX_PREVALENCE or p_o - kappa > _PARADOX_GAP):
         return None
+    if p_o < _PARADOX_RAW or pabak_value < _PARADOX_PABAK:
+        return (
+            f"The raters agree on {_fmt_pct(p_o)} of items and Cohen's kappa is {kappa:.2f}. "
+            f"The prevalence-robust measures are low too (PABAK {pabak_value:.2f}, Gwet's AC1 "
+            f"{ac1:.2f}), so this is real disagreement, not the kappa paradox: read the "
+            "disagreements and sharpen the criteria before trusting either rater's labels."
+        )
     # Share of all 2n labels (both raters pooled) that fall in the first category.
     share_first = float((table[0, :].sum() + table[:, 0].sum()) / (2 * table.sum()))
     dominant = labels[0] if share_first >= 0.5 else labels[1]

@@ -361,6 +361,15 @@ def _parse_file(spec: FileSpec, path: Path, tick: Callable[[int], None] | None =
                 rows, size = [], 0
         if rows:
             result.parts.append(stage_rows(Path(spec.parts_dir), rows, spec.filesystem))
+    except ImportProblem as problem:
+        # The file as a whole cannot be read (not JSON, nested too deep, an unknown layout):
+        # it is one rejected "record", so a folder of files reports every bad file, and
+        # --skip-invalid imports the others.
+        for tmp, _, _ in result.parts:
+            remove_part(tmp, spec.filesystem)
+        result.parts = []
+        result.rejected.append((problem, problem.location or "file", ""))
+        return result
     except BaseException:
         for tmp, _, _ in result.parts:
             remove_part(tmp, spec.filesystem)

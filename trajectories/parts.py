@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import threading
@@ -34,6 +35,30 @@ PART_GLOB = "part-*.parquet"
 MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each writer
 #: Retired parts (replaced by compaction) stay this long for readers that still use them.
 RETIRED_GRACE_S = 300.0
+
+
+#: Reads of a manifest that fails its checksum before giving up (about 1.5 s in all).
+MANIFEST_READS = 5
+
+
+def _manifest_digest(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _checked_manifest(text: str) -> tuple[str | None, dict[str, Any]]:
+    """(what is wrong with the manifest text, or None; its content). A manifest written
+    before checksums has none and is taken as it is."""
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        return f"not valid JSON ({err})", {}
+    if not isinstance(data, dict) or not isinstance(data.get("parts"), list):
+        return 'expected {"parts": [...]}', {}
+    digest = data.pop("sha256", None)
+    if digest is not None and digest != _manifest_digest(data):
+        return "content does not match its checksum (read while being replaced?)", {}
+    return None, data
 
 
 class WorkspaceError(Exception):
@@ -175,23 +200,30 @@ class Parts:
 
     def _read_manifest(self) -> dict[str, Any] | None:
         """The list of visible parts (None for a workspace written before manifests: every
-        part file is visible)."""
-        try:
-            if self.remote is not None:
-                with _store_errors():
-                    text = self.remote.read_text(MANIFEST)
-                if text is None:
-                    return None
-            else:
-                text = self.manifest_path.read_text("utf-8")
-            data = json.loads(text)
-        except FileNotFoundError:
-            return None
-        except ValueError as err:
-            raise WorkspaceError(f"{self.manifest_path}: not valid JSON ({err})") from None
-        if not isinstance(data, dict) or not isinstance(data.get("parts"), list):
-            raise WorkspaceError(f"{self.manifest_path}: expected {{\"parts\": [...]}}")
-        return data
+        part file is visible).
+
+        An object store can hand a reader a manifest that is being replaced as a mix (the old
+        object's length of the new one's bytes): every manifest carries the checksum of its
+        own content, and a read that does not match it is read again after a short pause."""
+        for attempt in range(MANIFEST_READS):
+            try:
+                if self.remote is not None:
+                    with _store_errors():
+                        text = self.remote.read_text(MANIFEST)
+                    if text is None:
+                        return None
+                else:
+                    text = self.manifest_path.read_text("utf-8")
+            except FileNotFoundError:
+                return None
+            problem, data = _checked_manifest(text)
+            if problem is None:
+                return data
+            if attempt + 1 < MANIFEST_READS:
+                time.sleep(0.05 * 2 ** attempt)
+        where = self.remote.location.url + "/" + MANIFEST if self.remote is not None \
+            else str(self.manifest_path)
+        raise WorkspaceError(f"{where}: {problem}")
 
     def _write_manifest(self, parts: Sequence[str], retired: dict[str, float],
                         sources: dict[str, int] | None = None) -> None:
@@ -200,8 +232,8 @@ class Parts:
         None) maps each fully imported file's key to its record count."""
         if sources is None:
             sources = dict((self._read_manifest() or {}).get("sources", {}))
-        text = json.dumps({"parts": sorted(parts), "retired": retired, "sources": sources},
-                          indent=0)
+        body = {"parts": sorted(parts), "retired": retired, "sources": sources}
+        text = json.dumps({**body, "sha256": _manifest_digest(body)}, indent=0)
         if self.remote is not None:
             with _store_errors():
                 self.remote.write_text(MANIFEST, text)

@@ -39,10 +39,12 @@ from trajectories import rekey_journal
 from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_ROWS, Compaction
 from trajectories.import_workers import FileSpec, parse_files
 from trajectories.importers import ImportProblem
+from trajectories.importers.errors import ImportProblems
 from trajectories.importers.mapping import Mapping
 from trajectories.importers.tasks import TaskFile
 from trajectories.model import Trajectory
 from trajectories.objectstore import (
+    ObjectStoreError,
     RemoteParts,
     S3Location,
     configured_trajectories_url,
@@ -104,6 +106,8 @@ class ImportReport:
     #: With a task file: how many trajectories it matched, and the ones it did not.
     task_matched: int | None = None
     task_unmatched: list[str] = field(default_factory=list)
+    #: What went wrong after the import was published (it stands): e.g. the compaction.
+    warnings: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, int]:
         return {"imported": self.imported, "duplicates": self.duplicates,
@@ -112,6 +116,8 @@ class ImportReport:
     def details(self) -> dict[str, Any]:
         """The runs read and, with a task file, how it matched (``faillab import --json``)."""
         out: dict[str, Any] = {"runs": dict(sorted(self.runs.items()))}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         if self.task_matched is not None:
             out["tasks_matched"] = self.task_matched
             out["tasks_unmatched"] = list(self.task_unmatched)
@@ -264,7 +270,8 @@ class Workspace(Queries, Compaction, Scoring):
         require_tasks: bool = False,
     ) -> ImportReport:
         """Import files all-or-nothing: any invalid record (without ``skip_invalid``) raises its
-        ``ImportProblem`` (the first one in file order) and nothing is written.
+        ``ImportProblem`` (the first one in file order; when several files have problems, an
+        ``ImportProblems`` naming the first of each) and nothing is written.
 
         Files are parsed by ``workers`` processes (default: one per core; 1 parses here),
         each writing hidden staged parts; when every file has been read the parts are renamed
@@ -291,6 +298,7 @@ class Workspace(Queries, Compaction, Scoring):
             sources: dict[str, int] = {}
             staged: list[tuple[Path, Path]] = []
             emptied: set[Path] = set()  # staged parts that held only duplicates (deleted)
+            failed: list[ImportProblem] = []
             results = parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
                                    progress, prior.prior_ids)
             try:
@@ -306,7 +314,10 @@ class Workspace(Queries, Compaction, Scoring):
                             report.task_unmatched.extend(result.task_unmatched)
                         for problem, location, raw in result.rejected:
                             if not skip_invalid:
-                                raise problem
+                                # The first problem of each file; the import fails after
+                                # every file was read, naming them all.
+                                failed.append(problem)
+                                break
                             report.problems.append(problem)
                             rejects.append({"file": problem.path, "location": location,
                                             "error": str(problem), "record": raw})
@@ -336,6 +347,8 @@ class Workspace(Queries, Compaction, Scoring):
                             staged.append((tmp, final))
                         if progress:
                             progress(done, len(paths), records)
+                if failed:
+                    raise ImportProblems.of(failed)
                 retired: list[Path] = []
                 if replacement.retire:
                     # The parts holding replaced rows are written again without them and
@@ -379,7 +392,14 @@ class Workspace(Queries, Compaction, Scoring):
         report.replaced = replacement.replaced
         report.rekeyed, report.orphaned = replacement.rekeyed, replacement.orphaned
         if added:
-            self.maybe_compact()
+            try:
+                self.maybe_compact()
+            except (WorkspaceError, ObjectStoreError, OSError) as err:
+                # The import is published and visible: it succeeded. A compaction that
+                # fails is its own problem (the next import or `faillab workspace compact`
+                # tries again), never reported as a failed import.
+                report.warnings.append(f"compaction after the import failed ({err}); the "
+                                       "import stands; run 'faillab workspace compact' later")
         return report
 
     def _pending_rekeys(self) -> rekey_journal.PendingRekeys:

@@ -140,6 +140,19 @@ def test_kappa_paradox_pair() -> None:
     assert "0.32" in skewed.kappa_paradox_note and "85.0%" in skewed.kappa_paradox_note
 
 
+def test_low_kappa_with_low_pabak_is_disagreement_not_the_paradox() -> None:
+    # 60% raw agreement, most labels in one category: PABAK 0.20, kappa near zero.
+    r = binary_agreement([[55, 20], [20, 5]], labels=("valid", "invalid"))
+    assert r.pabak == pytest.approx(0.20)
+    assert r.kappa_paradox_note is not None
+    assert "not the kappa paradox" in r.kappa_paradox_note
+    assert "PABAK 0.20" in r.kappa_paradox_note
+    assert "This is the kappa paradox" not in r.kappa_paradox_note
+    high = binary_agreement([[458, 17], [18, 7]], labels=("valid", "invalid"))
+    assert high.kappa_paradox_note is not None
+    assert "This is the kappa paradox" in high.kappa_paradox_note
+
+
 def test_byrt_indices() -> None:
     r = binary_agreement([[80, 10], [5, 5]])
     assert r.prevalence_index == pytest.approx(abs(80 - 5) / 100)

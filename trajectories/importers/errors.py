@@ -25,6 +25,26 @@ class ImportProblem(Exception):
         return ": ".join(parts) + f": {self.message}"
 
 
+@dataclass(eq=False)
+class ImportProblems(ImportProblem):
+    """The first problem of each of several files (a folder with more than one bad file): it
+    reads as the first, and ``problems`` holds them all, one line each."""
+
+    problems: tuple[ImportProblem, ...] = ()
+
+    @classmethod
+    def of(cls, problems: list[ImportProblem]) -> ImportProblem:
+        """One problem as itself; several as one ``ImportProblems``."""
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        return cls(first.path, first.message, first.location, first.field, tuple(problems))
+
+    def __str__(self) -> str:
+        return (f"{super().__str__()} (and {len(self.problems) - 1} more files with "
+                "problems)")
+
+
 def describe_validation_error(err: ValidationError) -> tuple[str, str]:
     """The first failing field's dotted path and its message."""
     first = err.errors()[0]
