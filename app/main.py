@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from faillab.app.auth import is_lead, sign_in_gate, sign_in_required
 from faillab.app.state import get_settings, workspace
 from faillab.settings import SettingsError
+from labeling.store import StoreUnavailableError
+from trajectories.parts import WorkspaceError
 
 st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
 # Pages only leads and admins may use (each also checks with require_user): with sign-in on,
 # their names are left out of the menu of everybody else.
+#: The back-off of the retries while the annotation database is down (its last delay, s).
+STORE_RETRY_KEY = "store_retry_delay_s"
 LEAD_PAGES = {"adjudicate", "agreement", "audit-adjudicate", "audit-report"}
 
 
@@ -69,19 +75,56 @@ except SettingsError as err:
              "`faillab serve`.", icon=":material/error:")
     st.stop()
 
-# The one sign-in gate, before the menu is built: with sign-in on, an anonymous visitor sees
-# no page name, and no page script (so no SQL re-run) runs before it.
-user = sign_in_gate()
-gated = sign_in_required()
-anonymous = user is None and gated
-# Local mode shows every page: its lead pages say how to become a lead there.
-nav = st.navigation(pages(show_lead_pages=not gated or is_lead(user)),
-                    position="hidden" if anonymous else "sidebar")
-if anonymous:
-    st.stop()  # the gate drew the sign-in form in the main area
-with st.sidebar:
+
+def serve() -> None:
+    """The gate, the workspace check, the menu and the page."""
+    # The one sign-in gate, before the menu is built: with sign-in on, an anonymous visitor sees
+    # no page name, and no page script (so no SQL re-run) runs before it.
+    user = sign_in_gate()
+    gated = sign_in_required()
+    anonymous = user is None and gated
+    # Local mode shows every page: its lead pages say how to become a lead there.
+    nav = st.navigation(pages(show_lead_pages=not gated or is_lead(user)),
+                        position="hidden" if anonymous else "sidebar")
+    if anonymous:
+        st.stop()  # the gate drew the sign-in form in the main area
     ws = workspace()
-    st.caption(f"Workspace: {ws.root}")
-    if get_settings().database_url:
-        st.caption("Annotations: external database")
-nav.run()
+    if not st.session_state.get("workspace_checked"):
+        # Once per session (an object-store workspace's check is a request). The store is
+        # consulted only for an empty workspace, and never created for the check.
+        settings = get_settings()
+        has_store = bool(settings.database_url) or (ws.root / "annotations.sqlite").exists()
+        if not ws.exists() and has_store:
+            from faillab.app.state import get_store
+            from labeling.consistency import missing_workspace
+
+            if problem := missing_workspace(ws, get_store()):
+                st.error(problem, icon=":material/error:")
+                st.stop()
+        st.session_state["workspace_checked"] = True
+    with st.sidebar:
+        st.caption(f"Workspace: {ws.root}")
+        if get_settings().database_url:
+            st.caption("Annotations: external database")
+    nav.run()
+
+
+def retry_later(message: str) -> None:
+    """One message on every page, whatever it was reading; the page runs again with back-off
+    (1, 2, 4 ... 15 s) until what is down answers, and then says it is back."""
+    delay = min(15.0, float(st.session_state.get(STORE_RETRY_KEY) or 0.5) * 2)
+    st.session_state[STORE_RETRY_KEY] = delay
+    st.error(f"{message}; retrying in {delay:.0f} s…", icon=":material/cloud_off:")
+    time.sleep(delay)
+    st.rerun()
+
+
+try:
+    serve()
+except StoreUnavailableError as down:
+    retry_later(f"{down}. Nothing you did since is saved")
+except WorkspaceError as unreadable:
+    retry_later(f"The trajectories cannot be read: {unreadable}")
+else:
+    if st.session_state.pop(STORE_RETRY_KEY, None) is not None:
+        st.toast("Everything answers again.", icon=":material/cloud_done:")

@@ -34,6 +34,20 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
+    def invoke(self, ctx: click.Context) -> object:
+        # Whichever command meets it: an annotation database that does not answer is one line
+        # naming it (the store raises StoreUnavailableError), never a driver traceback.
+        try:
+            return super().invoke(ctx)
+        except Exception as err:
+            # Imported only now: the store's modules are not loaded by `faillab --help`.
+            from labeling.store.errors import StoreUnavailableError
+
+            if isinstance(err, StoreUnavailableError):
+                raise UserError(f"{err}; nothing was changed, try again once it is back") \
+                    from None
+            raise
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
             return load_command(self.lazy[cmd_name][0])

@@ -275,6 +275,7 @@ def summary(workspace: Path | None, success_source: str, as_json: bool) -> None:
     from trajectories.workspace import SUCCESS_SOURCES
 
     ws = open_workspace(workspace)
+    _refuse_missing(workspace, ws)
     data: dict[str, object] = dict(ws.summary(success_source))
     data["success_source"] = success_source
     for other in SUCCESS_SOURCES:
@@ -289,6 +290,22 @@ def summary(workspace: Path | None, success_source: str, as_json: bool) -> None:
     else:
         for key, value in data.items():
             echo_text(f"{key.replace('_', ' ')}: {value}")
+
+
+def _refuse_missing(workspace: Path | None, ws: Workspace) -> None:
+    """A workspace with no trajectories where the store labels some is an error, not zero."""
+    if ws.exists() or not _store_exists(workspace):
+        return
+    from faillab.cli_users import open_annotations
+    from labeling.consistency import missing_workspace
+
+    store = open_annotations(workspace)
+    try:
+        problem = missing_workspace(ws, store)
+    finally:
+        store.close()
+    if problem:
+        raise UserError(problem)
 
 
 _MARKS = {"success": "ok  ", "failure": "FAIL", "unscored": "----"}

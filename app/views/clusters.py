@@ -22,6 +22,7 @@ from labeling.clusters import (
     label_cluster,
     workspace_failures,
 )
+from labeling.store import PermissionDeniedError
 from taxonomy import default_taxonomy
 
 st.title("Look-alike failures")
@@ -99,7 +100,11 @@ if submitted and category is None:
 elif submitted and category is not None:
     store.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
     spent = time.monotonic() - st.session_state.pop(shown_key, time.monotonic())
-    done = label_cluster(store, cluster, category, annotator=user.name,
-                         taxonomy_version=taxonomy.version, confirmed_outliers=confirmed,
-                         seconds_on_cluster=spent)
-    st.success(f"Labelled {len(done)} failures as {category_label(taxonomy, category)}.")
+    try:
+        done = label_cluster(store, cluster, category, annotator=user.name,
+                             taxonomy_version=taxonomy.version, confirmed_outliers=confirmed,
+                             seconds_on_cluster=spent)
+    except PermissionDeniedError as refused:
+        st.error(str(refused), icon=":material/block:")
+    else:
+        st.success(f"Labelled {len(done)} failures as {category_label(taxonomy, category)}.")

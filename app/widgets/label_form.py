@@ -21,7 +21,7 @@ from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_label
 from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.queue import PrelabelView
-from labeling.store import Store, StoreError, User
+from labeling.store import Store, StoreError, StoreUnavailableError, User
 from taxonomy import Taxonomy
 from trajectories.model import Trajectory
 from trajectories.render import preview
@@ -221,6 +221,10 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
             step_from_prelabel=step_from_prelabel,
             seconds_on_item=round(time.monotonic() - started_at(tid), 1),
         )
+    except StoreUnavailableError as err:
+        state[f"lf_{tid}_error"] = (f"{err}: your last key was not saved. Press it again "
+                                    "once the database is back (this page retries).")
+        return
     except StoreError as err:
         state[f"lf_{tid}_error"] = str(err)
         return

@@ -17,6 +17,7 @@ from labeling.store.errors import (
     NotFoundError,
     PermissionDeniedError,
     StoreError,
+    StoreUnavailableError,
 )
 from labeling.store.io import (
     EXPORT_COLUMNS,
@@ -79,6 +80,7 @@ __all__ = [
     "QueueProgress",
     "Store",
     "StoreError",
+    "StoreUnavailableError",
     "User",
     "Viewer",
     "export_labels",

@@ -15,11 +15,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Engine, RowMapping, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeling.store import policy
 from labeling.store.engine import SqliteWriteLock, is_sqlite, write_engine
-from labeling.store.errors import ConflictError, NotFoundError
+from labeling.store.errors import ConflictError, NotFoundError, StoreUnavailableError
 from labeling.store.models import Base, HistoryRow, UserRow, utcnow
 
 
@@ -38,6 +39,13 @@ def snapshot(row: Base | RowMapping) -> dict[str, Any]:
 
 def conflict_message(who: str, when: datetime) -> str:
     return f"changed by {who} at {when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, reload"
+
+
+def unavailable(engine: Engine) -> StoreUnavailableError:
+    """The error for a PostgreSQL server at ``engine``'s address that does not answer."""
+    url = engine.url
+    where = f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
+    return StoreUnavailableError(f"the annotation database at {where} is not answering")
 
 
 class StoreCore:
@@ -67,20 +75,34 @@ class StoreCore:
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        with self._read_sessions() as session:
+        with self._unreachable_said(), self._read_sessions() as session:
             yield session
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
         """A short write transaction: commits on success, rolls back on any exception."""
-        with self._write_lock, self._write_sessions.begin() as session:
+        with self._unreachable_said(), self._write_lock, \
+                self._write_sessions.begin() as session:
             yield session
 
     @contextmanager
     def _write_conn(self) -> Iterator[Connection]:
         """Like `_write` without the ORM, for hot paths (a label save is ~3x cheaper)."""
-        with self._write_lock, self._writer.begin() as conn:
+        with self._unreachable_said(), self._write_lock, self._writer.begin() as conn:
             yield conn
+
+    @contextmanager
+    def _unreachable_said(self) -> Iterator[None]:
+        """A PostgreSQL server that does not answer becomes one ``StoreUnavailableError``
+        naming it (never its password), so every page and command can say what is down
+        instead of a driver traceback. (SQLite's operational errors, such as a busy file,
+        are not outages and pass through.)"""
+        try:
+            yield
+        except (OperationalError, InterfaceError) as err:
+            if self.dialect != "postgresql" and not err.connection_invalidated:
+                raise
+            raise unavailable(self.engine) from err
 
     # -- users ------------------------------------------------------------------------------
 

@@ -11,6 +11,11 @@ class StoreError(Exception):
     """Base class for every error the store raises on purpose."""
 
 
+class StoreUnavailableError(StoreError):
+    """The annotation database does not answer (stopped, restarted, the network down). What
+    the caller was doing did not happen; the same call works again once it is back."""
+
+
 class NotFoundError(StoreError, LookupError):
     """A user, audit, item or run the caller named does not exist."""
 

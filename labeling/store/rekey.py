@@ -61,6 +61,14 @@ class TrajectoryIds(Part):
                         out.setdefault(str(tid), {})[table] = int(n)
         return out
 
+    def known_count(self) -> int:
+        """How many distinct trajectory ids the store holds labels or pre-labels on: what a
+        workspace that shows none of them is missing (a mistyped bucket prefix)."""
+        with self._read() as s:
+            ids = select(LabelRow.trajectory_id).union(select(PrelabelRow.trajectory_id))
+            return int(s.execute(select(func.count()).select_from(ids.subquery()))
+                       .scalar_one())
+
     def rekey(self, mapping: Mapping[str, str], *, actor: str | None,
               reason: str) -> RekeyReport:
         """Move what is stored under each old id to its new id (one transaction)."""

@@ -8,11 +8,11 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from labeling.store.adjudication import Adjudications
 from labeling.store.audit import Audits
-from labeling.store.base import Part, StoreCore
+from labeling.store.base import Part, StoreCore, unavailable
 from labeling.store.engine import make_engine, upgrade
 from labeling.store.history import History
 from labeling.store.labels import Labels
@@ -96,6 +96,11 @@ def open_store(url: str) -> Store:
     engine = make_engine(url)
     try:
         _upgrade_when_unlocked(engine)
+    except (OperationalError, InterfaceError) as err:
+        engine.dispose()
+        if engine.dialect.name != "postgresql":
+            raise
+        raise unavailable(engine) from err
     except BaseException:
         engine.dispose()
         raise

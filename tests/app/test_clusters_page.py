@@ -28,6 +28,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Works
     serve_workspace(ws.root, monkeypatch)
     store = open_store(Settings.from_env().annotations_url())
     store.users.add("ana", "annotator")
+    store.users.add("lea", "lead")
     yield ws, store
     store.close()
     st.cache_resource.clear()
@@ -41,7 +42,7 @@ def test_cluster_decision_from_the_page(env: tuple[Workspace, Store]) -> None:
     first = groups[0]
 
     at = AppTest.from_file(MAIN, default_timeout=120)
-    at.session_state["identity_name"] = "ana"
+    at.session_state["identity_name"] = "lea"
     at.run()
     at.switch_page("views/clusters.py")
     at.run()
@@ -53,7 +54,7 @@ def test_cluster_decision_from_the_page(env: tuple[Workspace, Store]) -> None:
     at.run()
     assert [e.value for e in at.error] == [
         "Choose a category for the cluster first; nothing was labelled."]
-    assert all(store.labels.for_item(t, viewer="ana") == [] for t in first.members)
+    assert all(store.labels.for_item(t, viewer="lea") == [] for t in first.members)
     # The suggestions are named as the taxonomy names them, and said to be no person's.
     shown = at.dataframe[0].value
     names = {c.key: c.name for c in default_taxonomy().categories}
@@ -64,11 +65,30 @@ def test_cluster_decision_from_the_page(env: tuple[Workspace, Store]) -> None:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     for tid in first.core:
-        (label,) = store.labels.for_item(tid, viewer="ana")
+        (label,) = store.labels.for_item(tid, viewer="lea")
         assert label.category == "sql_logic_error" and label.source == "human"
-        assert label.annotator == "ana" and label.note is not None
+        assert label.annotator == "lea" and label.note is not None
         assert label.note.startswith("cluster decision")
     for tid in first.outliers:
-        assert store.labels.for_item(tid, viewer="ana") == []
+        assert store.labels.for_item(tid, viewer="lea") == []
     outside = set(view.items) - set(first.members)
-    assert all(store.labels.for_item(t, viewer="ana") == [] for t in outside)
+    assert all(store.labels.for_item(t, viewer="lea") == [] for t in outside)
+
+
+def test_an_annotator_cannot_decide_a_cluster_of_items_not_theirs(
+        env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    view = build_clusters(workspace_failures(ws), default_embedder("tfidf"))
+    first = next(c for c in view.clusters if len(c.members) > 1)
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.session_state["identity_name"] = "ana"
+    at.run()
+    at.switch_page("views/clusters.py")
+    at.run()
+    at.selectbox(key="clusters_pick").set_value(0)
+    at.selectbox(key=f"clusters_cat_{first.cluster_id}").set_value("sql_logic_error")
+    at.button[0].click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("a cluster decision is a lead's" in e.value for e in at.error)
+    assert all(store.labels.for_item(t, viewer="lea") == [] for t in first.members)

@@ -52,7 +52,7 @@ def test_tfidf_embedder_groups_like_texts_and_is_deterministic() -> None:
 
 def test_cluster_decision_labels_core_and_confirmed_outliers_only(team: Store) -> None:
     cluster = Cluster(4, ["t1", "t2", "t3", "t4"], outliers=["t3", "t4"])
-    done = label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1",
+    done = label_cluster(team, cluster, "wrong_table", annotator="lea", taxonomy_version="v1",
                          confirmed_outliers=["t4"], first_error_steps={"t2": 5},
                          seconds_on_cluster=9.0)
     assert done == ["t1", "t2", "t4"]
@@ -60,11 +60,24 @@ def test_cluster_decision_labels_core_and_confirmed_outliers_only(team: Store) -
     assert labels["t3"] == []
     for tid in done:
         (only,) = labels[tid]
-        assert only.source == "human" and only.annotator == "ana"
+        assert only.source == "human" and only.annotator == "lea"
         assert only.note == "cluster decision: cluster 4 (4 items)"
         assert only.seconds_on_item == pytest.approx(3.0)
     assert labels["t2"][0].first_error_step == 5
     assert labels["t1"][0].first_error_step is None  # no guessed step
+
+
+def test_a_cluster_decision_is_a_leads_or_on_the_annotators_own_items(team: Store) -> None:
+    from labeling.store import PermissionDeniedError
+
+    cluster = Cluster(7, ["t1", "t2", "t3"], outliers=[])
+    team.queues.assign(["t1", "t2"], ["ana"], overlap=1)
+    with pytest.raises(PermissionDeniedError, match="1 of the 3 items of cluster 7"):
+        label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1")
+    assert all(team.labels.for_item(t, viewer="lea") == [] for t in ["t1", "t2", "t3"])
+    mine = Cluster(8, ["t1", "t2"], outliers=[])
+    assert label_cluster(team, mine, "wrong_table", annotator="ana",
+                         taxonomy_version="v1") == ["t1", "t2"]
 
 
 def test_cluster_decision_refuses_confirming_a_non_outlier(team: Store) -> None:

@@ -406,12 +406,17 @@ def test_settings_fill_the_options_and_the_key_stays_out_of_argv_and_repr(
     ({"FAILLAB_OPENAI_BASE_URL": "http://localhost:8000/v1"}, "FAILLAB_OPENAI_MODEL"),
     ({"FAILLAB_OPENAI_BASE_URL": "http://localhost:8000/v1", "FAILLAB_OPENAI_MODEL": "m",
       "FAILLAB_OPENAI_PRICE_PER_MTOK": "cheap"}, "FAILLAB_OPENAI_PRICE_PER_MTOK"),
-    ({"FAILLAB_OPENAI_BASE_URL": "http://localhost:8000/v1", "FAILLAB_OPENAI_MODEL": "m",
-      "FAILLAB_OPENAI_RESPONSE_FORMAT": "xml"}, "unknown response format"),
 ])
 def test_incomplete_settings_are_one_clear_error(env: dict[str, str], message: str) -> None:
     with pytest.raises(PrelabelServiceError, match=message):
         PrelabelOptions(labeller="openai-compatible").with_defaults(Settings.from_env(env))
+
+
+def test_an_unknown_response_format_is_refused_when_the_settings_are_read() -> None:
+    from faillab.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="FAILLAB_OPENAI_RESPONSE_FORMAT='xml' is not valid"):
+        Settings.from_env({"FAILLAB_OPENAI_RESPONSE_FORMAT": "xml"})
 
 
 def test_parse_prices() -> None:
