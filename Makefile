@@ -53,6 +53,7 @@ postgres:
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## make docs: regenerate the generated reference files (docs/cli.md, docs/settings.md,
 ## data/trajectory.schema.json); a test fails when they are stale

@@ -289,6 +289,25 @@ def load_inputs(
     )
 
 
+#: Which labels the label tables count: the same choices and default on the Statistics page,
+#: in `faillab stats` and in every export. "human-confirmed": adjudicated, or given by
+#: annotators (agreed or single); "all" adds LLM-only pre-labels nobody has reviewed. The
+#: provenance table always counts every label, so the share left out stays visible.
+LABEL_POLICIES = ("human-confirmed", "all")
+DEFAULT_LABEL_POLICY = LABEL_POLICIES[0]
+
+
+def counted_labels(labels: pd.DataFrame | None, policy: str = DEFAULT_LABEL_POLICY
+                   ) -> pd.DataFrame | None:
+    """The final labels the label tables count under ``policy`` (see ``LABEL_POLICIES``)."""
+    if policy not in LABEL_POLICIES:
+        raise SourceError(f"unknown label policy {policy!r} (choose from "
+                          f"{', '.join(LABEL_POLICIES)})")
+    if labels is not None and policy == "human-confirmed":
+        return labels[labels["provenance"].isin(HUMAN_PROVENANCES)]
+    return labels
+
+
 def compute_table(name: str, inputs: Inputs, runs: Iterable[str] | None = None) -> pd.DataFrame:
     """One registered table; ``runs`` also orders the rows (as given) when not None."""
     if name not in TABLES:

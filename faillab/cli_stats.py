@@ -181,10 +181,15 @@ def _note_disagreements(frame: pd.DataFrame) -> None:
                    "beside the heuristic, the evidence finder and the stored pre-labels "
                    "(Gemini, heuristic), as a second table 'labeller_offline'. Needs 10 "
                    "confirmed labels.")
+@click.option("--labels", "label_policy", type=click.Choice(("human-confirmed", "all")),
+              default="human-confirmed", show_default=True,
+              help="Labels the label tables count: human-confirmed (adjudicated, or given by "
+                   "annotators), as the Statistics page's default, or all (LLM-only "
+                   "pre-labels too). The provenance table always counts every label.")
 def stats(table: str, fmt: str, runs: str | None, output: Path | None,
           workspace: Path | None, taxonomy_version: str | None, decimals: int,
           success_source: str, layout: str, sr_definition: str,
-          offline_labellers: bool) -> None:
+          offline_labellers: bool, label_policy: str) -> None:
     """Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, taxonomy,
     taxonomy_turns, provenance, robustness, labeller.
 
@@ -198,6 +203,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         SourceError,
         apply_verdicts,
         compute_table,
+        counted_labels,
         final_labels,
         human_verdicts,
         labeller_pairs,
@@ -238,11 +244,17 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
                 frame = apply_verdicts(inputs.frame, human_verdicts(store), success_source)
                 inputs = Inputs(frame)
                 if needs_labels(names):
-                    inputs = Inputs(frame, final_labels(store, taxonomy_version),
-                                    labeller_pairs(store, taxonomy_version))
+                    every = final_labels(store, taxonomy_version)
+                    inputs = Inputs(frame, every, labeller_pairs(store, taxonomy_version))
             finally:
                 store.close()
-        tables = {n: compute_table(n, inputs, run_list) for n in names}
+        # The label tables count the policy's labels; provenance counts every one, so the
+        # share left out stays visible (as on the Statistics page).
+        counted = Inputs(inputs.frame, counted_labels(inputs.labels, label_policy),
+                         inputs.pairs)
+        tables = {n: compute_table(n, inputs if n == "provenance" else counted, run_list)
+                  for n in names}
+
         if layout == "paper" and "passk" in tables:
             from analysis.passk import pass_k_paper
 
@@ -259,6 +271,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         tables["labeller_offline"] = _offline_labellers(ws, workspace, taxonomy_version)
         _emit_all(tables, fmt, decimals, output)
         _note_disagreements(inputs.frame)
+        _note_label_policy(names, label_policy)
         return
 
     if table == ALL:
@@ -268,6 +281,17 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
         _write(text, output, fmt)
     _note_disagreements(inputs.frame)
+    _note_label_policy(names, label_policy)
+
+
+def _note_label_policy(names: list[str], policy: str) -> None:
+    """Every output with a label table says which labels it counts (stderr)."""
+    from analysis.sources import needs_labels
+
+    if needs_labels(names):
+        click.echo(f"note: label tables count {policy} labels"
+                   + (" (adjudicated, or given by annotators; --labels all adds LLM-only "
+                      "pre-labels)" if policy == "human-confirmed" else ""), err=True)
 
 
 def _offline_labellers(ws: Workspace, workspace: Path | None,

@@ -16,7 +16,7 @@ import streamlit as st
 from sqlalchemy import make_url
 
 from analysis.sources import (
-    HUMAN_PROVENANCES,
+    LABEL_POLICIES,
     Inputs,
     apply_verdicts,
     compute_all,
@@ -24,6 +24,7 @@ from analysis.sources import (
     human_verdicts,
     labeller_pairs,
 )
+from analysis.sources import counted_labels as policy_labels
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
 from faillab.app.state import data_key, get_store_for, trajectory_frame
 from faillab.app.viewer import viewer_of
@@ -58,10 +59,10 @@ def verdicts_token(verdicts: dict[str, bool | None]) -> int:
 
 
 def counted_labels(labels: pd.DataFrame | None, label_scope: str) -> pd.DataFrame | None:
-    """The labels the label tables count: human-confirmed only unless LLM-only are asked for."""
-    if labels is not None and label_scope == LABEL_SCOPES[0]:
-        return labels[labels["provenance"].isin(HUMAN_PROVENANCES)]
-    return labels
+    """The labels the label tables count: the analysis policy the page's choice names
+    (``analysis.sources.counted_labels``, which `faillab stats --labels` uses too)."""
+    policy = LABEL_POLICIES[0] if label_scope == LABEL_SCOPES[0] else LABEL_POLICIES[1]
+    return policy_labels(labels, policy)
 
 
 def _token(df: pd.DataFrame | None) -> int:
