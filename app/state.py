@@ -80,6 +80,15 @@ def get_store() -> Store:
     return get_store_for(settings.annotations_url())
 
 
+def existing_store() -> Store | None:
+    """The annotation store when there is one; None for a workspace whose SQLite store was
+    never created (browsing must not create it: opening a SQLite store makes its file)."""
+    settings = get_settings()
+    if not settings.database_url and not (settings.workspace / "annotations.sqlite").exists():
+        return None
+    return get_store()
+
+
 def workspace() -> Workspace:
     ws = get_workspace(str(get_settings().workspace))
     _warm_statistics_once(ws)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from faillab.cli_common import UserError, emit, json_option, settings_for, workspace_option
-from labeling.store import Store, StoreError, open_store
+from labeling.store import Store, StoreError, StoreUnavailableError, open_store
 from labeling.store.records import ROLES
 from labeling.store.users import check_password
 
@@ -20,6 +20,8 @@ def open_annotations(workspace: Path | None) -> Store:
         settings.workspace.mkdir(parents=True, exist_ok=True)
     try:
         return open_store(settings.annotations_url())
+    except StoreUnavailableError:
+        raise  # callers may keep work for later (import's journal); else the CLI says it
     except StoreError as err:
         raise UserError(str(err)) from None
 

@@ -16,6 +16,7 @@ import streamlit as st
 
 from faillab.app.auth import current_user
 from faillab.app.state import (
+    existing_store,
     failure_neighbours_of,
     first_failure_id,
     get_store,
@@ -56,7 +57,8 @@ def _step_rerun(key: str, steps: list[Step]) -> None:
 def _verdict_box(trajectory_id: str) -> None:
     """Was the agent right? The automatic verdict, people's, and Y / N to give one."""
     user = current_user()
-    store = get_store()
+    # Someone signed in may record a verdict (that creates the store); a visitor only reads.
+    store = get_store() if user is not None else existing_store()
     outcome = on_reader(lambda: workspace().verdict_of(trajectory_id))
     # The evidence is in the answer panel below: the box says the verdicts only.
     render_verdict(store, trajectory_id, user, outcome, key="trajectory", note_key=NOTE_KEY,

@@ -68,7 +68,7 @@ def _judge_text(outcome: dict[str, Any], evidence: bool, cap: int | None = None)
     return f"{text}: {escape_markdown(said)}"
 
 
-def render_verdict(store: Store, trajectory_id: str, user: User | None,
+def render_verdict(store: Store | None, trajectory_id: str, user: User | None,
                    outcome: dict[str, Any] | None, *, key: str, failed_button: bool = True,
                    note_key: str = NOTE_KEY, evidence: bool = True, compact: bool = False,
                    recorded: Callable[[str, str], None] | None = None) -> None:
@@ -87,7 +87,7 @@ def render_verdict(store: Store, trajectory_id: str, user: User | None,
         line.caption((":material/help: " + text + " **A person decides.**") if undecided
                      else text)
         _people_line(store, trajectory_id, user, container=line)
-        if user is not None:
+        if user is not None and store is not None:
             _buttons(store, trajectory_id, user, key, note_key, recorded, [button_cell])
         return
     if undecided:
@@ -96,15 +96,17 @@ def render_verdict(store: Store, trajectory_id: str, user: User | None,
     else:
         st.caption(text)
     _people_line(store, trajectory_id, user)
-    if user is None:
+    if user is None or store is None:
         return
     _buttons(store, trajectory_id, user, key, note_key, recorded,
              st.columns(2 if failed_button else 1, gap="small"))
 
 
-def _people_line(store: Store, trajectory_id: str, user: User | None,
+def _people_line(store: Store | None, trajectory_id: str, user: User | None,
                  container: Any = st) -> None:
     """The people's verdicts this viewer may see (the store decides which)."""
+    if store is None:
+        return  # no store yet: nobody has given a verdict
     seen = store.verdicts.for_item(trajectory_id, viewer_of(user))
     if seen:
         container.caption("People's verdicts: " + "; ".join(
