@@ -8,7 +8,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from faillab.app.auth import is_lead, sign_in_gate, sign_in_required
-from faillab.app.state import get_settings, workspace
+from faillab.app.state import existing_store, get_settings, workspace
 from faillab.settings import SettingsError
 from labeling.store import StoreUnavailableError
 from trajectories.parts import WorkspaceError
@@ -92,13 +92,11 @@ def serve() -> None:
     if not st.session_state.get("workspace_checked"):
         # Once per session (an object-store workspace's check is a request). The store is
         # consulted only for an empty workspace, and never created for the check.
-        settings = get_settings()
-        has_store = bool(settings.database_url) or (ws.root / "annotations.sqlite").exists()
-        if not ws.exists() and has_store:
-            from faillab.app.state import get_store
+        store = existing_store() if not ws.exists() else None
+        if store is not None:
             from labeling.consistency import missing_workspace
 
-            if problem := missing_workspace(ws, get_store()):
+            if problem := missing_workspace(ws, store):
                 st.error(problem, icon=":material/error:")
                 st.stop()
         st.session_state["workspace_checked"] = True

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from faillab.settings import RESPONSE_FORMATS as SETTINGS_RESPONSE_FORMATS
+
 if TYPE_CHECKING:
     from faillab.settings import Settings
 
@@ -30,8 +32,9 @@ __all__ = [
     "parse_prices",
 ]
 
-# How answers are asked for: ``auto`` tries json_schema, then json_object, then plain text.
-RESPONSE_FORMATS: tuple[str, ...] = ("auto", "json_schema", "json_object", "text")
+# How answers are asked for (``auto`` tries json_schema, then json_object, then plain text):
+# the settings' own list, so the setting and an endpoint built in code accept the same.
+RESPONSE_FORMATS = SETTINGS_RESPONSE_FORMATS
 
 # What each mode means for the answers, as the run report says it.
 STRUCTURED_OUTPUT_MODES: dict[str, str] = {
