@@ -42,10 +42,15 @@ class LazyGroup(click.Group):
         except Exception as err:
             # Imported only now: the store's modules are not loaded by `faillab --help`.
             from labeling.store.errors import StoreUnavailableError
+            from trajectories.objectstore import ObjectStoreError
 
             if isinstance(err, StoreUnavailableError):
                 raise UserError(f"{err}; nothing was changed, try again once it is back") \
                     from None
+            if isinstance(err, ObjectStoreError):
+                # The object store holding the parts did not answer (or refused): one line
+                # naming the bucket and prefix, as for the annotation store.
+                raise UserError(str(err)) from None
             raise
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

@@ -116,7 +116,8 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
 
     ws = Workspace(settings.workspace)
     if not ws.exists():
-        raise UserError(f"no workspace at {ws.root}: import trajectories or run 'faillab demo'")
+        raise UserError(f"no workspace at {ws.trajectories_location}: import trajectories or "
+                        "run 'faillab demo'")
     if not settings.database_url:
         settings.workspace.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.annotations_url())
@@ -132,7 +133,7 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
 def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
     """The latest runs as the store records them (a run whose worker stopped beating reads as
     interrupted) and the Batch API jobs the workspace's state file still waits for."""
-    from labeling.prelabel.batch_state import load_state, state_path
+    from labeling.prelabel.batch_state import BatchError, load_state, state_path
     from labeling.store import open_store
 
     if not settings.database_url and not settings.workspace.exists():
@@ -142,7 +143,10 @@ def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
         latest = store.prelabels.latest_runs(runs)
     finally:
         store.close()
-    state = load_state(state_path(settings.workspace))
+    try:
+        state = load_state(state_path(settings.workspace))
+    except BatchError as err:
+        raise UserError(str(err)) from None
     jobs = [{"name": j.name, "state": j.state, "items": len(j.keys)}
             for j in (state.open_jobs if state else [])]
     if as_json:

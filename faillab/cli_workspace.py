@@ -19,6 +19,7 @@ from faillab.cli_common import (
     success_source_option,
     workspace_option,
 )
+from faillab.cli_gc import gc
 from faillab.shared_lock import parts_writer_lock
 from faillab.textsafe import terminal_text
 from trajectories.importers import FORMATS, ImportProblem
@@ -64,6 +65,7 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
     from trajectories.importers.errors import ImportProblems
     from trajectories.importers.mapping import load_mapping
     from trajectories.importers.tasks import load_tasks
+    from trajectories.objectstore import ObjectStoreError
     from trajectories.workspace import WorkspaceError
 
     if require_tasks and tasks_file is None:
@@ -105,6 +107,11 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
         raise UserError(f"{problem} (nothing was imported)") from None
     except WorkspaceError as err:
         raise UserError(str(err)) from None
+    except (ObjectStoreError, OSError) as err:
+        # The store (or the disk) failed under the import: nothing half-imported is visible,
+        # and a retry recognises what an earlier attempt published.
+        raise UserError(f"{err}; the import did not complete: run the same command again "
+                        "once the store answers (nothing is imported twice)") from None
     finally:
         bar.close()
     try:
@@ -361,7 +368,8 @@ def remove(workspace: Path | None, ids: tuple[str, ...], runs: tuple[str, ...],
         raise UserError("say what to remove: --id, --run or --source")
     ws = open_workspace(workspace)
     if not ws.exists():
-        raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
+        raise UserError(f"{ws.trajectories_location}: no workspace here "
+                        "(run `faillab import` first)")
     try:
         planned = ws.remove(ids=ids, runs=runs, sources=sources, confirm=False)
         if not planned.ids:
@@ -409,7 +417,8 @@ def carry_labels(workspace: Path | None, as_json: bool) -> None:
     annotation store was unreachable); reports labels on ids that are gone."""
     ws = open_workspace(workspace)
     if not ws.exists():
-        raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
+        raise UserError(f"{ws.trajectories_location}: no workspace here "
+                        "(run `faillab import` first)")
     carried = _carry_labels(workspace, ws)
     if as_json:
         emit({"labels_carried": carried.get("labels_carried", {}),
@@ -435,7 +444,8 @@ def compact(workspace: Path | None, part_mb: int | None, as_json: bool) -> None:
 
     ws = open_workspace(workspace)
     if not ws.exists():
-        raise UserError(f"{ws.root}: no workspace here (run `faillab import` first)")
+        raise UserError(f"{ws.trajectories_location}: no workspace here "
+                        "(run `faillab import` first)")
     try:
         with parts_writer_lock(settings_for(workspace), _say):
             result = ws.compact(part_mb=part_mb) if part_mb else ws.compact()
@@ -448,3 +458,6 @@ def compact(workspace: Path | None, part_mb: int | None, as_json: bool) -> None:
                    f"into {result['new_parts']}")
     else:
         click.echo("nothing to compact")
+
+
+workspace.add_command(gc)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from trajectories.parts import Parts
+from trajectories.gc import GarbageCollection
 from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name
 
 #: Compacted parts hold about this many rows; smaller parts are merged by compaction.
@@ -22,7 +22,7 @@ COMPACT_PART_MB = 128
 COMPACT_AT_PARTS = 64
 
 
-class Compaction(Parts):
+class Compaction(GarbageCollection):
     """The compaction side of a ``Workspace``."""
 
     def compaction_candidates(self) -> list[Path]:

@@ -114,14 +114,15 @@ class RemoteParts:
             self.check_bucket()
             return None
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot read {name}: {err}") from None
+            raise ObjectStoreError(f"{self.location.url}: cannot read {name}: "
+                                   f"{describe(err)}") from None
 
     def check_bucket(self) -> None:
         """A missing bucket is a mistake (a typo, the wrong endpoint), not an empty workspace."""
         try:
             info = self.filesystem.get_file_info(self.location.bucket)
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: {err}") from None
+            raise ObjectStoreError(f"{self.location.url}: {describe(err)}") from None
         if info.type == pafs.FileType.NotFound:
             raise ObjectStoreError(
                 f"{self.location.url}: bucket {self.location.bucket!r} does not exist at this "
@@ -134,22 +135,25 @@ class RemoteParts:
             with self.filesystem.open_output_stream(self.path(name)) as stream:
                 stream.write(text.encode("utf-8"))
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot write {name}: {err}") from None
+            raise ObjectStoreError(f"{self.location.url}: cannot write {name}: "
+                                   f"{describe(err)}") from None
 
     def sizes(self, suffix: str = ".parquet") -> dict[str, int]:
         """Each object's size in bytes (one LIST request): readers then skip a HEAD per part."""
-        return {name: size for name, _, size in self._infos(suffix)}
+        return {name: size for name, _, size in self.infos(suffix)}
 
     def objects(self, suffix: str = ".parquet") -> list[tuple[str, float]]:
         """(name, modification time in seconds) of each object directly under the prefix."""
-        return [(name, mtime) for name, mtime, _ in self._infos(suffix)]
+        return [(name, mtime) for name, mtime, _ in self.infos(suffix)]
 
-    def _infos(self, suffix: str) -> list[tuple[str, float, int]]:
+    def infos(self, suffix: str) -> list[tuple[str, float, int]]:
+        """(name, modification time in seconds, bytes) of each object directly under the
+        prefix whose name ends with ``suffix``."""
         selector = pafs.FileSelector(self.location.base, allow_not_found=True, recursive=False)
         try:
             infos = self.filesystem.get_file_info(selector)
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot list: {err}") from None
+            raise ObjectStoreError(f"{self.location.url}: cannot list: {describe(err)}") from None
         out = []
         for info in infos:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
@@ -158,9 +162,27 @@ class RemoteParts:
         return sorted(out)
 
     def delete(self, name: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.filesystem.delete_file(self.path(name))
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                self.filesystem.delete_file(self.path(name))
+        except OSError as err:
+            raise ObjectStoreError(f"{self.location.url}: cannot delete {name}: "
+                                   f"{describe(err)}") from None
 
     def exists(self, name: str) -> bool:
-        info = self.filesystem.get_file_info(self.path(name))
+        try:
+            info = self.filesystem.get_file_info(self.path(name))
+        except OSError as err:
+            raise ObjectStoreError(f"{self.location.url}: cannot look up {name}: "
+                                   f"{describe(err)}") from None
         return bool(info.type == pafs.FileType.File)
+
+
+def describe(err: OSError) -> str:
+    """The S3 client's error in a few words: a store that does not answer says so (the SDK's
+    text repeats the bucket, key and curl codes)."""
+    text = str(err)
+    if "NETWORK_CONNECTION" in text or "Could not connect" in text:
+        detail = text.rpartition("Details: ")[2] if "Details: " in text else text
+        return f"the object store is not answering ({detail.strip()})"
+    return text

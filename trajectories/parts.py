@@ -81,6 +81,12 @@ class Parts:
     _shared: tuple[tuple[Any, ...], Any, dict[str, Any]] | None
     _shared_lock: threading.Lock
 
+    @property
+    def trajectories_location(self) -> str:
+        """Where the parts are, for messages: a folder or an s3:// URL (never the local
+        folder of an object-store workspace, which holds only settings and locks)."""
+        return self.remote.location.url if self.remote is not None else str(self.parts_dir)
+
     def _place(self, staged: Path, final: Path) -> None:
         """Make a staged part final: a rename on disk; in an object store it was written
         under its final name already (still invisible until the manifest lists it)."""
@@ -124,12 +130,16 @@ class Parts:
         """Called once this process has changed the parts (the query side warms up)."""
 
     @contextlib.contextmanager
-    def _write_lock(self) -> Iterator[None]:
+    def _write_lock(self, *, clean: bool = True) -> Iterator[None]:
+        """This machine's exclusive write lock; ``clean`` first deletes what dead writers
+        left (garbage collection, which only removes what is past the grace period, opts
+        out)."""
         self.create()
         with open(self.root / ".write.lock", "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                self._clean_stale_staging()
+                if clean:
+                    self._clean_stale_staging()
                 if self.remote is None and self._read_manifest() is None:
                     # Without a manifest every part file is visible, so a writer killed
                     # while renaming its parts into place would show some of them: list

@@ -10,8 +10,9 @@ Layout under the workspace root::
     annotations.sqlite           the annotation store (default; PostgreSQL for teams)
 
 Imports parse files in worker processes (``trajectories.import_workers``; one part per file or
-per 64 MB of payloads) and publish what they staged in one manifest replace. The rest lives in
-modules by concern, joined here: ``trajectories.parts`` (the manifest, the write lock,
+per 64 MB of payloads) and publish what they staged in one manifest replace, each run as a
+``trajectories.staged_import.StagedImport`` transaction. The rest lives in modules by concern,
+joined here: ``trajectories.parts`` (the manifest, the write lock,
 publishing), ``trajectories.compaction`` (merging small parts), ``trajectories.queries`` (the
 DuckDB views and the queries) and ``trajectories.objectstore`` (parts in an S3 bucket).
 """
@@ -23,8 +24,6 @@ import hashlib
 import json
 import os
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +36,11 @@ import pyarrow.parquet as pq
 
 from trajectories import rekey_journal
 from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_ROWS, Compaction
-from trajectories.import_workers import FileSpec, parse_files
-from trajectories.importers import ImportProblem
-from trajectories.importers.errors import ImportProblems
+from trajectories.import_workers import FileSpec
 from trajectories.importers.mapping import Mapping
 from trajectories.importers.tasks import TaskFile
 from trajectories.model import Trajectory
 from trajectories.objectstore import (
-    ObjectStoreError,
     RemoteParts,
     S3Location,
     configured_trajectories_url,
@@ -59,7 +55,7 @@ from trajectories.parts import (
     WorkspaceError,
     _atomic_write_text,
 )
-from trajectories.prior_rows import PriorRows, Replacement, match_records, read_part_columns
+from trajectories.prior_rows import read_part_columns
 from trajectories.queries import (
     DEFAULT_SUCCESS_SOURCE,
     SUCCESS_SOURCES,
@@ -68,60 +64,14 @@ from trajectories.queries import (
     outcome_name,
     success_expression,
 )
-from trajectories.rows import (
-    PART_OPTIONS,
-    index_row,
-    part_name,
-    reject_line,
-    remove_part,
-    rows_table,
-    stage_rows,
-)
+from trajectories.rows import PART_OPTIONS, part_name, rows_table, stage_rows
+from trajectories.staged_import import ImportReport, StagedImport, StagedRows
 
 __all__ = [
     "COMPACT_AT_PARTS", "COMPACT_PART_MB", "COMPACT_ROWS", "DEFAULT_SUCCESS_SOURCE", "MANIFEST",
     "PART_GLOB", "RETIRED_GRACE_S", "SUCCESS_SOURCES", "TASK_FIELDS", "ImportReport",
     "RemovalReport", "Workspace", "WorkspaceError", "outcome_name", "success_expression",
 ]
-
-
-@dataclass
-class ImportReport:
-    imported: int = 0
-    duplicates: int = 0
-    rejected: int = 0
-    files: int = 0
-    #: Stored rows retired because re-importing their file gave their record another id (or
-    #: rejected it): see ``trajectories.prior_rows``.
-    replaced: int = 0
-    #: Old id -> new id of the same record, for carrying labels over.
-    rekeyed: dict[str, str] = field(default_factory=dict)
-    #: Retired ids with no new row (their labels can only be reported).
-    orphaned: list[str] = field(default_factory=list)
-    rejects_file: Path | None = None
-    problems: list[ImportProblem] = field(default_factory=list)
-    #: Records read per run (the runs this import made or added to; files skipped as
-    #: imported before are not read and not counted).
-    runs: dict[str, int] = field(default_factory=dict)
-    #: With a task file: how many trajectories it matched, and the ones it did not.
-    task_matched: int | None = None
-    task_unmatched: list[str] = field(default_factory=list)
-    #: What went wrong after the import was published (it stands): e.g. the compaction.
-    warnings: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, int]:
-        return {"imported": self.imported, "duplicates": self.duplicates,
-                "rejected": self.rejected, "replaced": self.replaced}
-
-    def details(self) -> dict[str, Any]:
-        """The runs read and, with a task file, how it matched (``faillab import --json``)."""
-        out: dict[str, Any] = {"runs": dict(sorted(self.runs.items()))}
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
-        if self.task_matched is not None:
-            out["tasks_matched"] = self.task_matched
-            out["tasks_unmatched"] = list(self.task_unmatched)
-        return out
 
 
 @dataclass
@@ -231,7 +181,7 @@ class Workspace(Queries, Compaction, Scoring):
     ) -> tuple[int, int]:
         """Store new trajectories; returns (added, duplicates). Never rewrites existing parts."""
         with self._write_lock():
-            batch = _StagedImport(self, self.existing_ids())
+            batch = StagedRows(self, self.existing_ids())
             try:
                 for traj, source in trajectories:
                     batch.offer(traj, source)
@@ -244,7 +194,7 @@ class Workspace(Queries, Compaction, Scoring):
             return batch.added, batch.duplicates
 
     def _stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
-        """Write rows to a hidden temporary part; ``_StagedImport.commit`` renames it in."""
+        """Write rows to a hidden temporary part; ``StagedRows.commit`` renames it in."""
         if self.remote is not None:
             final = stage_rows(self.parts_dir, rows, self._fs)[1]
             return final, final
@@ -280,127 +230,9 @@ class Workspace(Queries, Compaction, Scoring):
         ``workers``: a record seen in an earlier file (or already stored) is a duplicate.
         ``progress(files_done, files, records_read)`` is called after each file (and every
         1,000 records with one worker)."""
-        report = ImportReport(files=len(paths))
-        rejects: list[dict[str, str]] = []
-        added = duplicates = records = 0
         spec = FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
                         self._fs, require_tasks)
-        if tasks is not None:
-            report.task_matched = 0
-        replacement = Replacement()
-        with self._write_lock():
-            # Read first: a damaged journal stops the import before anything changes.
-            pending = self._pending_rekeys()
-            known = self.imported_sources()
-            prior = PriorRows.read(self.part_files(), self._fs, [Path(p) for p in paths],
-                                   set(known))
-            seen = prior.ids
-            sources: dict[str, int] = {}
-            staged: list[tuple[Path, Path]] = []
-            emptied: set[Path] = set()  # staged parts that held only duplicates (deleted)
-            failed: list[ImportProblem] = []
-            results = parse_files(spec, [Path(p) for p in paths], (seen, set(known)), workers,
-                                   progress, prior.prior_ids)
-            try:
-                # closing(): on a failure every worker has stopped before staging is cleaned.
-                with contextlib.closing(results):
-                    for done, (path, result) in enumerate(zip(paths, results, strict=True),
-                                                          start=1):
-                        records += result.records
-                        for name, count in result.runs.items():
-                            report.runs[name] = report.runs.get(name, 0) + count
-                        if report.task_matched is not None:
-                            report.task_matched += result.task_matched
-                            report.task_unmatched.extend(result.task_unmatched)
-                        for problem, location, raw in result.rejected:
-                            if not skip_invalid:
-                                # The first problem of each file; the import fails after
-                                # every file was read, naming them all.
-                                failed.append(problem)
-                                break
-                            report.problems.append(problem)
-                            rejects.append({"file": problem.path, "location": location,
-                                            "error": str(problem), "record": raw})
-                        duplicates += result.duplicates
-                        if result.skipped:  # read before: all duplicates
-                            duplicates += known.get(str(result.source_key), 0)
-                            records += known.get(str(result.source_key), 0)
-                        elif result.source_key and not result.rejected:
-                            sources[result.source_key] = result.records
-                        if result.prior:
-                            # This file's old rows go; its records are written again.
-                            seen -= result.prior
-                            match_records(prior.rows_of(str(Path(path))), result, replacement)
-                        for tmp, final, ids in result.parts:
-                            # Workers only know what was stored before: a record an earlier
-                            # file of this import holds is a duplicate too (first file wins,
-                            # as in a single-process import).
-                            again = [i for i in ids if i in seen]
-                            if again:
-                                if not _drop_rows(tmp, set(again), self._fs):
-                                    emptied.add(tmp)
-                                duplicates += len(again)
-                            seen.update(ids)
-                            rewritten = sum(1 for i in ids if i in result.prior)
-                            added += len(ids) - len(again) - rewritten
-                            duplicates += rewritten  # stored before, under the same id
-                            staged.append((tmp, final))
-                        if progress:
-                            progress(done, len(paths), records)
-                if failed:
-                    raise ImportProblems.of(failed)
-                retired: list[Path] = []
-                if replacement.retire:
-                    # The parts holding replaced rows are written again without them and
-                    # retired in the same publish: readers see the old rows or the new ones.
-                    kept, retired = self._rewrite_without(replacement.retire)
-                    staged.extend(kept)
-                published = []
-                for tmp, final in staged:
-                    if self.remote is not None:
-                        if tmp not in emptied:
-                            published.append(final)
-                    elif tmp.exists():
-                        os.replace(tmp, final)
-                        published.append(final)
-                if published or sources or retired:
-                    self._publish(published, removed=retired, sources=sources)
-            except BaseException:
-                if self.remote is not None:
-                    # Unlisted objects are only aged out, so delete what this import staged.
-                    for tmp, _ in staged:
-                        if tmp not in emptied:
-                            self.remote.delete(tmp.name)
-                # Every worker has stopped: any staged part left is this import's.
-                self._clean_stale_staging()
-                raise
-            finally:
-                self._invalidate()
-            if replacement.rekeyed or replacement.orphaned:
-                # Published; the annotation store must still take these (rekey_journal).
-                rekey_journal.write(self.root, rekey_journal.merged(
-                    pending, replacement.rekeyed, replacement.orphaned))
-            if rejects:
-                # Written under the lock with a unique name: two imports in the same second
-                # each keep their own rejects file.
-                stamp = time.strftime("%Y%m%dT%H%M%S")
-                rejects_path = self.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
-                _atomic_write_text(rejects_path, "".join(reject_line(r) for r in rejects))
-                report.rejects_file = rejects_path
-        report.imported, report.duplicates = added, duplicates
-        report.rejected = len(rejects)
-        report.replaced = replacement.replaced
-        report.rekeyed, report.orphaned = replacement.rekeyed, replacement.orphaned
-        if added:
-            try:
-                self.maybe_compact()
-            except (WorkspaceError, ObjectStoreError, OSError) as err:
-                # The import is published and visible: it succeeded. A compaction that
-                # fails is its own problem (the next import or `faillab workspace compact`
-                # tries again), never reported as a failed import.
-                report.warnings.append(f"compaction after the import failed ({err}); the "
-                                       "import stands; run 'faillab workspace compact' later")
-        return report
+        return StagedImport(self, paths, spec, workers=workers, progress=progress).run()
 
     def _pending_rekeys(self) -> rekey_journal.PendingRekeys:
         try:
@@ -480,72 +312,6 @@ class Workspace(Queries, Compaction, Scoring):
             finally:
                 self._invalidate()
         return report
-
-
-class _StagedImport:
-    """Rows on their way into the workspace: deduplicated, written to hidden parts in chunks,
-    and made visible together by ``commit`` (or deleted by ``abort``)."""
-
-    CHUNK = 10_000
-
-    def __init__(self, ws: Workspace, seen: set[str]) -> None:
-        self.ws = ws
-        self.seen = seen
-        self.rows: list[dict[str, Any]] = []
-        self.staged: list[tuple[Path, Path]] = []
-        self.added = 0
-        self.duplicates = 0
-
-    def offer(self, traj: Trajectory, source: str | None) -> None:
-        if traj.id is None:
-            traj = traj.with_id()
-        tid = str(traj.id)
-        if tid in self.seen:
-            self.duplicates += 1
-            return
-        self.seen.add(tid)
-        self.rows.append(index_row(traj, source))
-        self.added += 1
-        if len(self.rows) >= self.CHUNK:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.rows:
-            self.staged.append(self.ws._stage_part(self.rows))
-            self.rows = []
-
-    def commit(self) -> None:
-        self._flush()
-        for tmp, final in self.staged:
-            self.ws._place(tmp, final)
-        if self.staged:
-            self.ws._publish([final for _, final in self.staged])
-        self.staged = []
-
-    def abort(self) -> None:
-        for tmp, _ in self.staged:
-            self.ws._discard(tmp)
-        self.staged = []
-        self.rows = []
-
-
-def _drop_rows(part: Path, ids: set[str], filesystem: pafs.FileSystem | None = None) -> bool:
-    """Rewrite a staged part without the given ids; False when nothing was left (deleted)."""
-    if filesystem is None:
-        table = pq.read_table(part)
-    else:
-        table = pq.read_table(str(part), filesystem=filesystem)
-    keep = pc.invert(pc.is_in(table.column("id"), pa.array(sorted(ids))))
-    table = table.filter(keep)
-    if table.num_rows == 0:
-        remove_part(part, filesystem)
-        return False
-    if filesystem is None:
-        pq.write_table(table, part, **PART_OPTIONS)
-    else:
-        pq.write_table(table, str(part), **PART_OPTIONS,
-                       filesystem=filesystem)
-    return True
 
 
 def _content_sha(path: Path) -> str:

@@ -1,9 +1,11 @@
 """Annotate: label why failed trajectories failed, one item at a time, from your own queue.
 
-One screen per decision (1440x900): the question and the steps (their own scroll pane) with the
-answer diff and the reference SQL under them on the left, the label form with the pre-label on
-the right. The item view and the form live in one fragment, so saving a label and moving on
-re-runs only the panel. Leads and admins create assignments below the panel.
+One screen per decision (1440x900 and 1280x800): the question, the step cursor (the step under
+it in full, its neighbours and the rest folded to one line each) and the answer diff with the
+reference SQL on the left, the label form with the pre-label on the right; K/J move the cursor,
+F marks its step as the first faulty one, a category key saves both. The item view and the form
+live in one fragment, so saving a label and moving on re-runs only the panel. Leads and admins
+create assignments below the panel.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
     NOTE,
     Hooks,
-    choose_step,
     render_label_form,
     render_last_saved,
     render_visible_labels,
@@ -37,7 +38,7 @@ from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import code_html, escape_markdown, plain
 from faillab.app.widgets.sandbox_run import rerun_button, sql_steps, step_rerun_control
-from faillab.app.widgets.step_outline import render_step_outline
+from faillab.app.widgets.step_cursor import CURSOR_KEYS, render_step_cursor, starting_step
 from faillab.app.widgets.undo import (
     DONE_KEY,
     REVISIT_KEY,
@@ -160,9 +161,10 @@ def labelling_panel(me: User) -> None:
         else:  # an earlier label of theirs counts again: show it, to change if they wish
             revisit = undone
     skipped_now = [tid for tid in skipped if tid in state.waiting]
-    if msg := st.session_state.pop("annotate_take_msg", None):
-        st.toast(msg)
-        st.session_state["annotate_take_note"] = msg
+    # Said under the form, not as a toast: a toast covered the pre-label box.
+    take_msg = st.session_state.pop("annotate_take_msg", None)
+    if take_msg:
+        st.session_state["annotate_take_note"] = take_msg
     tid = revisit if isinstance(revisit, str) else (todo[0] if todo else None)
     if tid is None:
         render_last_saved(taxonomy)
@@ -184,7 +186,7 @@ def labelling_panel(me: User) -> None:
     prefetch_evidence([t for t in todo[:PREFETCH + 1] if t != tid][:PREFETCH])
 
     left, right = st.columns([11, 9], gap="medium")
-    with left:
+    with left, st.container(key="annotate_view", gap="xsmall"):
         if isinstance(revisit, str):
             head = (f"**Changing your label** on `{tid}` · saving adds a new label, the "
                     "earlier one stays in the history")
@@ -196,42 +198,45 @@ def labelling_panel(me: User) -> None:
                                 "failures.") if state.not_for_you else None)
         with st.container(key="annotate_question"), st.container(key=item_key(tid)):
             plain(traj.task.question)
-        meta = {"intent": traj.task.intent, "scope": traj.task.scope, "run": traj.run.name,
-                "model": traj.run.model, "template": traj.task.template_id}
-        st.caption(" · ".join(f"{k}: {escape_markdown(str(v))}" for k, v in meta.items() if v)
-                   + f" · {len(traj.steps)} steps")
+        # One line: intent, scope and run; the model and template are one hover away.
+        meta = [traj.task.intent, traj.task.scope, traj.run.name]
+        more = {"model": traj.run.model, "template": traj.task.template_id}
+        st.caption(" · ".join(escape_markdown(str(v)) for v in meta if v)
+                   + f" · {len(traj.steps)} steps",
+                   help=" · ".join(f"{k}: {v}" for k, v in more.items() if v) or None)
 
-        def pick_step(index: int, tid: str = tid) -> None:
-            # Runs before the next script run, so the form's step picker shows the choice.
-            choose_step(tid, index)
-
-        # Steps scroll in their own pane so the answer and the form stay in view beside them
-        # (290 px: the answer row and its Re-run button still fit a 1280x800 screen).
-        with st.container(height=290, border=True, key="annotate_steps_pane", autoscroll=False):
-            # The evidence leads the pane; its suggested category stays hidden with the pre-label.
-            step = render_evidence(traj, key=f"annotate_{tid}", compact=True,
-                                   show_category=not st.session_state.get(
-                                       "annotate_hide_prelabel", settings.hide_prelabel))
-            # One collapsed re-run box for every SQL step, as on the Trajectory page: a Re-run
-            # button in each full step was a dozen elements remounted on every label key.
-            step_rerun_control(f"annotate_{tid}", traj.steps)
-            # The diverging step (and the one before it) in full; far steps as one-liners.
-            render_step_outline(traj.steps, full={step - 1, step} if step is not None else (),
-                                pick=pick_step, key_prefix=tid)
+        # What went wrong first, then where: the answer row sits above the steps.
         ans, ref = st.columns(2, gap="small")
         with ans, st.container(key="annotate_answer"):
             render_answer_compact(traj)
-        with ref, st.container(key="annotate_reference"):
-            st.markdown("**Reference SQL**")
+        with ref, st.container(key="annotate_reference", gap="xsmall"):
+            # The Re-run button shares the heading's row: a row of its own pushed the step
+            # under the cursor off a 1280x800 screen. Its result goes under the SQL.
+            heading = st.columns([3, 2], gap="small", vertical_alignment="center")
+            heading[0].markdown("**Reference SQL**")
             if traj.task.reference_sql:
-                st.html(code_html(traj.task.reference_sql, "sql", max_height_px=130))
+                st.html(code_html(traj.task.reference_sql, "sql", max_height_px=96))
                 # Without an EHR the steps' re-run box already says so (when there are SQL
                 # steps): one line, not two.
-                rerun_button(f"{tid}_reference", traj.task.reference_sql,
-                             label="Re-run reference SQL",
-                             say_no_ehr=not sql_steps(traj.steps))
+                with heading[1]:
+                    rerun_button(f"{tid}_reference", traj.task.reference_sql,
+                                 label="Re-run", say_no_ehr=not sql_steps(traj.steps),
+                                 result_in=ref, icon=None)
             else:
                 st.caption("The task carries no reference SQL.")
+        hide_prelabel = st.session_state.get("annotate_hide_prelabel", settings.hide_prelabel)
+        prelabel = prelabel_for(store, tid)
+        with st.container(key="annotate_steps_pane"):
+            # The evidence leads the pane; its suggested category stays hidden with the pre-label.
+            step = render_evidence(traj, key=f"annotate_{tid}", compact=True,
+                                   show_category=not hide_prelabel)
+            # One collapsed re-run box for every SQL step, as on the Trajectory page: a Re-run
+            # button in each full step was a dozen elements remounted on every label key.
+            step_rerun_control(f"annotate_{tid}", traj.steps)
+            shown_step = (prelabel.first_error_step
+                          if prelabel is not None and not hide_prelabel else None)
+            render_step_cursor(traj.steps, tid, start=starting_step(
+                traj.steps, evidence_step=step, prelabel_step=shown_step))
     def saved(done_tid: str) -> None:
         if done_tid in done:
             done.remove(done_tid)
@@ -263,9 +268,8 @@ def labelling_panel(me: User) -> None:
         with st.container(key="annotate_verdict"):
             render_verdict(store, tid, me, outcome, key="annotate", failed_button=False,
                            compact=True, note_key=NOTE, recorded=lambda t, v: saved(t))
-        nav = render_label_form(store, traj, taxonomy, me, prelabel=prelabel_for(store, tid),
-                                hide_prelabel=st.session_state.get("annotate_hide_prelabel",
-                                                                   settings.hide_prelabel),
+        nav = render_label_form(store, traj, taxonomy, me, prelabel=prelabel,
+                                hide_prelabel=hide_prelabel,
                                 hooks=Hooks(saved=labelled, skipped=skip))
         # Callbacks, like the label buttons: the run they trigger already shows the new item.
         render_undo(store, me, taxonomy, enabled=not isinstance(revisit, str), container=nav[1])
@@ -274,6 +278,8 @@ def labelling_panel(me: User) -> None:
                           on_click=leave_revisit)
         # Banners go under the form, so the buttons never move when one appears.
         render_last_saved(taxonomy)
+        if take_msg:
+            st.info(take_msg, icon=":material/inbox:")
         if note := st.session_state.pop("annotate_skip_note", None):
             st.info(note, icon=":material/skip_next:")
         render_undo_note()
@@ -290,10 +296,11 @@ st.toggle(
     help="Against anchoring: the label records whether the pre-label was on screen."
          + (" This workspace always hides it." if hide_setting else ""),
 )
-st.caption(f"Keys: 1–{min(9, len(taxonomy.categories))} save that category · A accepts the "
-           "pre-label · Y: the agent was right (no failure) · S skips · U or Z undoes the "
-           "last label · Ctrl+Enter in the note commits it and gives the keys back. Blind "
-           "mode is "
+st.caption(f"Keys: {' · '.join(f'{k}: {what}' for k, what in CURSOR_KEYS)} · "
+           f"1–{min(9, len(taxonomy.categories))} save that category (with the marked step) · "
+           "A accepts the pre-label (its step once you have seen it) · Y: the agent was right "
+           "(no failure) · S skips · U or Z undoes the last label · Ctrl+Enter in the note "
+           "commits it and gives the keys back. Blind mode is "
            + ("on: you never see other annotators' labels." if settings.blind else "off."))
 with st.expander("My labels (choose one to change it)", expanded=False):
     _my_labels(user)

@@ -132,10 +132,11 @@ def render_answer_compact(traj: Trajectory) -> None:
     task = traj.task
     em = score_trajectory(traj)
     cut = answer_cut(traj)
-    recorded = traj.outcome.success if traj.outcome else None
     verdict = ("unknown" if cut else "unscored") if em is None else OUTCOME_TEXT[outcome_name(em)]
-    rec = "none" if recorded is None else OUTCOME_TEXT[outcome_name(recorded)]
-    st.markdown(f"**Answer vs ground truth** · exact match: {verdict} · recorded: {rec}")
+    # The recorded outcome and the judge's are on the verdict row beside it: said once.
+    # Short enough for one line in half of Annotate's left column.
+    st.markdown(f"**Answer vs truth**: {verdict}",
+                help="The final answer against the task's ground truth (exact match).")
     if cut:
         st.caption(f"Incomplete final answer: {cut}.")
     answer = traj.final_answer
@@ -144,7 +145,7 @@ def render_answer_compact(traj: Trajectory) -> None:
         steps_css()
         gold = (answer_text(task.ground_truth) if task.has_ground_truth
                 else "none recorded")
-        st.html(code_html(answer, "text", max_height_px=110)
+        st.html(code_html(answer, "text", max_height_px=96)
                 + f'<p class="faillab-note">Gold: {escape_html(gold)}</p>')
         return
     if task.has_ground_truth:
@@ -152,7 +153,7 @@ def render_answer_compact(traj: Trajectory) -> None:
         if frame.empty:
             st.caption("Both answers are empty.")
         else:
-            diff_table(frame, 150)
+            diff_table(frame, 120)
         if wants_order(task.question, task.answer_format):
             st.caption("Row order counts for this task.")
     else:

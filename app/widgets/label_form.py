@@ -1,10 +1,11 @@
 """The failure-label form: primary and secondary category, first faulty step, note.
 
-Keyboard-first: number keys 1..9 save the label with that primary category, A accepts the
-LLM pre-label, S skips. The widgets keep their keys from item to item, so the browser updates
-them in place instead of mounting a new form on every label key (two selectboxes, a text area
-and eight buttons were remounted each time); their values are reset whenever another item
-is shown, before they are drawn, so a half-filled form never carries over.
+Keyboard-first: number keys 1..9 save the label with that primary category (and the first faulty
+step marked with the step cursor), A accepts the LLM pre-label (with its step when the annotator
+has had that step on screen), S skips. The widgets keep their keys from item to item, so the
+browser updates them in place instead of mounting a new form on every label key (two
+selectboxes, a text area and eight buttons were remounted each time); their values are reset
+whenever another item is shown, before they are drawn, so a half-filled form never carries over.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ SKIP_KEY = "S"
 FORM_ITEM = "lf_item"
 #: The form's fields and the values every item starts with.
 STEP, ACCEPT_STEP, SECONDARY, NOTE = "lf_step", "lf_accept_step", "lf_secondary", "lf_note"
-FIELD_DEFAULTS: dict[str, object] = {STEP: None, ACCEPT_STEP: False, SECONDARY: None, NOTE: ""}
+#: Annotate's step cursor and the steps it has drawn in full on this item (see step_cursor).
+CURSOR, SEEN = "lf_cursor", "lf_seen_steps"
+FIELD_DEFAULTS: dict[str, object] = {STEP: None, ACCEPT_STEP: False, SECONDARY: None, NOTE: "",
+                                     CURSOR: None, SEEN: ()}
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,10 @@ def start_form(trajectory_id: str) -> None:
         state[FORM_ITEM] = trajectory_id
 
 
-def choose_step(trajectory_id: str, index: int) -> None:
-    """Pick the first faulty step from outside the form (a step's own button)."""
-    start_form(trajectory_id)
-    st.session_state[STEP] = index
+def seen_steps() -> tuple[int, ...]:
+    """The steps drawn in full on the current item so far (by Annotate's step cursor)."""
+    seen = st.session_state.get(SEEN)
+    return tuple(seen) if isinstance(seen, tuple) else ()
 
 
 def started_at(trajectory_id: str) -> float:
@@ -94,10 +98,13 @@ def render_visible_labels(store: Store, trajectory_id: str, viewer: User, *, bli
     } for lab in labels]), hide_index=True, key=f"lf_{trajectory_id}_existing")
 
 
-def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy) -> None:
+def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy, *, seen: bool) -> None:
     conf = f" · confidence {prelabel.confidence:.2f}" if prelabel.confidence is not None else ""
-    step = (f" · first faulty step {prelabel.first_error_step}"
-            if prelabel.first_error_step is not None else "")
+    step = ""
+    if prelabel.first_error_step is not None:
+        # Accept takes the step only once the person has read it (it anchors otherwise).
+        step = (f" · first faulty step {prelabel.first_error_step}"
+                + (" (seen: Accept takes it)" if seen else " (not yet seen: Accept leaves it)"))
     with st.container(border=True):
         name = escape_markdown(category_label(taxonomy, prelabel.category))
         # Which labeller made it: the offline heuristic's guesses read "LLM pre-label" too.
@@ -124,7 +131,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         st.caption("No LLM pre-label for this item.")
     if show_prelabel:
         assert prelabel is not None
-        _prelabel_box(prelabel, taxonomy)
+        _prelabel_box(prelabel, taxonomy, seen=prelabel.first_error_step in seen_steps())
 
     steps: list[int | None] = [None, *range(len(traj.steps))]
     pick_col, second_col = st.columns(2, gap="small")
@@ -162,8 +169,9 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         assert prelabel is not None
         st.button("Accept pre-label", key="lf_accept", type="primary",
                   shortcut=ACCEPT_KEY, width="stretch", on_click=_save,
-                  args=(*args, prelabel.category),
-                  help="Save the LLM's category with the step, secondary and note above.")
+                  args=(*args, prelabel.category), kwargs={"accept": True},
+                  help="Save the LLM's category with the secondary and note above, and its "
+                       "first faulty step if you have seen that step (or the one you marked).")
     st.caption("Primary category: press its number to save")
     grid = st.columns(2, gap="small")
     for number, cat in enumerate(taxonomy.categories[:9], start=1):
@@ -190,9 +198,10 @@ class Hooks:
 
 def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
           prelabel: PrelabelView | None, hide_prelabel: bool, hooks: Hooks,
-          chosen: str) -> None:
+          chosen: str, *, accept: bool = False) -> None:
     """Store the label from the form's current values (read from the session: a callback runs
-    before the widgets are drawn again, and the session holds what the person last entered)."""
+    before the widgets are drawn again, and the session holds what the person last entered).
+    ``accept``: the pre-label is being accepted, which takes its step when it was seen."""
     tid = str(traj.id)
     state = st.session_state
     show_prelabel = prelabel is not None and not hide_prelabel
@@ -200,9 +209,10 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
         return
     step: int | None = state.get(STEP)
     step_from_prelabel = (step is None and show_prelabel and prelabel is not None
-                          and bool(state.get(ACCEPT_STEP))
                           and prelabel.first_error_step is not None
-                          and 0 <= prelabel.first_error_step < len(traj.steps))
+                          and 0 <= prelabel.first_error_step < len(traj.steps)
+                          and (bool(state.get(ACCEPT_STEP))
+                               or (accept and prelabel.first_error_step in seen_steps())))
     if step_from_prelabel:
         assert prelabel is not None
         step = prelabel.first_error_step

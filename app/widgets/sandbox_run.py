@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.state import rerun_sql, workspace
 from faillab.app.widgets.safe import escape_markdown
@@ -19,20 +21,23 @@ NO_EHR = ("No EHR database configured for this workspace, so SQL can't be re-run
 
 
 def rerun_button(key: str, sql: str, label: str = "Re-run SQL", what: str = "",
-                 say_no_ehr: bool = True) -> None:
+                 say_no_ehr: bool = True, result_in: DeltaGenerator | None = None,
+                 icon: str | None = ":material/play_arrow:") -> None:
     """A button that re-executes ``sql``; the result stays shown for this browser session.
     ``what`` names what was re-run in the result's heading (e.g. " (step 3)"); without an EHR
     database there is no button, and a line says why unless `say_no_ehr` is off (the screen
-    says it elsewhere already)."""
+    says it elsewhere already). ``result_in``: where the result goes when the button sits in
+    a narrow spot (a heading's row)."""
     state_key = f"rerun_result_{key}"
     ehr = workspace().ehr_path
     if ehr is None:
         if say_no_ehr:
             st.caption(NO_EHR)
         return
-    if st.button(label, key=f"rerun_btn_{key}", icon=":material/play_arrow:"):
+    if st.button(label, key=f"rerun_btn_{key}", icon=icon):
         st.session_state[state_key] = rerun_sql(ehr, sql)
-    _show_result(st.session_state.get(state_key), ehr, key, what)
+    with result_in if result_in is not None else nullcontext():
+        _show_result(st.session_state.get(state_key), ehr, key, what)
 
 
 def _show_result(outcome: dict[str, Any] | None, ehr: Path, key: str, what: str) -> None:

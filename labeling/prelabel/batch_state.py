@@ -96,11 +96,34 @@ def load_state(path: Path) -> BatchState | None:
     except (OSError, ValueError) as e:
         raise BatchError(f"cannot read the batch state {path}: {e}; it names the submitted "
                          "jobs, so repair it rather than deleting it") from None
-    try:
-        jobs = [BatchJobRecord(**j) for j in raw.pop("jobs")]
-        return BatchState(jobs=jobs, **raw)
-    except (KeyError, TypeError) as e:
-        raise BatchError(f"the batch state {path} is not in the expected shape: {e}") from None
+    problem = _shape_problem(raw)
+    if problem is None:
+        try:
+            jobs = [BatchJobRecord(**j) for j in raw.pop("jobs")]
+            return BatchState(jobs=jobs, **raw)
+        except TypeError as e:  # a field the state does not have, or one missing
+            problem = str(e)
+    raise BatchError(f"the batch state {path} is not in the expected shape: {problem}; it "
+                     "names the submitted jobs, so repair it rather than deleting it")
+
+
+def _shape_problem(raw: Any) -> str | None:
+    """What is wrong with the decoded state file, or None (field names are checked after)."""
+    if not isinstance(raw, dict):
+        return f"expected an object, found {type(raw).__name__}"
+    for key in ("model", "taxonomy_version", "prompt_version"):
+        if not isinstance(raw.get(key), str):
+            return f"{key!r} is not a string"
+    jobs = raw.get("jobs")
+    if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+        return "'jobs' is not a list of objects"
+    for j in jobs:
+        keys = j.get("keys")
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            return "a job's 'keys' is not a list of trajectory ids"
+        if not all(isinstance(j.get(f, ""), str) for f in ("name", "state", "display_name")):
+            return "a job's name, state or display name is not a string"
+    return None
 
 
 def save_state(path: Path, state: BatchState) -> None:

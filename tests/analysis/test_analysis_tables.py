@@ -69,7 +69,11 @@ def test_every_chart_builds(workspace: tuple[pd.DataFrame, pd.DataFrame, pd.Data
     first = out["taxonomy"].iloc[0]
     assert bars.data[0].error_y.arrayminus[0] == pytest.approx(first["share"] - first["ci_low"])
     heat = charts.success_heatmap(out["success"])
-    assert len(heat.data[0].x) == 12
+    # Two-level columns: the intent above its scope, one pair per grid cell.
+    intents, scopes = heat.data[0].x
+    cells = [c for c in out["success"].columns if "/" in str(c)]
+    assert len(intents) == len(scopes) == len(cells) == 12
+    assert [f"{i}/{s}" for i, s in zip(intents, scopes, strict=True)] == cells
     # Empty input yields an empty placeholder figure, not an exception.
     assert isinstance(charts.passk_lines(out["passk"].iloc[0:0]), go.Figure)
 

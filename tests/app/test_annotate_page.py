@@ -135,12 +135,13 @@ def test_skip_moves_on_and_queue_ends(env: tuple[Workspace, Store]) -> None:
     assert store.labels.for_item(tid, viewer=None, blind=False) == []
 
 
-def save_prelabel(store: Store, tid: str, category: str, confidence: float) -> None:
+def save_prelabel(store: Store, tid: str, category: str, confidence: float,
+                  step: int = 2) -> None:
     key = PrelabelKey(tid, default_taxonomy().version, HeuristicLabeller.prompt_version,
                       "heuristic")
     store.prelabels.save(PrelabelRecord(key, LabelResult(
-        category=category, confidence=confidence, first_error_step=2,
-        rationale="step 2: the query filters on the wrong column", labeller="heuristic",
+        category=category, confidence=confidence, first_error_step=step,
+        rationale=f"step {step}: the query filters on the wrong column", labeller="heuristic",
         labeller_version="1")))
 
 
@@ -165,16 +166,52 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
     assert (label.first_error_step, label.step_from_prelabel) == (2, True)
 
 
-def test_accepting_the_category_alone_stores_no_step(env: tuple[Workspace, Store]) -> None:
+def _cursor_to(at: AppTest, target: int) -> None:
+    """Move the step cursor with its buttons (K/J in the browser) until it is on ``target``."""
+    for _ in range(200):
+        cursor = at.session_state["lf_cursor"]
+        if cursor == target:
+            return
+        at.button(key="annotate_step_next" if cursor < target else "annotate_step_prev").click()
+        at.run()
+        assert not at.exception
+    raise AssertionError(f"the cursor never reached step {target}")
+
+
+def test_accept_takes_the_prelabel_step_only_once_it_was_on_screen(
+    env: tuple[Workspace, Store],
+) -> None:
     ws, store = env
-    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
-    [(tid, _, _)] = store.queues.assignments("ana")
-    save_prelabel(store, tid, "semantic_misunderstanding", 0.4)
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=2)
+    first, second = (tid for tid, _, _ in store.queues.assignments("ana"))
     at = open_page("ana")
+    shown = current_item(at)
+    start = at.session_state["lf_cursor"]
+    n_steps = len(ws.get(shown).steps)  # type: ignore[union-attr]
+    # A pre-label whose step the cursor has not been on: accepting leaves the step unset.
+    unseen = next(i for i in range(n_steps) if i != start)
+    save_prelabel(store, shown, "semantic_misunderstanding", 0.4, step=unseen)
+    at.run()
+    assert "(not yet seen: Accept leaves it)" in texts(at)
     at.button(key="lf_accept").click()
     at.run()
-    [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
-    assert (label.first_error_step, label.step_from_prelabel) == (None, False)
+    [label] = store.labels.for_item(shown, viewer=None, blind=False, include_llm=False)
+    assert (label.category, label.first_error_step, label.step_from_prelabel) == (
+        "semantic_misunderstanding", None, False)
+    # On the next item the cursor visits the pre-label's step first: Accept takes it.
+    other = current_item(at)
+    assert other == ({first, second} - {shown}).pop()
+    n_other = len(ws.get(other).steps)  # type: ignore[union-attr]
+    target = n_other - 1 if at.session_state["lf_cursor"] != n_other - 1 else 0
+    save_prelabel(store, other, "sql_logic_error", 0.4, step=target)
+    at.run()
+    _cursor_to(at, target)
+    _cursor_to(at, 0 if target else n_other - 1)  # seen, then moved away again
+    assert "(seen: Accept takes it)" in texts(at)
+    at.button(key="lf_accept").click()
+    at.run()
+    [label] = store.labels.for_item(other, viewer=None, blind=False, include_llm=False)
+    assert (label.first_error_step, label.step_from_prelabel) == (target, True)
 
 
 def test_hidden_prelabel_is_revealed_after_commit(env: tuple[Workspace, Store],
@@ -231,20 +268,34 @@ def test_lead_creates_assignments_annotator_cannot(env: tuple[Workspace, Store])
     assert progress["ana"] + progress["ben"] == 15
 
 
-def test_first_faulty_step_can_be_picked_on_the_trajectory(
+def test_first_faulty_step_by_keys_cursor_then_mark_then_category(
     env: tuple[Workspace, Store],
 ) -> None:
     ws, store = env
-    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=2)
     at = open_page("ana")
     tid = current_item(at)
-    pick_buttons = [b for b in at.button if b.key and b.key.startswith(f"pick_{tid}_")]
-    assert pick_buttons, "every action step offers 'Mark as first faulty step'"
-    chosen = pick_buttons[-1]
-    index = int(str(chosen.key).rsplit("_", 1)[1])
-    chosen.click().run()
-    assert not at.exception
-    assert at.selectbox(key="lf_step").value == index
+    traj = ws.get(tid)
+    assert traj is not None
+    start = at.session_state["lf_cursor"]
+    # The cursor opens on a step of this trajectory, drawn in full (and so seen).
+    assert 0 <= start < len(traj.steps)
+    assert start in at.session_state["lf_seen_steps"]
+    target = start + 1 if start + 1 < len(traj.steps) else start - 1
+    _cursor_to(at, target)
+    assert at.selectbox(key="lf_step").value is None  # moving marks nothing
+    at.button(key="annotate_step_mark").click()
+    at.run()
+    assert at.selectbox(key="lf_step").value == target
+    assert at.button(key="annotate_step_mark").label == "Marked"
+    at.button(key="lf_cat_sql_logic_error").click()
+    at.run()
+    [label] = store.labels.for_item(tid, viewer=None, blind=False, include_llm=False)
+    assert (label.category, label.first_error_step, label.step_from_prelabel) == (
+        "sql_logic_error", target, False)
+    # The next item's cursor and mark start afresh.
+    assert current_item(at) != tid
+    assert at.selectbox(key="lf_step").value is None
 
 
 def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, Store]) -> None:

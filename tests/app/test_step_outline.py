@@ -1,4 +1,4 @@
-"""The Annotate steps pane: far steps as native one-liners, built without a script run."""
+"""Annotate's step cursor: the step under it in full, neighbours and the rest as one-liners."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import html
 
 from streamlit.testing.v1 import AppTest
 
+from faillab.app.widgets.step_cursor import starting_step
 from trajectories.model import Step, StepKind
 from trajectories.render import COLLAPSE_CHARS
 
@@ -21,27 +22,60 @@ def _steps() -> list[Step]:
     return steps
 
 
-def _outline(steps_json: list[str], full: list[int]) -> None:
-    from faillab.app.widgets.step_outline import render_step_outline
+def _cursor(steps_json: list[str], start: int) -> None:
+    from faillab.app.widgets.step_cursor import render_step_cursor
     from trajectories.model import Step
 
     steps = [Step.model_validate_json(s) for s in steps_json]
-    render_step_outline(steps, full=set(full), pick=lambda i: None, key_prefix="t")
+    render_step_cursor(steps, "t", start=start)
 
 
-def test_far_steps_are_details_lines_and_only_long_bodies_wait_for_an_expander() -> None:
-    at = AppTest.from_function(_outline, args=([s.model_dump_json() for s in _steps()], [6]))
+def _run(start: int) -> AppTest:
+    at = AppTest.from_function(_cursor, args=([s.model_dump_json() for s in _steps()], start))
     at.run()
     assert not at.exception
+    return at
+
+
+def test_the_cursor_step_is_drawn_whole_and_the_rest_folds_to_lines() -> None:
+    at = _run(6)
     blocks = "".join(h.value for h in at.html)
-    for i in (4, 5, 7):
+    assert "Steps 0–4 (5 before)" in blocks and "Steps 8–10 (3 after)" in blocks
+    # Neighbours and folded steps are one-line summaries (escaped) with their bodies inside.
+    for i in (1, 5, 7):
         assert f"<summary>{i}. SQL · {html.escape(f'SELECT {i} -- <b>{i}</b>')}" in blocks
-        assert f"{html.escape(f'SELECT {i} -- <b>{i}</b>')}</pre>" in blocks  # its body too
+    # A body that needs Streamlit (the long observation, the thinking) is its line alone.
+    assert '<div class="faillab-far-line">8. SQL · SELECT long' in blocks
+    assert ('<div class="faillab-far-line">9. Thinking' in blocks)
     assert '<summary>10. SQL · SELECT last · <span class="faillab-error-mark">error' in blocks
-    # Step 6 is drawn in full with its button; the long observation (8) and the thinking (9)
-    # keep their on-demand expanders, built only when opened.
-    assert "<summary>6." not in blocks
-    assert [b.key for b in at.button if b.key and b.key.startswith("pick_t_")] == [
-        f"pick_t_{i}" for i in (1, 2, 3, 6)]
-    labels = [e.label for e in at.expander]
-    assert len(labels) == 2 and labels[0].startswith("8. SQL") and "Thinking" in labels[1]
+    # Step 6 is in full, not a summary line; it is the one step seen.
+    assert "<summary>6." not in blocks and html.escape("SELECT 6 -- <b>6</b>") in blocks
+    assert at.session_state["lf_seen_steps"] == (6,)
+    assert any("Step **6** of 10" in m.value for m in at.markdown)
+
+
+def test_moving_the_cursor_adds_to_what_was_seen_and_stops_at_the_ends() -> None:
+    at = _run(9)
+    at.button(key="annotate_step_next").click().run()
+    assert at.session_state["lf_cursor"] == 10
+    assert at.button(key="annotate_step_next").disabled
+    assert at.session_state["lf_seen_steps"] == (9, 10)
+    # A long observation under the cursor keeps its on-demand expander.
+    for _ in range(2):
+        at.button(key="annotate_step_prev").click().run()
+    assert at.session_state["lf_cursor"] == 8
+    assert next(e.label for e in at.expander).startswith("Observation (")
+    at.button(key="annotate_step_mark").click().run()
+    assert at.session_state["lf_step"] == 8
+
+
+def test_the_cursor_opens_where_the_trajectory_went_wrong() -> None:
+    steps = _steps()
+    assert starting_step(steps, evidence_step=3, prelabel_step=5) == 3
+    assert starting_step(steps, evidence_step=None, prelabel_step=5) == 5
+    # No evidence and no pre-label on screen: the first step that errored.
+    assert starting_step(steps, evidence_step=None, prelabel_step=None) == 10
+    # Out-of-range indices are ignored; without errors, the last action.
+    clean = [s.model_copy(update={"error": False}) for s in steps]
+    assert starting_step(clean, evidence_step=99, prelabel_step=None) == 10
+    assert starting_step(clean[:1], evidence_step=None, prelabel_step=None) == 0

@@ -194,12 +194,12 @@ def test_take_label_skip_undo_in_one_viewport(
 
     # Everything the decision needs is on screen at once, without scrolling.
     page.evaluate("window.scrollTo(0, 0)")
-    for text in ("Answer vs ground truth", "Reference SQL"):
+    for text in ("Answer vs truth", "Reference SQL"):
         inside_viewport(page.get_by_text(text, exact=True).first)
     inside_viewport(page.get_by_label("Note", exact=True).and_(page.locator("textarea")))
     inside_viewport(page.locator(".faillab-diff").first)  # the answer diff
     for name in (r"^Accept pre-label", r"^Skip", r"^Undo", r"^SQL Logic Error", r"^Stuck-in-Loop",
-                 r"^Re-run reference SQL"):
+                 r"^Re-run$"):
         inside_viewport(page.get_by_role("button", name=re.compile(name)).first)
     first = waiting[0]
     assert page.get_by_text(first).first.is_visible()

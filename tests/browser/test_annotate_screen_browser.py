@@ -107,11 +107,11 @@ def test_everything_acted_on_is_on_screen(browser: Browser,
     page.evaluate("window.scrollTo(0, 0)")
     for name in (r"^Accept pre-label", r"^Skip", r"^Undo", r"^Semantic Misunder",
                  r"^Medical-Code Look", r"^SQL Logic Error", r"^Variable Scope Error",
-                 r"^Answer Format Error", r"^Stuck-in-Loop", r"^Re-run reference SQL"):
+                 r"^Answer Format Error", r"^Stuck-in-Loop", r"^Re-run$"):
         inside(page.get_by_role("button", name=re.compile(name)).first, viewport)
     inside(page.get_by_label("Note", exact=True).and_(page.locator("textarea")), viewport)
     inside(page.get_by_label("First faulty step", exact=True).first, viewport)
-    for text in ("Answer vs ground truth", "Reference SQL"):
+    for text in ("Answer vs truth", "Reference SQL"):
         inside(page.get_by_text(text, exact=True).first, viewport)
     inside(page.locator(".st-key-annotate_answer .faillab-diff").first, viewport)
     # The evidence is one line at the top of the steps pane, whether it decides or not.
