@@ -8,8 +8,8 @@ and choose the figure's margins, width and height from the longest label and the
 rows and columns. ``automargin`` stays on as the last resort.
 
 Text widths are estimated from the character count; the estimate is deliberately generous
-(wide sans-serif capitals), and tests/analysis/test_chart_fit.py measures the real rendered
-text of every chart against the picture's edges.
+(wide sans-serif capitals); tests/analysis/test_chart_fit.py checks the margins against it. A
+check of the rendered PNG's text against the picture's edges is still to be written.
 """
 
 from __future__ import annotations
