@@ -74,6 +74,18 @@ nav[1].button("◀ Previous", key="audit_review_prev", disabled=pos == 0, on_cli
 nav[2].button("Next ▶", key="audit_review_next", disabled=pos >= len(queue) - 1, on_click=go,
               args=(pos + 1,))
 
+# Read, then judge: the task, its reference SQL and result come first and the judgment sits
+# right under them, so a reviewer never scrolls back up to decide.
+ctx = load_context(item.task_id)
+if ctx is None:
+    st.warning(f"Task {escape_markdown(item.task_id)} is not in this workspace (it was "
+               "imported with judgments), so there is nothing to show for it.")
+else:
+    # The evidence queries fold (their titles say what they check), so the judgment stays
+    # on a 1440x900 screen under the task, the reference SQL and its result.
+    render_item(ctx, key, evidence_expanded=False)
+st.divider()
+
 st.subheader("Your judgment")
 existing = mine.get(item.task_id)
 if existing is not None:
@@ -108,10 +120,13 @@ def save_reason(code: str) -> None:
 
 
 buttons = st.columns([1, 1, 3])
-buttons[0].button("Valid", key=f"audit_valid_{key}", shortcut="V", type="primary",
+# Neither button is drawn as the default: the saved judgment (if any) is the primary one.
+buttons[0].button("Valid", key=f"audit_valid_{key}", shortcut="V",
+                  type="primary" if existing is not None and existing.valid else "secondary",
                   icon=":material/check:", on_click=save, args=(True,),
                   help="No substantive issue (V)")
 buttons[1].button("Invalid", key=f"audit_invalid_{key}", shortcut="I",
+                  type="primary" if existing is not None and not existing.valid else "secondary",
                   icon=":material/close:", on_click=save, args=(False,),
                   help="A concern that needs inspection, with the reason chosen below (I)")
 buttons[2].caption("Or invalid for a reason in one key:")
@@ -140,11 +155,3 @@ if saved:
     st.toast(escape_markdown(str(saved)))
 if done == len(queue):
     st.success("You have judged every task assigned to you.")
-
-st.divider()
-ctx = load_context(item.task_id)
-if ctx is None:
-    st.warning(f"Task {escape_markdown(item.task_id)} is not in this workspace (it was "
-               "imported with judgments), so there is nothing to show for it.")
-else:
-    render_item(ctx, key)

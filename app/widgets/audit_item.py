@@ -95,7 +95,7 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
     with left:
         st.markdown("**Reference SQL**")
         if task.reference_sql:
-            st.html(code_html(task.reference_sql, "sql"))
+            st.html(code_html(task.reference_sql, "sql", max_height_px=220))
         else:
             st.caption("This task has no reference SQL.")
         st.markdown("**Execution result (re-run now)**")

@@ -6,6 +6,8 @@ has had that step on screen), S skips. The widgets keep their keys from item to 
 browser updates them in place instead of mounting a new form on every label key (two
 selectboxes, a text area and eight buttons were remounted each time); their values are reset
 whenever another item is shown, before they are drawn, so a half-filled form never carries over.
+The one exception is the step picker, which takes a fresh key whenever the mark changes from
+outside it (see set_step).
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ ACCEPT_KEY = "A"
 SKIP_KEY = "S"
 #: Which item the form's values belong to.
 FORM_ITEM = "lf_item"
-#: The form's fields and the values every item starts with.
+#: The form's fields and the values every item starts with. STEP is the marked first faulty
+#: step itself (a plain session value, no widget's); the picker showing it is keyed apart.
 STEP, ACCEPT_STEP, SECONDARY, NOTE = "lf_step", "lf_accept_step", "lf_secondary", "lf_note"
+#: Which generation of the step picker is drawn (see set_step).
+PICKER_GENERATION = "lf_step_picker"
+#: The step cursor's "mark this step" button (F).
+MARK_BUTTON = "annotate_step_mark"
 #: Annotate's step cursor and the steps it has drawn in full on this item (see step_cursor).
 CURSOR, SEEN = "lf_cursor", "lf_seen_steps"
 FIELD_DEFAULTS: dict[str, object] = {STEP: None, ACCEPT_STEP: False, SECONDARY: None, NOTE: "",
@@ -66,7 +73,31 @@ def start_form(trajectory_id: str) -> None:
     if state.get(FORM_ITEM) != trajectory_id:
         for key, value in FIELD_DEFAULTS.items():
             state[key] = value
+        set_step(None)
         state[FORM_ITEM] = trajectory_id
+
+
+def step_picker_key() -> str:
+    """The session key of the step picker drawn now."""
+    return f"{STEP}_pick_{int(st.session_state.get(PICKER_GENERATION, 0))}"
+
+
+def set_step(step: int | None) -> None:
+    """Mark ``step`` as the first faulty one, from anywhere but the picker itself.
+
+    The picker shows the mark under a key of its own, and a mark set elsewhere (F, a new item)
+    gives it a fresh key. A key pressed right after F can reach the server before the browser
+    has drawn the picker's new value; it then sends the picker's old value, which under the
+    old key no longer counts (one shared key let that stale value erase the mark, and the label
+    was saved without its step)."""
+    state = st.session_state
+    state[STEP] = step
+    if state.get(step_picker_key()) != step:
+        state[PICKER_GENERATION] = int(state.get(PICKER_GENERATION, 0)) + 1
+
+
+def _picked(picker_key: str) -> None:
+    st.session_state[STEP] = st.session_state.get(picker_key)
 
 
 def seen_steps() -> tuple[int, ...]:
@@ -137,11 +168,14 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
     pick_col, second_col = st.columns(2, gap="small")
     # Never prefilled from the pre-label: a step is stored only when the person chose it, or
     # ticked the box below to accept the pre-label's step (recorded as such).
+    marked = st.session_state.get(STEP)
+    picker = step_picker_key()
     step = pick_col.selectbox(
         "First faulty step", steps,
+        # No mark: no selection, which the box shows as its placeholder (saying the same).
+        index=steps.index(marked) if marked is not None and marked in steps else None,
         format_func=lambda i: "not set" if i is None else step_caption(traj, i),
-        # A reset form holds None, which the box shows as its placeholder: say the same.
-        key=STEP, placeholder="not set",
+        key=picker, on_change=_picked, args=(picker,), placeholder="not set",
         help="The earliest step where the trajectory went wrong.",
     )
     if show_prelabel and prelabel is not None and prelabel.first_error_step in steps[1:]:
@@ -208,6 +242,11 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
     if state.get(FORM_ITEM) != tid:  # the form shows another item: nothing of it is this one's
         return
     step: int | None = state.get(STEP)
+    cursor = state.get(CURSOR)
+    if state.get(MARK_BUTTON) is True and isinstance(cursor, int):
+        # F and this key came in one batch (the second key was pressed before the server had
+        # begun the first's run), and this callback may run before the mark's own.
+        step = cursor
     step_from_prelabel = (step is None and show_prelabel and prelabel is not None
                           and prelabel.first_error_step is not None
                           and 0 <= prelabel.first_error_step < len(traj.steps)

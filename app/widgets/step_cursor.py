@@ -20,7 +20,15 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from faillab.app.widgets.label_form import CURSOR, SEEN, STEP, seen_steps, start_form
+from faillab.app.widgets.label_form import (
+    CURSOR,
+    MARK_BUTTON,
+    SEEN,
+    STEP,
+    seen_steps,
+    set_step,
+    start_form,
+)
 from faillab.app.widgets.safe import escape_html
 from faillab.app.widgets.step_outline import render_full_step, step_line_html
 from faillab.app.widgets.steps import steps_css
@@ -79,11 +87,10 @@ def _move(trajectory_id: str, delta: int, n_steps: int) -> None:
 
 
 def _mark(trajectory_id: str) -> None:
-    # The form's step picker holds the same session value, so it shows the choice at once.
     start_form(trajectory_id)
     cursor = st.session_state.get(CURSOR)
     if isinstance(cursor, int):
-        st.session_state[STEP] = cursor
+        set_step(cursor)
 
 
 def _folded(title: str, steps: Sequence[Step], indices: range) -> str:
@@ -122,7 +129,7 @@ def render_step_cursor(steps: Sequence[Step], trajectory_id: str, *, start: int,
                   disabled=cursor >= len(steps) - 1, on_click=_move,
                   args=(trajectory_id, 1, len(steps)), help="Next step (J or ])")
     # The button says whether the step under the cursor is the marked one.
-    bar[3].button("Marked" if marked else "Mark", key="annotate_step_mark",
+    bar[3].button("Marked" if marked else "Mark", key=MARK_BUTTON,
                   shortcut=MARK_KEY, width="stretch", icon=":material/flag:", on_click=_mark,
                   args=(trajectory_id,), type="primary" if marked else "secondary",
                   help="The step under the cursor is the first faulty step (F); a category "

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Selectbox
 
 from faillab.app.widgets.sandbox_run import sql_steps
 from faillab.settings import Settings
@@ -58,6 +60,13 @@ def position(at: AppTest) -> str:
     return line.replace("**", "")
 
 
+def step_picker(at: AppTest) -> Selectbox[Any]:
+    """The first-faulty-step picker (its key changes whenever a mark is set elsewhere)."""
+    pickers = [box for box in at.selectbox if str(box.key).startswith("lf_step_pick_")]
+    assert len(pickers) == 1, [box.key for box in at.selectbox]
+    return pickers[0]
+
+
 def texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
     parts += [str(d.value) for d in at.dataframe] + [h.value for h in at.html]
@@ -70,7 +79,7 @@ def test_annotator_labels_an_item(env: tuple[Workspace, Store]) -> None:
     at = open_page("ana")
     tid = current_item(at)
     assert tid in set(failed_frame(ws)["id"])
-    at.selectbox(key="lf_step").set_value(1)
+    step_picker(at).set_value(1)
     at.selectbox(key="lf_secondary").set_value("answer_format_error")
     at.text_area(key="lf_note").input("joined the wrong table")
     at.button(key="lf_cat_sql_logic_error").click()
@@ -98,25 +107,25 @@ def test_each_item_opens_with_an_empty_form(env: tuple[Workspace, Store]) -> Non
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3)
     at = open_page("ana")
     first = current_item(at)
-    at.selectbox(key="lf_step").set_value(1)
+    step_picker(at).set_value(1)
     at.selectbox(key="lf_secondary").set_value("answer_format_error")
     at.text_area(key="lf_note").input("joined the wrong table")
     at.button(key="lf_cat_sql_logic_error").click()
     at.run()
     second = current_item(at)
     assert second != first
-    assert at.selectbox(key="lf_step").value is None
+    assert step_picker(at).value is None
     assert at.selectbox(key="lf_secondary").value is None
     assert at.text_area(key="lf_note").value == ""
     # A half-filled form left by Skip is gone too, and the skipped item saves nothing.
     at.text_area(key="lf_note").input("not sure yet")
-    at.selectbox(key="lf_step").set_value(2)
+    step_picker(at).set_value(2)
     at.button(key="lf_skip").click()
     at.run()
     third = current_item(at)
     assert third not in (first, second)
     assert at.text_area(key="lf_note").value == ""
-    assert at.selectbox(key="lf_step").value is None
+    assert step_picker(at).value is None
     at.button(key="lf_cat_stuck_in_loop").click()
     at.run()
     [label] = store.labels.for_item(third, viewer=None, blind=False)
@@ -155,7 +164,7 @@ def test_accept_prelabel_records_that_it_was_shown(env: tuple[Workspace, Store])
     # The box names the labeller: this one is the offline heuristic, not an LLM.
     assert "**Pre-label (heuristic):** Semantic Misunderstanding" in texts(at)
     # The step is never prefilled from the pre-label; taking it is an explicit choice.
-    assert at.selectbox(key="lf_step").value is None
+    assert step_picker(at).value is None
     at.checkbox(key="lf_accept_step").check()
     at.run()
     at.button(key="lf_accept").click()
@@ -283,10 +292,10 @@ def test_first_faulty_step_by_keys_cursor_then_mark_then_category(
     assert start in at.session_state["lf_seen_steps"]
     target = start + 1 if start + 1 < len(traj.steps) else start - 1
     _cursor_to(at, target)
-    assert at.selectbox(key="lf_step").value is None  # moving marks nothing
+    assert step_picker(at).value is None  # moving marks nothing
     at.button(key="annotate_step_mark").click()
     at.run()
-    assert at.selectbox(key="lf_step").value == target
+    assert step_picker(at).value == target
     assert at.button(key="annotate_step_mark").label == "Marked"
     at.button(key="lf_cat_sql_logic_error").click()
     at.run()
@@ -295,7 +304,7 @@ def test_first_faulty_step_by_keys_cursor_then_mark_then_category(
         "sql_logic_error", target, False)
     # The next item's cursor and mark start afresh.
     assert current_item(at) != tid
-    assert at.selectbox(key="lf_step").value is None
+    assert step_picker(at).value is None
 
 
 def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, Store]) -> None:

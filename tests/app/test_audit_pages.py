@@ -216,3 +216,36 @@ def test_pages_without_an_audit(env: tuple[Workspace, Store, list[str]],
     for page in ("views/audit_review.py", "views/audit_adjudicate.py", "views/audit_report.py"):
         at = open_page("lea", page)
         assert any("No audit yet" in i.value for i in at.info), page
+
+
+def _reading_order(node: object) -> list[str]:
+    """The main area's markdown and headings in the order they are drawn."""
+    out: list[str] = []
+    children = getattr(node, "children", None)
+    if isinstance(children, dict):
+        for _, child in sorted(children.items()):
+            out += _reading_order(child)
+    elif getattr(node, "type", None) in ("markdown", "subheader", "heading"):
+        out.append(str(getattr(node, "value", "")))
+    return out
+
+
+def test_review_reads_before_it_judges_and_nothing_is_pre_styled(
+        env: tuple[Workspace, Store, list[str]]) -> None:
+    _, _, tids = env
+    at = open_page("ana", "views/audit_review.py")
+    order = _reading_order(at.main)
+    sql_at = next(i for i, text in enumerate(order) if "Reference SQL" in text)
+    judge_at = next(i for i, text in enumerate(order) if "Your judgment" in text)
+    assert sql_at < judge_at, order
+    key = f"demo-audit_{tids[0]}"
+    valid, invalid = at.button(key=f"audit_valid_{key}"), at.button(key=f"audit_invalid_{key}")
+    assert (valid.proto.type, invalid.proto.type) == ("secondary", "secondary")
+
+    valid.click()
+    at.run()
+    at.button(key="audit_review_prev").click()
+    at.run()
+    # Once judged, the saved judgment is the one drawn as chosen.
+    assert at.button(key=f"audit_valid_{key}").proto.type == "primary"
+    assert at.button(key=f"audit_invalid_{key}").proto.type == "secondary"

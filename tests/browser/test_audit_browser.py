@@ -140,9 +140,13 @@ def test_audit_keys_work_right_after_choosing_an_audit(
         cy.keyboard.press("v")
         wait_idle(cy)
         expect(cy.get_by_text("Task 2 of 3")).to_be_visible()
+        # Read, then judge: the judgment sits under the task's reference SQL and result, and
+        # the reference SQL's heading and the Valid button fit on one 1440x900 screen.
         valid = cy.get_by_role("button", name=re.compile(r"^Valid"))
         box = valid.bounding_box()
-        assert box is not None and box["y"] + box["height"] <= 900  # on screen at 1440x900
+        sql = cy.get_by_text("Reference SQL", exact=True).first.bounding_box()
+        assert box is not None and sql is not None
+        assert sql["y"] < box["y"] and box["y"] + box["height"] - sql["y"] <= 900, (sql, box)
         cy.keyboard.press("2")  # invalid, second reason code, in one key
         wait_idle(cy)
         expect(cy.get_by_text("Task 3 of 3")).to_be_visible()
