@@ -11,7 +11,7 @@ import streamlit as st
 
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, open_trajectory_link, workspace
-from faillab.app.viewer import viewer_of
+from faillab.app.viewer import automatic_opinions_visible, viewer_of
 from faillab.app.widgets.evidence import render_evidence
 from faillab.app.widgets.label_form import step_caption
 from faillab.app.widgets.rubric import category_label, render_rubric
@@ -77,7 +77,8 @@ with head[0]:
     st.caption(f"Trajectory {tid}")
 if head[1].button("Open trajectory", key=f"adj_{tid}_open"):
     open_trajectory_link(tid)
-render_evidence(traj, key=f"adj_{tid}")
+render_evidence(traj, key=f"adj_{tid}",
+                show_category=tid in automatic_opinions_visible(store, [tid], lead))
 
 
 def _step_text(step: int | None) -> str:

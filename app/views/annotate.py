@@ -24,6 +24,7 @@ from faillab.app.state import (
     on_reader,
     workspace,
 )
+from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.label_form import (
@@ -224,7 +225,11 @@ def labelling_panel(me: User) -> None:
                                  result_in=ref, icon=None)
             else:
                 st.caption("The task carries no reference SQL.")
-        hide_prelabel = st.session_state.get("annotate_hide_prelabel", settings.hide_prelabel)
+        # The store says whether this person may see the automatic opinions here; the toggle
+        # below can only hide more.
+        hide_prelabel = (bool(st.session_state.get("annotate_hide_prelabel",
+                                                   settings.hide_prelabel))
+                         or tid not in automatic_opinions_visible(store, [tid], me))
         prelabel = prelabel_for(store, tid)
         with st.container(key="annotate_steps_pane"):
             # The evidence leads the pane; its suggested category stays hidden with the pre-label.

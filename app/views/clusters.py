@@ -14,10 +14,12 @@ import streamlit as st
 
 from faillab.app.auth import require_user
 from faillab.app.state import get_store, workspace
+from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.rubric import category_label
 from labeling.clusters import (
     ClusterView,
     build_clusters,
+    cluster_title,
     default_embedder,
     label_cluster,
     workspace_failures,
@@ -53,8 +55,7 @@ if not groups:
 
 def _title(index: int) -> str:
     c = groups[index]
-    head = view.items[c.members[0]].question[:90]
-    return f"Cluster {c.cluster_id} · {len(c.members)} items · {head}"
+    return cluster_title(c.cluster_id, c.members, view.items)
 
 
 choice = st.selectbox("Cluster", range(len(groups)), format_func=_title, key="clusters_pick")
@@ -62,13 +63,19 @@ cluster = groups[choice]
 shown_key = f"clusters_shown_{cluster.cluster_id}"
 st.session_state.setdefault(shown_key, time.monotonic())
 
-suggestions = Counter(view.items[m].suggested for m in cluster.core if view.items[m].suggested)
+# The finder's suggestions are automatic opinions: shown only where the store lets this
+# person see the pre-label (blind, with the pre-label hidden until commit: items they labelled).
+visible = automatic_opinions_visible(store, cluster.members, user)
+hidden = len(cluster.members) - len(visible)
+suggestions = Counter(view.items[m].suggested for m in cluster.core
+                      if m in visible and view.items[m].suggested)
 rows = [
     {
         "id": m,
         "task": view.items[m].task_id,
         "outlier": m in cluster.outliers,
-        "suggested": category_label(taxonomy, view.items[m].suggested),
+        "suggested": (category_label(taxonomy, view.items[m].suggested) if m in visible
+                      else "hidden until you label it"),
         "divergence": view.items[m].divergence,
         "question": view.items[m].question,
     }
@@ -79,7 +86,11 @@ if suggestions:
     top, votes = suggestions.most_common(1)[0]
     st.caption(f"Suggested by the evidence finder (first divergent step), not by a person: "
                f"{category_label(taxonomy, top)} for {votes} of the {len(cluster.core)} core "
-               "items.")
+               "items" + (f" ({hidden} items' suggestions are hidden until you label them)."
+                          if hidden else "."))
+elif hidden:
+    st.caption("The evidence finder's suggestions are hidden until you label the items "
+               "(this workspace hides automatic opinions until you commit).")
 
 with st.form(f"clusters_form_{cluster.cluster_id}"):
     # No category is chosen for the lead: one click labels every core item, so a default

@@ -26,6 +26,7 @@ from faillab.app.state import (
     warm_sandbox,
     workspace,
 )
+from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
@@ -136,7 +137,11 @@ def trajectory_view() -> None:
     with right:
         with st.container(key="trajectory_verdict"):
             _verdict_box(trajectory_id)
-        render_evidence(traj, key=trajectory_id)
+        # Its suggested category is an automatic opinion, hidden where the pre-label is.
+        user = current_user()
+        suggestion_shown = trajectory_id in automatic_opinions_visible(
+            get_store() if user is not None else existing_store(), [trajectory_id], user)
+        render_evidence(traj, key=trajectory_id, show_category=suggestion_shown)
         render_answer_panel(traj)
         if task.reference_sql:
             st.html('<div class="faillab-step-title">Reference SQL</div>'

@@ -5,6 +5,7 @@ from __future__ import annotations
 from labeling.clusters.build import ClusterView, build_clusters, workspace_failures
 from labeling.clusters.cluster import Cluster, cluster_embeddings
 from labeling.clusters.decide import cluster_note, label_cluster
+from labeling.clusters.describe import cluster_title, shared_words
 from labeling.clusters.embed import Embedder, TfidfEmbedder, default_embedder, minilm_available
 
 __all__ = [
@@ -15,8 +16,10 @@ __all__ = [
     "build_clusters",
     "cluster_embeddings",
     "cluster_note",
+    "cluster_title",
     "default_embedder",
     "label_cluster",
     "minilm_available",
+    "shared_words",
     "workspace_failures",
 ]

@@ -41,7 +41,7 @@ def label_cluster(
     if unknown:
         raise ValueError(f"not outliers of cluster {cluster.cluster_id}: {sorted(unknown)}")
     chosen = [m for m in cluster.members if m not in cluster.outliers or m in confirmed]
-    _may_decide(store, annotator, chosen, cluster)
+    store.labels.authorise_many(annotator, chosen, f"a decision for cluster {cluster.cluster_id}")
     steps = first_error_steps or {}
     per_item = seconds_on_cluster / len(chosen) if seconds_on_cluster and chosen else None
     note = cluster_note(cluster)
@@ -57,19 +57,3 @@ def label_cluster(
             seconds_on_item=per_item,
         )
     return chosen
-
-
-def _may_decide(store: Store, annotator: str, chosen: list[str], cluster: Cluster) -> None:
-    from labeling.store import PermissionDeniedError
-    from labeling.store.records import LEAD_ROLES
-
-    user = store.users.get(annotator)
-    if user is not None and user.role in LEAD_ROLES:
-        return
-    assigned = {tid for tid, _, _ in store.queues.assignments(annotator)}
-    missing = [tid for tid in chosen if tid not in assigned]
-    if missing:
-        raise PermissionDeniedError(
-            f"a cluster decision is a lead's: {len(missing)} of the {len(chosen)} items of "
-            f"cluster {cluster.cluster_id} are not assigned to {annotator!r}; nothing was "
-            "labelled (label them one by one on Annotate, or ask a lead)")

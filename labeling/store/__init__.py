@@ -27,7 +27,7 @@ from labeling.store.io import (
 )
 from labeling.store.labels import LABEL_COLUMNS
 from labeling.store.opinions import LlmOpinion
-from labeling.store.policy import OPERATOR, Viewer
+from labeling.store.policy import OPERATOR, Viewer, unknown_viewer_scope
 from labeling.store.records import (
     CONTRACT_PROVENANCES,
     HUMAN_PROVENANCES,
@@ -89,5 +89,6 @@ __all__ = [
     "import_labels",
     "make_engine",
     "open_store",
+    "unknown_viewer_scope",
     "upgrade",
 ]

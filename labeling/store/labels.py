@@ -112,6 +112,12 @@ def _successors(rows: Sequence[LabelRow]) -> dict[int, int]:
 class Labels(Part):
     """`store.labels`."""
 
+    def authorise_many(self, annotator: str, trajectory_ids: list[str], what: str) -> None:
+        """Whether `annotator` may give one label to all of `trajectory_ids` at once (see
+        `policy.Gate.authorise_many_items`); PermissionDeniedError if not."""
+        with self._read() as s:
+            self._gate.authorise_many_items(s, annotator, trajectory_ids, what)
+
     def add(
         self,
         trajectory_id: str,

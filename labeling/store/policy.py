@@ -14,6 +14,13 @@ Visibility, with blind mode on:
 With blind mode off everyone sees everything. `OPERATOR` is whoever runs the command line on
 the store they own (exports, statistics): it sees everything.
 
+Automatic opinions (the LLM pre-label, and the category the evidence finder suggests for an
+item or a cluster) follow one rule: with the pre-label hidden until commit, a blind viewer sees
+them only on items they have labelled. The finder's suggestion comes from the same signals as
+the offline pre-labeller and matched the hidden pre-label on most items, so hiding one and not
+the other would hide nothing. A viewer the store does not know yet (nobody signed in, a name
+not yet recorded, no store at all) has labelled nothing and is an annotator.
+
 History (labels retracted by Undo, and the change log of labels) is shown only to the
 label's author and to leads and admins (where they see everything), in blind mode or not:
 an undone label is a draft its author took back, not a judgment for colleagues to read.
@@ -88,6 +95,8 @@ class Scope:
         return self.lead and self._all_on(trajectory_id)
 
     def may_see_llm(self, trajectory_id: str) -> bool:
+        """Any automatic opinion on the item: the pre-label and the evidence finder's
+        suggestion."""
         if self._all_on(trajectory_id):
             return True
         if self.hide_llm_everywhere_but is not None:
@@ -116,8 +125,11 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     (nobody signed in).
     """
     if viewer.name is None:
-        return Scope(sees_all=not viewer.blind, lead=not viewer.blind)
-    row = _user(session, viewer.name)
+        return unknown_viewer_scope(viewer)
+    found = session.scalars(select(UserRow).where(UserRow.name == viewer.name.strip())).first()
+    if found is None:
+        return unknown_viewer_scope(viewer)
+    row = found
     committed = frozenset(
         session.scalars(
             select(LabelRow.trajectory_id).where(
@@ -142,6 +154,15 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
         blind_items=assigned - committed,
         hide_llm_everywhere_but=llm_only_on,
     )
+
+
+def unknown_viewer_scope(viewer: Viewer) -> Scope:
+    """The scope of a viewer who has recorded nothing: nobody signed in (the operator when not
+    blind), a name the store does not hold yet, or any viewer where no store exists yet."""
+    if not viewer.blind:
+        return Scope(sees_all=True, lead=viewer.name is None)
+    return Scope(sees_all=False,
+                 hide_llm_everywhere_but=frozenset() if viewer.hide_prelabel else None)
 
 
 def require_lead(session: Session, name: str, action: str) -> UserRow:
@@ -242,6 +263,24 @@ class Gate:
         """Like `authorise` for actions that always name their lead (the decision records
         who took it)."""
         return require_lead(session, name, LEAD_ACTIONS[action])
+
+    @staticmethod
+    def authorise_many_items(session: Session, actor: str, trajectory_ids: list[str],
+                             what: str) -> None:
+        """One decision for many items (a cluster's): a lead's or an admin's, or an annotator's
+        when every item is assigned to them, as an item's label is theirs to give. Refused
+        (PermissionDeniedError) otherwise, naming how many items are not theirs."""
+        row = _user(session, actor)
+        if row.role in LEAD_ROLES:
+            return
+        assigned = set(session.scalars(
+            select(AssignmentRow.trajectory_id).where(AssignmentRow.user_id == row.id)))
+        missing = [t for t in trajectory_ids if t not in assigned]
+        if missing:
+            raise PermissionDeniedError(
+                f"{what} is a lead's: {len(missing)} of the {len(trajectory_ids)} items are not "
+                f"assigned to {actor!r}; nothing was labelled (label them one by one on "
+                "Annotate, or ask a lead)")
 
     def authorise_assignment(
         self, session: Session, actor: str | None, people: list[str]

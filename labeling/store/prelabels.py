@@ -211,6 +211,13 @@ class Prelabels(Part):
                 if scope.may_see_llm(r.trajectory_id)
             ]
 
+    def visible_items(self, trajectory_ids: Sequence[str], viewer: Viewer) -> frozenset[str]:
+        """The items among `trajectory_ids` on which `viewer` may see automatic opinions: the
+        pre-label and the evidence finder's suggested category (see `policy`)."""
+        with self._read() as s:
+            scope = self._gate.scope(s, viewer)
+        return frozenset(t for t in trajectory_ids if scope.may_see_llm(t))
+
     def count(self) -> int:
         with self._read() as s:
             return s.scalar(select(func.count()).select_from(PrelabelRow)) or 0

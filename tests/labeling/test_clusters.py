@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labeling.clusters import TfidfEmbedder, cluster_embeddings, label_cluster
+from labeling.clusters import (
+    TfidfEmbedder,
+    cluster_embeddings,
+    cluster_title,
+    label_cluster,
+    shared_words,
+)
+from labeling.clusters.build import ItemSummary
 from labeling.clusters.cluster import Cluster
 from labeling.store import Store
 
@@ -72,7 +79,7 @@ def test_a_cluster_decision_is_a_leads_or_on_the_annotators_own_items(team: Stor
 
     cluster = Cluster(7, ["t1", "t2", "t3"], outliers=[])
     team.queues.assign(["t1", "t2"], ["ana"], overlap=1)
-    with pytest.raises(PermissionDeniedError, match="1 of the 3 items of cluster 7"):
+    with pytest.raises(PermissionDeniedError, match=r"cluster 7 is a lead.s: 1 of the 3 items are not assigned"):
         label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1")
     assert all(team.labels.for_item(t, viewer="lea") == [] for t in ["t1", "t2", "t3"])
     mine = Cluster(8, ["t1", "t2"], outliers=[])
@@ -102,3 +109,24 @@ def test_cluster_label_accuracy_counts_core_members_of_real_clusters() -> None:
     assert got["best_case"] == 3 / 5  # majority "code" for a, b; either one of d, e
     assert got["finder_majority"] == 2 / 5  # "sem" for a, b, c: c right; "sql" for d, e: d right
     assert got["finder_items"] == 2 / 5  # c and d
+
+
+def _summary(tid: str, task: str, question: str) -> ItemSummary:
+    return ItemSummary(trajectory_id=tid, task_id=task, question=question, divergence="",
+                       suggested=None, step=None)
+
+
+def test_a_cluster_is_titled_by_its_size_its_tasks_and_the_words_its_questions_share() -> None:
+    items = {
+        "a": _summary("a", "t1", "How old was patient 10146589 at the first admission?"),
+        "b": _summary("b", "t2", "What was the age of patient 10000032 at admission?"),
+        "c": _summary("c", "t2", "At admission, how old was patient 1003?"),
+    }
+    title = cluster_title(7, ["a", "b", "c"], items)
+    # Three members of two tasks; "admission" is in every question, "old" in two; the words
+    # every clinical question uses ("patient", "was", "the") describe nothing.
+    assert title == "Cluster 7 · 3 items from 2 tasks · shared words: admission, old, age"
+    assert "10146589" not in title
+    assert shared_words(["the patient was", "what was it"]) == []
+    assert cluster_title(1, ["x"], {"x": _summary("x", "t", "Was it?")}) == (
+        "Cluster 1 · 1 item from 1 task")

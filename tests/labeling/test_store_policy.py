@@ -93,6 +93,33 @@ def test_hidden_prelabel_shows_only_after_the_viewer_commits(team: Store) -> Non
     assert [p["trajectory_id"] for p in team.prelabels.successful(hidden)] == ["t3"]
 
 
+def test_automatic_opinions_follow_the_prelabel_rule_for_every_kind_of_viewer(
+        team: Store) -> None:
+    """The pre-label and the evidence finder's suggestion: one store rule (`visible_items`)."""
+    _seed(team)
+    items = ["t1", "t2", "t3"]
+    hidden = Viewer("ana", blind=True, hide_prelabel=True)
+    # ana labelled t1 only: with the pre-label hidden until commit she sees opinions there only.
+    assert team.prelabels.visible_items(items, hidden) == {"t1"}
+    team.labels.add("t3", "a", annotator="ana", taxonomy_version=V)
+    assert team.prelabels.visible_items(items, hidden) == {"t1", "t3"}
+    # An undone label is no commitment: the opinion hides again.
+    team.labels.retract_latest("t3", annotator="ana")
+    assert team.prelabels.visible_items(items, hidden) == {"t1"}
+    # Nobody signed in, and a name the store has not recorded yet, have labelled nothing.
+    for stranger in (Viewer(None, blind=True, hide_prelabel=True),
+                     Viewer("newcomer", blind=True, hide_prelabel=True)):
+        assert team.prelabels.visible_items(items, stranger) == set()
+    # Not hidden until commit, or blind mode off: everyone sees them.
+    assert team.prelabels.visible_items(items, Viewer("ana", blind=True)) == set(items)
+    assert team.prelabels.visible_items(
+        items, Viewer("newcomer", blind=False, hide_prelabel=True)) == set(items)
+    # A lead sees them, except on items assigned to them that they have not labelled.
+    team.queues.assign(["t2"], ["lea"], overlap=1)
+    assert team.prelabels.visible_items(items, Viewer("lea", blind=True, hide_prelabel=True)
+                                        ) == {"t1", "t3"}
+
+
 def test_nobody_signed_in_sees_no_human_label_in_blind_mode(team: Store) -> None:
     _seed(team)
     assert team.labels.frame(viewer=Viewer(None, blind=True)).empty
