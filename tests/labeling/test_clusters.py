@@ -79,7 +79,8 @@ def test_a_cluster_decision_is_a_leads_or_on_the_annotators_own_items(team: Stor
 
     cluster = Cluster(7, ["t1", "t2", "t3"], outliers=[])
     team.queues.assign(["t1", "t2"], ["ana"], overlap=1)
-    with pytest.raises(PermissionDeniedError, match=r"cluster 7 is a lead.s: 1 of the 3 items are not assigned"):
+    refused = r"cluster 7 is a lead.s: 1 of the 3 items are not assigned"
+    with pytest.raises(PermissionDeniedError, match=refused):
         label_cluster(team, cluster, "wrong_table", annotator="ana", taxonomy_version="v1")
     assert all(team.labels.for_item(t, viewer="lea") == [] for t in ["t1", "t2", "t3"])
     mine = Cluster(8, ["t1", "t2"], outliers=[])
