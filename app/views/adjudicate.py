@@ -12,7 +12,17 @@ import streamlit as st
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, open_trajectory_link, workspace
 from faillab.app.viewer import automatic_opinions_visible, viewer_of
+from faillab.app.widgets.adjudication import (
+    OTHER_KEY,
+    PRELABEL_KEY,
+    REASON_BOX,
+    Opinion,
+    decision_keys,
+    field_keys,
+    render_cards,
+)
 from faillab.app.widgets.evidence import render_evidence
+from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.label_form import step_caption
 from faillab.app.widgets.rubric import category_label, render_rubric
 from faillab.app.widgets.safe import escape_markdown, plain
@@ -30,7 +40,11 @@ store = get_store()
 ws = workspace()
 taxonomy = default_taxonomy()
 
-include_done = st.toggle("Include items already adjudicated", key="adj_include_done")
+# The decision screen needs the height Streamlit leaves empty above the first element.
+st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 1.25rem !important; }"
+        "</style>")
+pick, position, options = st.columns([4, 1, 2], vertical_alignment="bottom")
+include_done = options.toggle("Include adjudicated", key="adj_include_done")
 if (goto := st.session_state.pop("adj_goto", None)) is not None:
     # Set before the item picker exists in this run: after a decision, the next open item.
     st.session_state["adj_item"] = goto
@@ -51,34 +65,24 @@ if not items:
 
 KIND = {"humans_disagree": "annotators disagree",
         "llm_overridden": "confident pre-label overridden"}
-st.dataframe(pd.DataFrame([{
-    "trajectory": d.trajectory_id, "why": KIND[d.kind],
-    "annotators": "; ".join(f"{who}: {category_label(taxonomy, c)}"
-                            for who, c in d.human_categories.items()),
-    # "pre-label", not "LLM": the offline heuristic makes them too.
-    "pre-label": category_label(taxonomy, d.llm_category),
-    "pre-label confidence": d.llm_confidence,
-    "adjudicated": d.adjudicated,
-} for d in items]), hide_index=True, key="adj_table")
-
 by_id = {d.trajectory_id: d for d in items}
 wanted = st.query_params.get("id")
 ids = list(by_id)
-tid = st.selectbox("Item", ids, index=ids.index(wanted) if wanted in ids else 0,
-                   format_func=lambda t: f"{t[:12]} · {KIND[by_id[t].kind]}", key="adj_item")
+tid = pick.selectbox("Item", ids, index=ids.index(wanted) if wanted in ids else 0,
+                     format_func=lambda t: f"{t[:12]} · {KIND[by_id[t].kind]}", key="adj_item")
 assert tid is not None
 item = by_id[tid]
 traj: Trajectory | None = ws.get(tid)
+position.caption(f"{ids.index(tid) + 1} of {len(ids)} · "
+                 f"{sum(not d.adjudicated for d in items)} open")
 
-head = st.columns([5, 1])
+head = st.columns([6, 1, 1], vertical_alignment="center")
 with head[0]:
     if traj is not None:
         plain(traj.task.question)
     st.caption(f"Trajectory {tid}")
-if head[1].button("Open trajectory", key=f"adj_{tid}_open"):
+if head[1].button("Open", key=f"adj_{tid}_open", help="Open the trajectory"):
     open_trajectory_link(tid)
-render_evidence(traj, key=f"adj_{tid}",
-                show_category=tid in automatic_opinions_visible(store, [tid], lead))
 
 
 def _step_text(step: int | None) -> str:
@@ -89,41 +93,33 @@ def _step_text(step: int | None) -> str:
     return str(step)
 
 
-if traj is not None:
-    # The steps on this page, in their own scroll pane: the decision needs them side by side
-    # with the labels, not a trip to the Trajectory page.
-    with st.expander(f"Steps ({len(traj.steps)})", expanded=True), \
-            st.container(height=420, border=False, key="adj_steps_pane", autoscroll=False):
-        render_steps(traj.steps, expand_all=False, key_prefix=f"adj_{tid}")
-
-# -- what everyone said ------------------------------------------------------------------------
+# -- what everyone said, each a key away from the decision ---------------------------------------
 labels = store.labels.for_item(tid, viewer=viewer_of(lead), include_llm=False)
 latest: dict[str, Label] = {}
 for lab in labels:  # oldest first: a re-label replaces the earlier one; history keeps both
     latest[str(lab.annotator)] = lab
-prelabel = prelabel_for(store, tid)
-cols = st.columns(max(1, len(latest) + (1 if prelabel else 0)))
-for col, (who, lab) in zip(cols, latest.items(), strict=False):
-    with col.container(border=True):
-        st.markdown(f"**{escape_markdown(who)}**")
-        st.markdown(f"Category: **{escape_markdown(category_label(taxonomy, lab.category))}**")
-        secondary_name = category_label(taxonomy, lab.secondary_category)
-        st.caption(f"Secondary: {escape_markdown(secondary_name)}")
-        st.caption(f"First faulty step: {escape_markdown(_step_text(lab.first_error_step))}")
-        st.caption("Pre-label was " + ("shown" if lab.prelabel_shown else "not shown")
-                   + (f" · {lab.seconds_on_item:.0f} s on item"
-                      if lab.seconds_on_item is not None else ""))
-        plain(lab.note or "(no note)")
+prelabel = (prelabel_for(store, tid)
+            if tid in automatic_opinions_visible(store, [tid], lead) else None)
+opinions = [Opinion(
+    title=f"Rater {chr(ord('A') + i)}: {who}", category=lab.category,
+    secondary=lab.secondary_category, step=lab.first_error_step, note=lab.note,
+    detail="pre-label was " + ("shown" if lab.prelabel_shown else "not shown")
+           + (f" · {lab.seconds_on_item:.0f} s on item" if lab.seconds_on_item is not None
+              else ""),
+    shortcut=str(i + 1)) for i, (who, lab) in enumerate(list(latest.items())[:9])]
 if prelabel is not None:
-    with cols[-1].container(border=True):
-        st.markdown(f"**Pre-label** ({escape_markdown(prelabel.labeller or 'LLM')})")
-        st.markdown(f"Category: **{escape_markdown(category_label(taxonomy, prelabel.category))}**"
-                    + (f" · confidence {prelabel.confidence:.2f}"
-                       if prelabel.confidence is not None else ""))
-        st.caption(f"First faulty step: {escape_markdown(_step_text(prelabel.first_error_step))}")
-        plain(prelabel.rationale or "(no rationale)")
+    opinions.append(Opinion(
+        title=f"Pre-label ({prelabel.labeller or 'LLM'})", category=prelabel.category,
+        secondary=prelabel.secondary_category, step=prelabel.first_error_step,
+        note=prelabel.rationale,
+        detail=f"confidence {prelabel.confidence:.2f}" if prelabel.confidence is not None
+        else "", shortcut=PRELABEL_KEY))
+key_help(decision_keys(min(9, len(latest)), prelabel is not None),
+         where=head[2], focus=REASON_BOX,
+         focus_after_keys=[o.shortcut for o in opinions] + [OTHER_KEY])
+none_col = render_cards(tid, opinions, taxonomy)
 
-# -- the decision ------------------------------------------------------------------------------
+# -- the decision, right under the cards ---------------------------------------------------------
 current = store.adjudications.get(tid)
 version_key = f"adj_{tid}_version"
 if version_key not in st.session_state:
@@ -136,28 +132,35 @@ if current is not None:
             f"{escape_markdown(current.reason)}")
 
 keys = list(taxonomy.keys)
-votes = Counter(item.human_categories.values())
-suggested = current.category if current else (votes.most_common(1)[0][0] if votes else keys[0])
+fields = field_keys(tid)
+if fields["category"] not in st.session_state:
+    # Opens on the standing decision, else the raters' majority; a take key replaces it.
+    votes = Counter(item.human_categories.values())
+    st.session_state[fields["category"]] = (current.category if current else
+                                            votes.most_common(1)[0][0] if votes else None)
 steps: list[int | None] = [None, *range(len(traj.steps) if traj else 0)]
-left, right = st.columns([3, 2], gap="medium")
-with left, st.form(f"adj_{tid}_form"):
-    category = st.selectbox("Final category", keys,
-                            index=keys.index(suggested) if suggested in keys else 0,
-                            format_func=lambda k: category_label(taxonomy, k),
-                            key=f"adj_{tid}_category")
-    secondary = st.selectbox("Secondary category", [None, *keys],
-                             format_func=lambda k: "none" if k is None
-                             else category_label(taxonomy, k), key=f"adj_{tid}_secondary")
-    step = st.selectbox("First faulty step", steps, format_func=_step_text,
-                        key=f"adj_{tid}_step")
-    reason = st.text_area("Reason (required)", key=f"adj_{tid}_reason",
-                          placeholder="Why this label? Cite the rubric rule or the step.")
+taken = st.session_state.get(fields["taken"])
+with none_col:
+    st.caption(f"Taken from {escape_markdown(taken)}: check it, write the reason, press Enter."
+               if taken else "Take a rater's label by its key, or choose below.")
+with st.form(f"adj_{tid}_form", border=True):
+    cells = st.columns([2, 2, 3], gap="small")
+    category = cells[0].selectbox("Final category", keys, index=None,
+                                  format_func=lambda k: category_label(taxonomy, k),
+                                  placeholder="choose a category", key=fields["category"])
+    secondary = cells[1].selectbox("Secondary category", [None, *keys],
+                                   format_func=lambda k: "none" if k is None
+                                   else category_label(taxonomy, k), key=fields["secondary"])
+    step = cells[2].selectbox("First faulty step", steps, format_func=_step_text,
+                              key=fields["step"])
+    reason = st.text_input("Reason (required; Enter saves)", key=fields["reason"],
+                           placeholder="Why this label? Cite the rubric rule or the step.")
     submitted = st.form_submit_button("Save decision", type="primary")
-with right, st.expander("Rubric", expanded=False):
-    render_rubric(taxonomy, height=400)
 if submitted:
     if not reason.strip():
         st.error("A decision needs a reason.")
+    elif category is None:
+        st.error("Choose the final category (or take a rater's with its key).")
     else:
         try:
             saved = store.adjudications.decide(tid, category, reason, lead.name,
@@ -183,6 +186,26 @@ if submitted:
 if st.button("Reload", key=f"adj_{tid}_reload", help="Show the latest decision and decide again."):
     st.session_state.pop(version_key, None)
     st.rerun()
+with st.expander("Rubric", expanded=False):
+    render_rubric(taxonomy, height=400)
+
+# -- the trajectory, below the decision -----------------------------------------------------------
+render_evidence(traj, key=f"adj_{tid}",
+                show_category=tid in automatic_opinions_visible(store, [tid], lead))
+if traj is not None:
+    with st.expander(f"Steps ({len(traj.steps)})", expanded=False), \
+            st.container(height=420, border=False, key="adj_steps_pane", autoscroll=False):
+        render_steps(traj.steps, expand_all=False, key_prefix=f"adj_{tid}")
+with st.expander(f"All {len(items)} items", expanded=False):
+    st.dataframe(pd.DataFrame([{
+        "trajectory": d.trajectory_id[:12], "why": KIND[d.kind],
+        "annotators": "; ".join(f"{who}: {category_label(taxonomy, c)}"
+                                for who, c in d.human_categories.items()),
+        # "pre-label", not "LLM": the offline heuristic makes them too.
+        "pre-label": category_label(taxonomy, d.llm_category)
+        + (f" ({d.llm_confidence:.2f})" if d.llm_confidence is not None else ""),
+        "adjudicated": d.adjudicated,
+    } for d in items]), hide_index=True, key="adj_table", width="stretch")
 
 # -- history -----------------------------------------------------------------------------------
 st.subheader("History")

@@ -27,6 +27,7 @@ from faillab.app.state import (
 from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
+from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.label_form import (
     NOTE,
     Hooks,
@@ -301,11 +302,16 @@ st.toggle(
     help="Against anchoring: the label records whether the pre-label was on screen."
          + (" This workspace always hides it." if hide_setting else ""),
 )
-st.caption(f"Keys: {' · '.join(f'{k}: {what}' for k, what in CURSOR_KEYS)} · "
-           f"1–{min(9, len(taxonomy.categories))} save that category (with the marked step) · "
-           "A accepts the pre-label (its step once you have seen it) · Y: the agent was right "
-           "(no failure) · S skips · U or Z undoes the last label · Ctrl+Enter in the note "
-           "commits it and gives the keys back. Blind mode is "
+annotate_keys = [*CURSOR_KEYS,
+                 (f"1–{min(9, len(taxonomy.categories))}",
+                  "save that category (with the marked step)"),
+                 ("A", "accept the pre-label (its step once you have seen it)"),
+                 ("Y", "the agent was right (no failure)"), ("S", "skip"),
+                 ("U or Z", "undo the last label"),
+                 ("Ctrl+Enter", "in the note: keep it and give the keys back")]
+key_help(annotate_keys)
+st.caption("Keys: " + " · ".join(f"{k}: {what}" for k, what in annotate_keys)
+           + ". Blind mode is "
            + ("on: you never see other annotators' labels." if settings.blind else "off."))
 with st.expander("My labels (choose one to change it)", expanded=False):
     _my_labels(user)

@@ -20,6 +20,7 @@ from faillab.app.widgets.audit_item import (
     release_focus,
     render_item,
 )
+from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.safe import escape_markdown
 from labeling.audit import REASON_CODES, review_queue
 from labeling.store import StoreError
@@ -33,6 +34,9 @@ audit = pick_audit(store, key="audit_review_audit")
 # become search text: hand focus back to the page whenever the audit changes.
 release_focus(f"audit-review:{audit}")
 
+key_help([("V", "valid: no substantive issue"), ("I", "invalid (choose the reason below)"),
+          *((str(i), f"invalid: {reason_label(code)}") for i, code in
+            enumerate(REASON_CODES, start=1))])
 queue = review_queue(store, audit, user.name)
 if not queue:
     st.info("No task of this audit is assigned to you.")

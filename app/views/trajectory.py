@@ -29,10 +29,11 @@ from faillab.app.state import (
 from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.answer import outcome_of, render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
+from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.steps import render_steps, steps_css
-from faillab.app.widgets.verdict import NOTE_KEY, render_verdict
+from faillab.app.widgets.verdict import FAILED_KEY, NOTE_KEY, RIGHT_KEY, render_verdict
 from trajectories.model import Step
 from trajectories.views import BrowseFilter
 
@@ -106,6 +107,9 @@ def trajectory_view() -> None:
                    f"{escape_markdown(run.model)} · rollout {run.rollout} · "
                    f"outcome: **{outcome_of(traj)}**")
     prev_slot, next_slot = top[1].empty(), top[2].empty()
+    with top[0]:
+        key_help([("K", "previous failure"), ("J", "next failure"),
+                  (RIGHT_KEY, "the agent was right"), (FAILED_KEY, "the agent failed")])
 
     meta = {
         "intent": task.intent, "scope": task.scope, "template": task.template_id,

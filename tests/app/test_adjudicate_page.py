@@ -56,7 +56,7 @@ def open_adjudicate(user: str) -> AppTest:
 
 def submit(at: AppTest, tid: str, category: str, reason: str) -> None:
     at.selectbox(key=f"adj_{tid}_category").set_value(category)
-    at.text_area(key=f"adj_{tid}_reason").input(reason)
+    at.text_input(key=f"adj_{tid}_reason").input(reason)
     at.button[[b.label for b in at.button].index("Save decision")].click()
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -72,11 +72,11 @@ def test_annotator_is_refused(disputed: tuple[Store, str]) -> None:
 def test_lead_adjudicates_with_reason(disputed: tuple[Store, str]) -> None:
     store, tid = disputed
     at = open_adjudicate("lea")
-    shown = " ".join(m.value for m in at.markdown)
+    shown = " ".join([m.value for m in at.markdown] + [c.value for c in at.caption])
     assert "ANA: wrong join" in shown.replace("\\", "")
     assert "BEN: misread the question" in shown.replace("\\", "")
     # The pre-label columns are named for what they are, whichever labeller made them.
-    columns = list(at.dataframe[0].value.columns)
+    columns = list(next(d.value for d in at.dataframe if "why" in d.value.columns).columns)
     assert "why" in columns and "pre-label" in columns and "LLM" not in columns
     # No reason: refused, nothing stored.
     at.button[[b.label for b in at.button].index("Save decision")].click()
@@ -185,3 +185,33 @@ def test_decision_moves_on_to_the_next_open_item_and_shows_steps(
     assert any("Showing the next open item" in s.value for s in at.success)
     submit(at, second, "stuck_in_loop", "rule 5: it repeats the same query")
     assert any("No open disagreement is left" in s.value for s in at.success)
+
+
+def test_a_rater_is_taken_by_key_into_the_decision(disputed: tuple[Store, str]) -> None:
+    """1, 2, ... take a rater's label (category, secondary, step) into the form; O clears it."""
+    store, tid = disputed
+    store.labels.add(tid, "semantic_misunderstanding", annotator="ben", taxonomy_version="v",
+                     secondary_category="sql_logic_error", first_error_step=1,
+                     note="BEN: misread the question")
+    at = open_adjudicate("lea")
+    takes = {b.key: b for b in at.button if str(b.key).startswith("adj_take_")}
+    assert sorted(str(k) for k in takes) == ["adj_take_0", "adj_take_1", "adj_take_other"]
+    at.button(key="adj_take_1").click().run()  # rater B: ben
+    assert at.selectbox(key=f"adj_{tid}_category").value == "semantic_misunderstanding"
+    assert at.selectbox(key=f"adj_{tid}_secondary").value == "sql_logic_error"
+    assert at.selectbox(key=f"adj_{tid}_step").value == 1
+    assert any("Taken from Rater B: ben" in c.value.replace("\\", "") for c in at.caption)
+    # None of them: the category is the lead's to choose, and saving without one is refused.
+    at.button(key="adj_take_other").click().run()
+    assert at.selectbox(key=f"adj_{tid}_category").value is None
+    at.text_input(key=f"adj_{tid}_reason").input("neither is right")
+    at.button[[b.label for b in at.button].index("Save decision")].click().run()
+    assert any("Choose the final category" in e.value for e in at.error)
+    assert store.adjudications.get(tid) is None
+    at.button(key="adj_take_1").click().run()
+    at.text_input(key=f"adj_{tid}_reason").input("ben read the rubric right")
+    at.button[[b.label for b in at.button].index("Save decision")].click().run()
+    decision = store.adjudications.get(tid)
+    assert decision is not None
+    assert (decision.category, decision.secondary_category, decision.first_error_step) == (
+        "semantic_misunderstanding", "sql_logic_error", 1)

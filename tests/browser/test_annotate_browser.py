@@ -120,7 +120,8 @@ def test_blind_double_annotation_then_adjudication(
     screenshot(lea, "adjudicate-side-by-side")
     body = lea.inner_text("body")
     assert "ANA-NOTE-7731" in body and "BEN-NOTE-4410" in body
-    reason = lea.get_by_label("Reason (required)", exact=True).and_(lea.locator("textarea"))
+    reason = lea.get_by_label("Reason (required; Enter saves)", exact=True).and_(
+        lea.locator("input"))
     reason.fill("Rule 2: the wrong join comes first (step 3)")
     lea.get_by_role("button", name="Save decision").click()
     wait_idle(lea)
