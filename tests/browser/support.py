@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, Page
 
 from tests.support import REPO, wait_for_health
 
@@ -98,3 +98,16 @@ _CUT_CONTROLS = """() => {
 def cut_controls(page: Page) -> list[str]:
     """Labels, buttons and metric labels in the main area whose text does not fit its box."""
     return list(page.evaluate(_CUT_CONTROLS))
+
+
+def local_sign_in(browser: Browser, server: StreamlitServer, name: str, path: str,
+                  viewport: dict[str, int]) -> Page:
+    """A new browser context at ``path``, signed in by name (local mode's "Your name")."""
+    page = browser.new_context(viewport=viewport).new_page()  # type: ignore[arg-type]
+    page.goto(f"{server.url}/{path}")
+    wait_idle(page)
+    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+    field.fill(name)
+    field.press("Enter")
+    wait_idle(page)
+    return page

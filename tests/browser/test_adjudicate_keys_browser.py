@@ -16,7 +16,7 @@ from faillab.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.browser.support import StreamlitServer, screenshot, wait_idle
+from tests.browser.support import StreamlitServer, local_sign_in, screenshot
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
@@ -47,14 +47,7 @@ def disputed(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
 
 
 def as_lead(browser: Browser, server: StreamlitServer) -> Page:
-    page = browser.new_context(viewport=VIEWPORT).new_page()  # type: ignore[arg-type]
-    page.goto(f"{server.url}/adjudicate")
-    wait_idle(page)
-    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
-    field.fill("lee")
-    field.press("Enter")
-    wait_idle(page)
-    return page
+    return local_sign_in(browser, server, "lee", "adjudicate", VIEWPORT)
 
 
 def test_a_decision_by_keys_alone(browser: Browser,

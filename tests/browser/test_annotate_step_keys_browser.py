@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 from faillab.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
-from tests.browser.support import StreamlitServer, screenshot, wait_idle
+from tests.browser.support import StreamlitServer, local_sign_in, screenshot, wait_idle
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
@@ -44,14 +44,7 @@ def shared_items(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
 
 
 def signed_in(browser: Browser, server: StreamlitServer, name: str, path: str) -> Page:
-    page = browser.new_context(viewport=VIEWPORT).new_page()  # type: ignore[arg-type]
-    page.goto(f"{server.url}/{path}")
-    wait_idle(page)
-    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
-    field.fill(name)
-    field.press("Enter")
-    wait_idle(page)
-    return page
+    return local_sign_in(browser, server, name, path, VIEWPORT)
 
 
 def cursor_line(page: Page) -> str:

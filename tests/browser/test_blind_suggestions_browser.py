@@ -16,7 +16,7 @@ from labeling.evidence import find_divergence
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.browser.support import StreamlitServer, wait_idle
+from tests.browser.support import StreamlitServer, local_sign_in, wait_idle
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
@@ -48,14 +48,7 @@ def blind_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
 
 
 def as_person(browser: Browser, server: StreamlitServer, name: str, path: str) -> Page:
-    page = browser.new_context(viewport=VIEWPORT).new_page()  # type: ignore[arg-type]
-    page.goto(f"{server.url}/{path}")
-    wait_idle(page)
-    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
-    field.fill(name)
-    field.press("Enter")
-    wait_idle(page)
-    return page
+    return local_sign_in(browser, server, name, path, VIEWPORT)
 
 
 def main_text(page: Page) -> str:
