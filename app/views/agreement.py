@@ -16,7 +16,7 @@ from analysis.verdicts import verdict_frame, verdict_report
 from faillab.app.auth import require_user
 from faillab.app.state import get_store, workspace
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.rubric import category_label
+from faillab.app.widgets.rubric import category_initials, category_label
 from faillab.textsafe import csv_frame
 from labeling.rater_agreement import (
     latest_human_labels,
@@ -77,7 +77,14 @@ else:
         names = [category_label(taxonomy, str(c)) for c in matrix.index]
         shown = matrix.set_axis(names, axis=0).set_axis(names, axis=1)
         shown.index.name, shown.columns.name = f"{a} (rows)", f"{b} (columns)"
-        st.dataframe(shown, key="agreement_confusion")
+        # Columns by initials (the rows' order, full names as tooltips) so all six fit.
+        heads = category_initials(names)
+        st.dataframe(shown.set_axis(heads, axis=1), key="agreement_confusion", column_config={
+            "_index": st.column_config.TextColumn(f"{a} (rows) · {b} (columns)", width=200),
+            **{h: st.column_config.NumberColumn(h, help=n, width=60)
+               for h, n in zip(heads, names, strict=True)}})
+        if heads != names:
+            st.caption(" · ".join(f"{h} = {n}" for h, n in zip(heads, names, strict=True)))
         download(shown, f"confusion_{a}_{b}", index=True)
     else:
         st.caption("No pair of annotators has labelled the same item yet.")

@@ -81,7 +81,16 @@ rows = [
     }
     for m in cluster.members
 ]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+# Fixed widths so every column starts on screen at 1280 px; the long texts are cut in their
+# cells (the item's page has them whole).
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
+    "id": st.column_config.TextColumn("id", width=110),
+    "task": st.column_config.TextColumn("task", width=96),
+    "outlier": st.column_config.CheckboxColumn("outlier", width=58),
+    "suggested": st.column_config.TextColumn("suggested", width=150),
+    "divergence": st.column_config.TextColumn("divergence", width=220),
+    "question": st.column_config.TextColumn("question", width=170),
+})
 if suggestions:
     top, votes = suggestions.most_common(1)[0]
     st.caption(f"Suggested by the evidence finder (first divergent step), not by a person: "

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from faillab.app.state import workspace
+from trajectories.run_labels import with_short_run_names
 from trajectories.views import intent_scope_counts, overview_by_run
+
+#: Characters of a run name the table shows (about its 185-pixel column).
+RUN_NAME_CHARS = 26
 
 st.title("Overview")
 ws = workspace()
@@ -30,17 +35,35 @@ for col, (label, key, explained) in zip(
     col.metric(label, f"{summary[key]:,}", help=explained)
 
 st.subheader("By run and model")
+# Every column fits the centred page at 1280 px: real run names (90-110 characters) are shown
+# by their start and end, the full names listed below; numbers get fixed narrow columns.
+runs, shortened = with_short_run_names(overview_by_run(ws), limit=RUN_NAME_CHARS)
 st.dataframe(
-    overview_by_run(ws),
+    runs,
     hide_index=True,
     column_config={
-        "success_rate": st.column_config.ProgressColumn("success rate", format="%.2f",
-                                                        min_value=0.0, max_value=1.0),
-        "mean_turns": st.column_config.NumberColumn("mean turns", format="%.1f"),
-        "temperature": st.column_config.NumberColumn("temp.", format="%.1f"),
+        "run": st.column_config.TextColumn("run", width=185),
+        "model": st.column_config.TextColumn("model", width=120),
+        "temperature": st.column_config.NumberColumn("temp.", format="%.1f", width=50),
+        "trajectories": st.column_config.NumberColumn("traj.", width=56,
+                                                      help="Trajectories of the run"),
+        "tasks": st.column_config.NumberColumn("tasks", width=50),
+        "success_rate": st.column_config.ProgressColumn("success", format="%.2f", width=80,
+                                                        min_value=0.0, max_value=1.0,
+                                                        help="Success rate"),
+        "failures": st.column_config.NumberColumn("failed", width=56),
+        "unscored": st.column_config.NumberColumn("unscored", width=70),
+        "outcome_disagreements": st.column_config.NumberColumn(
+            "rec. ≠ exact", width=84, help="Recorded outcome and exact match differ"),
+        "mean_turns": st.column_config.NumberColumn("turns", format="%.1f", width=50,
+                                                    help="Mean turns per trajectory"),
     },
     key="overview_runs",
 )
+if shortened:
+    with st.expander(f"Full run names ({len(shortened):,} shortened above)"):
+        st.dataframe(pd.DataFrame({"shown as": list(shortened), "run": list(shortened.values())}),
+                     hide_index=True, key="overview_run_names")
 st.caption("Success is the producer's recorded outcome when it has one, else our exact match. "
            "Disagreements count trajectories where the two differ.")
 

@@ -190,15 +190,30 @@ live_run()
 st.subheader("Recent runs")
 runs = store.prelabels.latest_runs(20)
 if runs:
+    # Fixed narrow columns so the whole row fits the page at 1280 px (the finish time and the
+    # API-call count are on the run's own panel above).
     st.dataframe(
         pd.DataFrame([{
-            "run": r.id, "labeller": r.labeller, "model": r.model, "status": r.status,
-            "done": r.done, "total": r.total, "labelled": r.labelled, "cached": r.cached,
-            "failed": r.failed, "calls": r.calls, "tokens": r.tokens,
-            "est. cost (USD)": r.estimated_cost, "started": r.started_at,
-            "finished": r.finished_at,
+            "run": r.id,
+            "labeller": r.labeller if r.model in ("", r.labeller) else f"{r.labeller} · {r.model}",
+            "status": r.status, "progress": f"{r.done:,} of {r.total:,}",
+            "labelled": r.labelled, "cached": r.cached, "failed": r.failed, "tokens": r.tokens,
+            "cost": r.estimated_cost, "started": r.started_at.strftime("%Y-%m-%d %H:%M"),
         } for r in runs]),
         hide_index=True, key="prelabel_runs_table",
+        column_config={
+            "run": st.column_config.NumberColumn("run", width=44),
+            "labeller": st.column_config.TextColumn("labeller", width=170),
+            "status": st.column_config.TextColumn("status", width=66),
+            "progress": st.column_config.TextColumn("progress", width=96),
+            "labelled": st.column_config.NumberColumn("labelled", width=64),
+            "cached": st.column_config.NumberColumn("cached", width=58),
+            "failed": st.column_config.NumberColumn("failed", width=52),
+            "tokens": st.column_config.NumberColumn("tokens", width=70),
+            "cost": st.column_config.NumberColumn("est. $", format="%.4f", width=62,
+                                                  help="Estimated cost in USD"),
+            "started": st.column_config.TextColumn("started (UTC)", width=124),
+        },
     )
     st.caption("Cost is an estimate from list prices; check current pricing.")
 else:

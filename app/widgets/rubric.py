@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from taxonomy import Taxonomy, rubric_markdown
@@ -17,6 +19,15 @@ def render_rubric(taxonomy: Taxonomy, *, height: int = 520) -> None:
     """The rubric in a scrollable box; rubric_markdown escapes every markup character."""
     with st.container(height=height, border=True, key="rubric_box", autoscroll=False):
         st.markdown(_rubric_text(taxonomy.to_json()))
+
+
+def category_initials(names: list[str]) -> list[str]:
+    """``Medical-Code Lookup Error`` -> ``MCLE``: column headings for a category-by-category
+    table, which has no room for six full names at 1280 px. The names themselves are used when
+    two of them would share initials."""
+    initials = ["".join(w[0].upper() for w in re.split(r"[\s\-_/]+", n) if w) or n
+                for n in names]
+    return initials if len(set(initials)) == len(initials) else list(names)
 
 
 def category_label(taxonomy: Taxonomy, key: str | None) -> str:

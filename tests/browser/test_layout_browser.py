@@ -1,0 +1,112 @@
+"""Nothing cut at 1280x800 and 1440x900 on the lead's pages, with real logs under real-length
+run names (100+ characters, differing only at their end): no label, button or metric cut
+short, and no table whose columns run past its box (a column behind a horizontal scroll is a
+column the reader never sees: the success rate was, behind long run names)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from faillab.settings import Settings
+from labeling.queue import failed_frame
+from labeling.store import open_store
+from taxonomy import default_taxonomy
+from tests.browser.support import StreamlitServer, cut_controls, local_sign_in, screenshot, wait_idle
+from tests.support import REAL_TRAJECTORIES, require_shared
+from trajectories.workspace import Workspace
+
+pytestmark = pytest.mark.browser
+
+#: Every table in the main area whose columns are wider than the table itself.
+_OVERFLOWING_TABLES = """() => [...document.querySelectorAll(
+        "[data-testid='stMain'] [data-testid='stDataFrame']")]
+    .map((grid) => grid.querySelector('.dvn-scroller'))
+    .filter((scroller) => scroller && scroller.offsetParent !== null)
+    .filter((scroller) => scroller.scrollWidth > scroller.clientWidth + 1)
+    .map((scroller) => [scroller.scrollWidth, scroller.clientWidth])"""
+
+PAGES = ["", "prelabel", "adjudicate", "clusters", "agreement", "audit-review",
+         "audit-adjudicate", "audit-report"]
+#: Pages whose first screen holds tables: the check must have something to look at there.
+WITH_TABLES = {"", "prelabel", "clusters", "audit-report"}
+
+
+def long_run_name(i: int) -> str:
+    """A run name like the ones harnesses write: long, shared start, the difference at the end."""
+    return ("mimic_iv-tool-calling-v2-gemini-2.5-flash-preview-04-17-0.0_range_0--1_user-"
+            f"gpt-4o-mini-llm_06032249{i:02d}_valid-t0.{i % 2 * 6}")
+
+
+@pytest.fixture(scope="module")
+def lead_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+                ) -> Iterator[StreamlitServer]:
+    files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))
+    root = tmp_path_factory.mktemp("layout") / "ws"
+    shutil.copytree(demo_workspace, root)
+    ws = Workspace(root)
+    for i, path in enumerate(files):
+        ws.import_files([path], run=long_run_name(i))
+    assert min(len(long_run_name(i)) for i in range(len(files))) >= 100
+    faillab = str(Path(sys.executable).parent / "faillab")
+    subprocess.run([faillab, "prelabel", "--workspace", str(root)], check=True,
+                   capture_output=True)
+    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
+    for name, role in (("ana", "annotator"), ("ben", "annotator"), ("lee", "lead")):
+        store.users.add(name, role)
+    version = default_taxonomy().version
+    for tid in failed_frame(ws)["id"].astype(str).head(3):
+        store.labels.add(tid, "sql_logic_error", annotator="ana", taxonomy_version=version)
+        store.labels.add(tid, "semantic_misunderstanding", annotator="ben",
+                         taxonomy_version=version, first_error_step=1)
+    store.close()
+    subprocess.run([faillab, "audit", "create", "--workspace", str(root), "--n", "20",
+                    "--annotators", "ana,ben", "--name",
+                    "validity-audit-of-the-unsolved-tasks-second-round-with-a-long-name"],
+                   check=True, capture_output=True)
+    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def settled(page: Page) -> None:
+    wait_idle(page, 60_000)
+    # Clusters embeds on its first visit and says so while it works.
+    page.get_by_text("Embedding and clustering").wait_for(state="detached", timeout=60_000)
+    wait_idle(page, 60_000)
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1440, 900)], ids=["1280x800", "1440x900"])
+def test_no_control_or_table_column_is_cut_on_the_lead_pages(
+        browser: Browser, lead_server: StreamlitServer, size: tuple[int, int]) -> None:
+    page = local_sign_in(browser, lead_server, "lee", "",
+                         {"width": size[0], "height": size[1]})
+    problems: dict[str, object] = {}
+    try:
+        for path in PAGES:
+            page.goto(f"{lead_server.url}/{path}")
+            settled(page)
+            assert page.get_by_text("This page is for leads").count() == 0, path
+            tables = page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").count()
+            assert tables > 0 or path not in WITH_TABLES, path
+            cut, wide = cut_controls(page), page.evaluate(_OVERFLOWING_TABLES)
+            screenshot(page, f"layout-{path or 'overview'}-{size[0]}")
+            if cut or wide:
+                problems[path or "overview"] = {"cut": cut, "tables": wide, "of": tables}
+        # The overview lists the runs it shortened under their full names.
+        page.goto(f"{lead_server.url}/")
+        settled(page)
+        page.get_by_text("Full run names").click()
+        wait_idle(page)
+        assert page.get_by_text("shortened above").count() == 1
+    finally:
+        page.context.close()
+    assert problems == {}
