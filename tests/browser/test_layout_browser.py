@@ -18,7 +18,13 @@ from faillab.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import open_store
 from taxonomy import default_taxonomy
-from tests.browser.support import StreamlitServer, cut_controls, local_sign_in, screenshot, wait_idle
+from tests.browser.support import (
+    StreamlitServer,
+    cut_controls,
+    local_sign_in,
+    screenshot,
+    wait_idle,
+)
 from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.workspace import Workspace
 
