@@ -11,6 +11,8 @@ the user's action to the end of the app's script run as the browser sees it:
   (and in a new tab of a browser that has the app's scripts cached)
 - the first SQL re-run on a trajectory                                   target <= 0.5 s
 - a label key on the Annotate page until the next item is shown          target <= 0.5 s
+- a label with its first faulty step (F, then a category key: the cursor
+  starts on the diverging step) until the next item is shown             target <= 1.0 s
 
 Each figure is the median and p95 over --repeat actions (default 20). Not a test: figures go to
 docs/benchmarks.md.
@@ -234,6 +236,32 @@ def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: int = 60_000
     start = time.perf_counter()
     action()
     page.wait_for_function(_mark_done(_DONE), arg=before, timeout=timeout_ms, polling=10)
+    elapsed = time.perf_counter() - start
+    _record_phases(page)
+    return elapsed
+
+
+_ITEM_KEY = """() => {
+  const el = document.querySelector("[class*='st-key-annotate_item_']");
+  return el ? el.className : null;
+}"""
+_NEXT_ITEM = """(before) => {
+  const el = document.querySelector("[class*='st-key-annotate_item_']");
+  const app = document.querySelector("[data-testid='stApp']");
+  return (!el || el.className !== before)
+      && app.getAttribute('data-test-script-state') === 'notRunning';
+}"""
+
+
+def timed_two_keys(page: Page, first: str, second: str, timeout_ms: int = 60_000) -> float:
+    """Seconds from the first of two keys, pressed at a typist's pace, until the Annotate page
+    shows the next item (the first key's own rerun, drawing the mark, does not count as done)."""
+    before = page.evaluate(_ITEM_KEY)
+    page.evaluate(_PHASE_INIT)
+    start = time.perf_counter()
+    page.keyboard.press(first)
+    page.keyboard.press(second)
+    page.wait_for_function(_mark_done(_NEXT_ITEM), arg=before, timeout=timeout_ms, polling=10)
     elapsed = time.perf_counter() - start
     _record_phases(page)
     return elapsed
@@ -643,12 +671,31 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
             keys = []
             for i in range(repeat):
+                if annotate.evaluate(_ITEM_KEY) is None:  # the batch taken is all labelled
+                    break
                 key = str(1 + i % 6)
                 keys.append(timed_rerun(annotate,
                                         lambda key=key: annotate.locator("body").press(key)))
             return figures(keys)
 
         section(results, "label_key_to_next_item", label_keys)
+
+        def label_with_step() -> dict[str, Any]:
+            annotate = new_page()
+            annotate.goto(f"{url}/annotate")
+            wait_idle(annotate)
+            identify(annotate, "bench-step-annotator")
+            annotate.get_by_role("button", name="Take").first.click(timeout=30_000)
+            wait_idle(annotate)
+            annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
+            seconds = []
+            for i in range(repeat):
+                if annotate.evaluate(_ITEM_KEY) is None:
+                    break
+                seconds.append(timed_two_keys(annotate, "f", str(1 + i % 6)))
+            return figures(seconds)
+
+        section(results, "label_with_step_to_next_item", label_with_step)
         browser.close()
     return results
 
@@ -676,9 +723,28 @@ def main() -> None:
         with serve(workspace, env, args.port) as url:
             results = bench(url, workspace, args.repeat)
         results["workspace_trajectories"] = workspace_size(workspace)
+        results["labels_with_a_step"] = labels_with_a_step(env["FAILLAB_DATABASE_URL"])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps(results, indent=2))
+
+
+def labels_with_a_step(store_url: str) -> dict[str, int]:
+    """Per bench annotator, labels stored and how many carry a first faulty step: the step
+    action counts only if its labels do."""
+    from labeling.store import open_store
+
+    store = open_store(store_url)
+    try:
+        out: dict[str, int] = {}
+        for label in store.labels.all():
+            out[f"{label.annotator}: labels"] = out.get(f"{label.annotator}: labels", 0) + 1
+            if label.first_error_step is not None:
+                key = f"{label.annotator}: with a step"
+                out[key] = out.get(key, 0) + 1
+        return out
+    finally:
+        store.close()
 
 
 def build_workspace(scratch: Path, n: int, ehr: Path | None, keep: Path | None) -> Path:
