@@ -151,6 +151,10 @@ def _warm_statistics(ws: Workspace, annotations_url: str) -> None:
     from trajectories.workspace import DEFAULT_SUCCESS_SOURCE
 
     warm_first_visit(ws, annotations_url, DEFAULT_SUCCESS_SOURCE)
+    # Then the Clusters page's view, for a workspace small enough (see clusters_data).
+    from faillab.app.widgets.clusters_data import warm_cluster_view
+
+    warm_cluster_view(ws)
 
 
 def data_key(ws: Workspace | None = None) -> tuple[str, tuple[Any, ...]]:

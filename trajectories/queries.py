@@ -367,6 +367,18 @@ class Queries(Parts):
             return None
         return Trajectory.model_validate_json(row[0])
 
+    def get_many(self, trajectory_ids: Sequence[str]) -> dict[str, Trajectory]:
+        """The trajectories of ``trajectory_ids`` that exist, keyed by id, read in one scan of
+        the parts: a look-up by id scans them anyway, so reading 854 failures one ``get`` at
+        a time took 5.2 s on the demo where one scan takes a fraction of it."""
+        wanted = list(dict.fromkeys(str(t) for t in trajectory_ids))
+        if not wanted:
+            return {}
+        rows = self._outcomes_connection().execute(
+            "SELECT id, any_value(payload) FROM parts "
+            "WHERE id IN (SELECT unnest(?::VARCHAR[])) GROUP BY id", [wanted]).fetchall()
+        return {str(tid): Trajectory.model_validate_json(payload) for tid, payload in rows}
+
     def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
         """The recorded and judged outcome of one trajectory (``judge_verdict``,
         ``judge_method``, ``judge_evidence``, ``recorded_success``, ``exact_match``), or None

@@ -15,15 +15,9 @@ import streamlit as st
 from faillab.app.auth import require_user
 from faillab.app.state import get_store, workspace
 from faillab.app.viewer import automatic_opinions_visible
+from faillab.app.widgets.clusters_data import cluster_view, parts_signature
 from faillab.app.widgets.rubric import category_label
-from labeling.clusters import (
-    ClusterView,
-    build_clusters,
-    cluster_title,
-    default_embedder,
-    label_cluster,
-    workspace_failures,
-)
+from labeling.clusters import cluster_title, label_cluster
 from labeling.store import PermissionDeniedError
 from taxonomy import default_taxonomy
 
@@ -34,17 +28,10 @@ ws = workspace()
 taxonomy = default_taxonomy()
 
 
-@st.cache_data(max_entries=4, show_spinner="Embedding and clustering the failures…")
-def _clusters(parts_signature: tuple[str, ...], distance: float | None) -> ClusterView:
-    # The failures change only when the workspace's part files do.
-    return build_clusters(workspace_failures(ws), default_embedder("auto"), distance=distance)
-
-
 if not ws.exists():
     st.info("No workspace yet: import trajectories first.")
     st.stop()
-signature = tuple(sorted(str(p) for p in ws.part_files()))
-view = _clusters(signature, None)
+view = cluster_view(str(ws.root), parts_signature(ws), None)
 groups = [c for c in view.clusters if len(c.members) > 1]
 st.caption(f"{len(view.items)} failures in {len(view.clusters)} clusters ({view.embedder}, "
            f"cosine distance {view.distance}); {len(groups)} clusters hold two or more.")

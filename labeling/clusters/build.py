@@ -85,9 +85,6 @@ def workspace_failures(ws: Workspace) -> dict[str, Trajectory]:
     """The workspace's failed trajectories, keyed by id."""
     from labeling.queue import failed_frame
 
-    out: dict[str, Trajectory] = {}
-    for tid in failed_frame(ws)["id"].tolist():
-        traj = ws.get(str(tid))
-        if traj is not None:
-            out[str(tid)] = traj
-    return out
+    ids = [str(t) for t in failed_frame(ws)["id"].tolist()]
+    found = ws.get_many(ids)
+    return {tid: found[tid] for tid in ids if tid in found}

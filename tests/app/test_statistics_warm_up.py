@@ -65,3 +65,43 @@ def test_the_first_statistics_visit_finds_its_tables_computed(
     at.run()
     assert not at.exception
     assert calls == [1]
+
+
+def test_the_first_clusters_visit_finds_the_clusters_built(
+    fresh_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import faillab.app.widgets.clusters_data as clusters_data
+
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.session_state["identity_name"] = "lea"
+    at.run()
+    assert not at.exception
+    for thread in [t for t in threading.enumerate() if t.name == "faillab-statistics-warm-up"]:
+        thread.join(timeout=180)
+    builds: list[int] = []
+    real = clusters_data.build_clusters
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(clusters_data, "build_clusters", counted)
+    at.switch_page("views/clusters.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="clusters_pick").options  # the page shows clusters ...
+    assert builds == []  # ... that the warm-up built
+
+
+def test_a_large_workspace_is_not_clustered_before_anyone_asks(
+    fresh_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import faillab.app.widgets.clusters_data as clusters_data
+    from trajectories.workspace import Workspace
+
+    monkeypatch.setattr(clusters_data, "WARM_UP_LIMIT", 10)
+    builds: list[int] = []
+    monkeypatch.setattr(clusters_data, "build_clusters",
+                        lambda *a, **k: builds.append(1))  # type: ignore[func-returns-value]
+    clusters_data.warm_cluster_view(Workspace(fresh_workspace))
+    assert builds == []

@@ -28,6 +28,7 @@ def free_port() -> int:
 
 class StreamlitServer:
     def __init__(self, workspace: Path, env: dict[str, str] | None = None) -> None:
+        self.workspace = workspace
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log = workspace.parent / f"streamlit-{self.port}.log"

@@ -1,10 +1,12 @@
-"""Nothing cut at 1280x800 and 1440x900 on the lead's pages, with real logs under real-length
-run names (100+ characters, differing only at their end): no label, button or metric cut
-short, and no table whose columns run past its box (a column behind a horizontal scroll is a
-column the reader never sees: the success rate was, behind long run names)."""
+"""The pages on real logs under real-length run names (100+ characters, differing only at their
+end): nothing cut at 1280x800 and 1440x900 on the lead's pages (no label, button or metric cut
+short, and no table whose columns run past its box: a column behind a horizontal scroll is a
+column the reader never sees, as the success rate was behind long run names); and ``?`` lists
+the keys on every page that answers to single keys."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from faillab.settings import Settings
 from labeling.queue import failed_frame
@@ -116,3 +118,28 @@ def test_no_control_or_table_column_is_cut_on_the_lead_pages(
     finally:
         page.context.close()
     assert problems == {}
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("annotate", "save that category"),
+    ("trajectory", "next failure"),
+    ("audit-review", "valid: no substantive issue"),
+])
+def test_question_mark_lists_the_keys_on_every_keyboard_page(
+        browser: Browser, lead_server: StreamlitServer, path: str, expected: str) -> None:
+    page = local_sign_in(browser, lead_server, "ana", path, {"width": 1280, "height": 800})
+    try:
+        if path == "annotate":
+            page.get_by_role("button", name=re.compile(r"^Take \d+ unassigned failures")).click()
+        elif path == "trajectory":
+            failed = str(failed_frame(Workspace(lead_server.workspace))["id"].iloc[0])
+            page.goto(f"{lead_server.url}/trajectory?id={failed}")
+        settled(page)
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("?")
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_contain_text(expected, timeout=15_000)
+        page.keyboard.press("Escape")
+        expect(dialog).to_have_count(0)
+    finally:
+        page.context.close()

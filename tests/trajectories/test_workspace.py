@@ -82,6 +82,20 @@ def test_get_returns_the_stored_trajectory(tmp_path: Path) -> None:
     assert ws.get("nope") is None
 
 
+def test_get_many_reads_what_get_reads_in_one_scan(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    trajs = [make_trajectory(final_answer=str(i)).with_id() for i in range(5)]
+    ws.add([(t, None) for t in trajs[:3]])
+    ws.add([(t, None) for t in trajs[3:]])  # a second part file
+    ids = [str(t.id) for t in trajs]
+    got = ws.get_many([*ids, ids[0], "nope"])
+    assert sorted(got) == sorted(ids)  # each once; the unknown id left out
+    for tid in ids:
+        one = ws.get(tid)
+        assert one is not None and got[tid].model_dump() == one.model_dump()
+    assert ws.get_many([]) == {}
+
+
 def test_empty_workspace_reads_as_empty(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "nothing")
     assert ws.summary()["trajectories"] == 0

@@ -1,0 +1,39 @@
+"""The Clusters page's view of the failures, computed once per workspace content and process.
+
+Embedding and clustering reads every failure and runs the evidence finder on each (about 5 s
+for the demo's 854 failures), so the first visit waited for it. The server now computes it in
+the background after its first page, next to the Statistics warm-up, for workspaces with up to
+``WARM_UP_LIMIT`` failures; above that the cost (about 6 ms per failure on one core) would
+compete with the people using the server, and the first visit computes it, with a spinner.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from labeling.clusters import ClusterView, build_clusters, default_embedder, workspace_failures
+from trajectories.workspace import Workspace
+
+#: Failures up to which the server clusters in the background before anyone asks.
+WARM_UP_LIMIT = 5_000
+
+
+def parts_signature(ws: Workspace) -> tuple[str, ...]:
+    """What the cached view is keyed by: the failures change only when the part files do."""
+    return tuple(sorted(str(p) for p in ws.part_files()))
+
+
+@st.cache_data(max_entries=4, show_spinner="Embedding and clustering the failures…")
+def cluster_view(root: str, signature: tuple[str, ...], distance: float | None) -> ClusterView:
+    from faillab.app.state import get_workspace
+
+    return build_clusters(workspace_failures(get_workspace(root)), default_embedder("auto"),
+                          distance=distance)
+
+
+def warm_cluster_view(ws: Workspace) -> None:
+    """Fill the page's cache for the default distance (in a background thread; draws nothing)."""
+    from labeling.queue import failed_frame
+
+    if 0 < len(failed_frame(ws)) <= WARM_UP_LIMIT:
+        cluster_view(str(ws.root), parts_signature(ws), None)
