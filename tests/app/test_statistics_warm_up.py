@@ -102,6 +102,6 @@ def test_a_large_workspace_is_not_clustered_before_anyone_asks(
     monkeypatch.setattr(clusters_data, "WARM_UP_LIMIT", 10)
     builds: list[int] = []
     monkeypatch.setattr(clusters_data, "build_clusters",
-                        lambda *a, **k: builds.append(1))  # type: ignore[func-returns-value]
+                        lambda *a, **k: builds.append(1))
     clusters_data.warm_cluster_view(Workspace(fresh_workspace))
     assert builds == []
