@@ -285,13 +285,15 @@ class PrelabelView:
     labeller: str | None
 
 
-def prelabel_for(store: Store, trajectory_id: str) -> PrelabelView | None:
-    """The LLM opinion on an item, with its rationale, if any."""
-    opinion = store.prelabels.opinion(trajectory_id)
+def prelabel_for(store: Store, trajectory_id: str,
+                 viewer: Viewer) -> tuple[PrelabelView | None, bool]:
+    """The LLM opinion on an item as `viewer` may see it, with its rationale, and whether the
+    store holds one it hides from them (the store decides, by its blind rules)."""
+    opinion, hidden = store.prelabels.opinion_for(trajectory_id, viewer)
     if opinion is None:
-        return None
+        return None, hidden
     return PrelabelView(opinion.category, opinion.confidence, opinion.first_error_step,
-                        opinion.secondary_category, opinion.rationale, opinion.labeller)
+                        opinion.secondary_category, opinion.rationale, opinion.labeller), False
 
 
 # -- final labels (Browse filter) ----------------------------------------------------------------

@@ -98,8 +98,7 @@ labels = store.labels.for_item(tid, viewer=viewer_of(lead), include_llm=False)
 latest: dict[str, Label] = {}
 for lab in labels:  # oldest first: a re-label replaces the earlier one; history keeps both
     latest[str(lab.annotator)] = lab
-prelabel = (prelabel_for(store, tid)
-            if tid in automatic_opinions_visible(store, [tid], lead) else None)
+prelabel, _ = prelabel_for(store, tid, viewer_of(lead))
 opinions = [Opinion(
     title=f"Rater {chr(ord('A') + i)}: {who}", category=lab.category,
     secondary=lab.secondary_category, step=lab.first_error_step, note=lab.note,

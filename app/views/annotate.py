@@ -24,7 +24,7 @@ from faillab.app.state import (
     on_reader,
     workspace,
 )
-from faillab.app.viewer import automatic_opinions_visible
+from faillab.app.viewer import automatic_opinions_visible, viewer_of
 from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
@@ -228,14 +228,17 @@ def labelling_panel(me: User) -> None:
                 st.caption("The task carries no reference SQL.")
         # The store says whether this person may see the automatic opinions here; the toggle
         # below can only hide more.
-        hide_prelabel = (bool(st.session_state.get("annotate_hide_prelabel",
-                                                   settings.hide_prelabel))
-                         or tid not in automatic_opinions_visible(store, [tid], me))
-        prelabel = prelabel_for(store, tid)
+        hide_mine = True if st.session_state.get("annotate_hide_prelabel",
+                                                 settings.hide_prelabel) else None
+        opinions_hidden = tid not in automatic_opinions_visible(store, [tid], me,
+                                                                hide_prelabel=hide_mine)
+        # The pre-label as the store lets this person see it: None while it is hidden, with
+        # a flag saying one is there (the page never holds a hidden pre-label).
+        prelabel, hide_prelabel = prelabel_for(store, tid, viewer_of(me, hide_prelabel=hide_mine))
         with st.container(key="annotate_steps_pane"):
             # The evidence leads the pane; its suggested category stays hidden with the pre-label.
             step = render_evidence(traj, key=f"annotate_{tid}", compact=True,
-                                   show_category=not hide_prelabel)
+                                   show_category=not opinions_hidden)
             # One collapsed re-run box for every SQL step, as on the Trajectory page: a Re-run
             # button in each full step was a dozen elements remounted on every label key.
             step_rerun_control(f"annotate_{tid}", traj.steps)

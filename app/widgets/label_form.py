@@ -23,7 +23,7 @@ from streamlit.delta_generator import DeltaGenerator
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_label
 from faillab.app.widgets.safe import escape_markdown, plain
-from labeling.queue import PrelabelView
+from labeling.queue import PrelabelView, prelabel_for
 from labeling.store import Store, StoreError, StoreUnavailableError, User
 from taxonomy import Taxonomy
 from trajectories.model import Trajectory
@@ -151,12 +151,13 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
                       prelabel: PrelabelView | None, hide_prelabel: bool,
                       hooks: Hooks | None = None) -> list[DeltaGenerator]:
     """The form for one item; `hooks` hear of a save or a skip. Returns the row of Skip: its
-    other two cells are free for the page's buttons."""
+    other two cells are free for the page's buttons. `prelabel` is what the store shows this
+    person (None: none, or hidden); `hide_prelabel` says one exists that is hidden."""
     tid = str(traj.id)
     start_form(tid)
     started_at(tid)
     show_prelabel = prelabel is not None and not hide_prelabel
-    if prelabel is not None and hide_prelabel:
+    if hide_prelabel:
         st.caption("The LLM pre-label is hidden until you commit, so it cannot anchor you.")
     elif prelabel is None:
         st.caption("No LLM pre-label for this item.")
@@ -277,8 +278,10 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
     except StoreError as err:
         state[f"lf_{tid}_error"] = str(err)
         return
-    state["annotate_last_saved"] = Saved(tid, chosen, prelabel,
-                                         prelabel is not None and hide_prelabel)
+    # The hidden pre-label is read only now, after the commit that lets the store show it.
+    revealed = prelabel_for(store, tid, viewer_of(user, hide_prelabel=True))[0] \
+        if hide_prelabel else prelabel
+    state["annotate_last_saved"] = Saved(tid, chosen, revealed, hide_prelabel)
     hooks.saved(tid)
 
 

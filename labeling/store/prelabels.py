@@ -224,9 +224,24 @@ class Prelabels(Part):
 
     # -- the LLM's opinion (pre-labels and llm-source labels, one read path) ------------------
 
-    def opinion(self, trajectory_id: str, taxonomy_version: str | None = None) -> LlmOpinion | None:
+    def opinion(self, trajectory_id: str, taxonomy_version: str | None = None, *,
+                viewer: Viewer = OPERATOR) -> LlmOpinion | None:
+        """The item's latest automatic opinion as `viewer` may see it (None: none, or hidden)."""
+        return self.opinion_for(trajectory_id, viewer, taxonomy_version)[0]
+
+    def opinion_for(self, trajectory_id: str, viewer: Viewer,
+                    taxonomy_version: str | None = None) -> tuple[LlmOpinion | None, bool]:
+        """The item's latest automatic opinion as `viewer` may see it, and whether the store
+        holds one that it hides from them (blind, before they commit): a page says "hidden
+        until you commit" without ever holding the hidden opinion."""
         with self._read() as s:
-            return latest_opinions(s, taxonomy_version, trajectory_id).get(trajectory_id)
+            scope = self._gate.scope(s, viewer)
+            opinion = latest_opinions(s, taxonomy_version, trajectory_id).get(trajectory_id)
+        if opinion is None:
+            return None, False
+        if scope.may_see_llm(trajectory_id):
+            return opinion, False
+        return None, True
 
     def opinions(self, taxonomy_version: str | None = None) -> dict[str, LlmOpinion]:
         """Every item's latest LLM opinion in one read (use this, not `opinion`, in loops)."""

@@ -30,7 +30,7 @@ from labeling.rater_agreement import (
     pair_confusion,
     pairwise_table,
 )
-from labeling.store import Store, open_store
+from labeling.store import OPERATOR, Store, Viewer, open_store
 from tests.support import save_test_taxonomy
 from trajectories.workspace import Workspace
 
@@ -98,12 +98,23 @@ def test_queue_is_restricted_to_failures_and_ordered(st_: Store, demo_workspace:
 
 
 def test_prelabel_for_includes_rationale(st_: Store) -> None:
-    assert prelabel_for(st_, "t1") is None
+    assert prelabel_for(st_, "t1", OPERATOR) == (None, False)
     prelabel(st_, "t1", "b", 0.6, rationale="step 4: wrong code")
-    view = prelabel_for(st_, "t1")
-    assert view is not None
+    view, hidden = prelabel_for(st_, "t1", OPERATOR)
+    assert view is not None and not hidden
     assert (view.category, view.confidence, view.rationale, view.labeller) == (
         "b", 0.6, "step 4: wrong code", "heuristic")
+
+
+def test_prelabel_for_a_blind_annotator_is_hidden_until_they_commit(st_: Store) -> None:
+    prelabel(st_, "t1", "b", 0.6, rationale="step 4: wrong code")
+    blind = Viewer("ana", blind=True, hide_prelabel=True)
+    assert prelabel_for(st_, "t1", blind) == (None, True)  # there is one; the page gets nothing
+    assert st_.prelabels.opinion("t1", viewer=blind) is None
+    assert prelabel_for(st_, "t2", blind) == (None, False)  # nothing to hide
+    st_.labels.add("t1", "a", annotator="ana", taxonomy_version="v")
+    view, hidden = prelabel_for(st_, "t1", blind)
+    assert view is not None and view.category == "b" and not hidden
 
 
 def test_ids_with_final_category(st_: Store) -> None:
