@@ -1,7 +1,9 @@
 """``faillab stats``: regenerate the papers' analysis tables from a workspace and its labels.
 
 Formats: ``json`` (a list of row objects; for ``all`` an object keyed by table name), ``csv``,
-``md`` (GitHub pipe table), ``latex`` (booktabs) and ``html`` (a self-contained plotly chart).
+``md`` (GitHub pipe table), ``latex`` (booktabs), ``html`` (a self-contained plotly chart) and
+``png`` (the same chart as an image, rendered by kaleido in the system chromium; a file, never
+the terminal).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
     from labeling.store import Store
     from trajectories.workspace import Workspace
 
-FORMATS = ("json", "csv", "md", "latex", "html")
+FORMATS = ("json", "csv", "md", "latex", "html", "png")
+#: Formats written one file per table for 'all' (a chart each, or a CSV each).
+_ONE_FILE_EACH = ("html", "csv", "png")
 ALL = "all"
 
 
@@ -86,6 +90,25 @@ def _html(name: str, table: pd.DataFrame) -> str:
     return to_html_chart(chart_for(name, table))
 
 
+def _png(name: str, table: pd.DataFrame) -> bytes:
+    from analysis.export import to_png
+    from analysis.sources import chart_for
+
+    try:
+        return to_png(chart_for(name, table))
+    except Exception as err:  # kaleido's and the browser's failures vary; one line says which
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"cannot render the {name} chart as PNG: {first} (kaleido drives "
+                        "the system chromium; set BROWSER_PATH if it is elsewhere)") from None
+
+
+def _write_png(data: bytes, output: Path) -> None:
+    try:
+        output.write_bytes(data)
+    except OSError as err:
+        raise UserError(f"cannot write {output}: {err.strerror or err}") from None
+
+
 def _write(text: str, output: Path | None, fmt: str) -> None:
     if not text.endswith("\n"):
         text += "\n"
@@ -101,7 +124,8 @@ def _write(text: str, output: Path | None, fmt: str) -> None:
     click.echo(f"wrote {output}", err=True)
 
 
-_SUFFIX = {"json": "json", "csv": "csv", "md": "md", "latex": "tex", "html": "html"}
+_SUFFIX = {"json": "json", "csv": "csv", "md": "md", "latex": "tex", "html": "html",
+           "png": "png"}
 #: Formats an ``--output`` file's extension implies.
 _OUTPUT_SUFFIXES = {f".{ext}": fmt for fmt, ext in _SUFFIX.items()} | {".htm": "html"}
 
@@ -117,13 +141,17 @@ def _emit_all(
         combined: dict[str, Any] = {n: json.loads(to_json(t)) for n, t in tables.items()}
         _write(json.dumps(combined, ensure_ascii=False, allow_nan=False) + "\n", output, fmt)
         return
-    if fmt in ("html", "csv") and output is None:
+    if fmt in _ONE_FILE_EACH and output is None:
         # Several charts / CSV files cannot share one stream meaningfully.
         raise UserError(f"'stats all --format {fmt}' writes one file per table: give --output DIR")
-    if output is not None and fmt in ("html", "csv"):
+    if output is not None and fmt in _ONE_FILE_EACH:
         for name, table in tables.items():
+            target = output / f"{name}.{_SUFFIX[fmt]}"
+            if fmt == "png":
+                _write_png(_png(name, table), target)
+                continue
             text = _html(name, table) if fmt == "html" else _text_exporter(fmt, decimals)(table)
-            write_output(output / f"{name}.{_SUFFIX[fmt]}", text)
+            write_output(target, text)
         click.echo(f"wrote {len(tables)} files to {output}", err=True)
         return
     export = _text_exporter(fmt, decimals)
@@ -158,7 +186,8 @@ def _note_disagreements(frame: pd.DataFrame) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
 @click.option("--runs", default=None, help="Comma-separated run names (default: every run).")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
-              help="File to write (a directory for 'all' with csv/html); default stdout.")
+              help="File to write (a directory for 'all' with csv/html/png); default stdout "
+                   "(png needs a file).")
 @click.option("--workspace", "workspace", type=click.Path(path_type=Path), default=None,
               help="Workspace directory (default: $FAILLAB_WORKSPACE, else ./workspace).")
 @click.option("--taxonomy-version", default=None,
@@ -215,12 +244,15 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
     choices = _table_choices()
     if table not in choices:
         raise UserError(f"unknown table {table!r}; choose one of {', '.join(choices)}")
+    if fmt == "png" and output is None:
+        raise UserError("--format png writes an image: give --output FILE.png (or a folder "
+                        "for 'all')")
     if offline_labellers and table != "labeller":
         raise UserError("--offline-labellers goes with the 'labeller' table")
     if output is not None:
         # Two tables (all, or labeller with --offline-labellers) as csv/html: one file each.
         several = table == ALL or offline_labellers
-        many = several and fmt in ("html", "csv")
+        many = several and fmt in _ONE_FILE_EACH
         fmt = check_output(output, settings_for(workspace), fmt, directory=many,
                            suffixes=None if several else _OUTPUT_SUFFIXES)
     run_list = _split_runs(runs)
@@ -278,8 +310,12 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         _emit_all(tables, fmt, decimals, output)
     else:
         result = tables[table]
-        text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
-        _write(text, output, fmt)
+        if fmt == "png" and output is not None:
+            _write_png(_png(table, result), output)
+            click.echo(f"wrote {output}", err=True)
+        else:
+            text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
+            _write(text, output, fmt)
     _note_disagreements(inputs.frame)
     _note_label_policy(names, label_policy)
 

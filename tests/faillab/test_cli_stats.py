@@ -226,6 +226,22 @@ def test_all_html_and_csv_write_a_directory(labelled_ws: Path, tmp_path: Path) -
     assert_cells_match(expected(labelled_ws, "robustness"), header, rows, 1e-12, ("",))
 
 
+def test_png_charts_are_images_written_to_files(labelled_ws: Path, tmp_path: Path) -> None:
+    import struct
+
+    code, out, err = invoke("success", "--format", "png", "--workspace", str(labelled_ws))
+    assert code == 1 and out == "" and "--output FILE.png" in err
+    assert len(err.strip().splitlines()) == 1
+    # The extension implies the format, as for the text formats.
+    target = tmp_path / "charts" / "taxonomy.png"
+    code, _, err = invoke("taxonomy", "--output", str(target), "--workspace", str(labelled_ws))
+    assert code == 0, err
+    data = target.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
+    assert width >= 600 and height >= 300
+
+
 def test_runs_filter(labelled_ws: Path) -> None:
     runs = run_names(Workspace(labelled_ws))[:2]
     code, out, _ = invoke("success", "--format", "json", "--runs", ",".join(runs),

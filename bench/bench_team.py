@@ -1,0 +1,261 @@
+"""A team labelling at once: N annotators in Chromium through R `faillab serve` replicas, against
+one PostgreSQL database and one object-store workspace, for a bounded time.
+
+Each annotator signs in on a replica (annotator i on replica i mod R), then presses category
+keys as fast as the page lets them: a key, wait until the next item is on screen, the next key.
+Every key the page acknowledges (the next item shown) is counted; at the end the store's labels
+are compared with the acknowledged keys. Reported: labels acknowledged, stored, lost (an
+acknowledged key without a label) and duplicated (two live labels of one person on one item),
+and the key-to-next-item latency (p50, p95, max) over all annotators.
+
+    .venv/bin/python bench/bench_team.py --annotators 8 --replicas 2 --seconds 180
+
+Needs PostgreSQL (FAILLAB_TEST_POSTGRES_URL, default postgresql+psycopg://postgres@127.0.0.1:
+5432/test: a scratch database is created and dropped) and moto (the dev extra) for the
+S3-compatible server, which runs in this process. Not a test: figures go to docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Browser, Page, async_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run",
+               "--disable-dev-shm-usage"]
+POSTGRES_URL = os.environ.get("FAILLAB_TEST_POSTGRES_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REGION, ACCESS_KEY, SECRET_KEY = "us-east-1", "bench-key", "bench-secret"
+
+_IDLE = """() => {
+  const app = document.querySelector("[data-testid='stApp']");
+  return app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+      && app.getAttribute('data-test-script-state') === 'notRunning';
+}"""
+_ITEM = """() => {
+  const el = document.querySelector("[class*='st-key-annotate_item_']");
+  return el ? el.className : null;
+}"""
+_NEXT_ITEM = """(before) => {
+  const el = document.querySelector("[class*='st-key-annotate_item_']");
+  const app = document.querySelector("[data-testid='stApp']");
+  return (!el || el.className !== before)
+      && app.getAttribute('data-test-script-state') === 'notRunning';
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scratch_database() -> tuple[str, Any]:
+    from sqlalchemy import create_engine, make_url, text
+
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    name = f"faillab_team_bench_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return url, drop
+
+
+def wait_health(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a replica stopped at start (exit {proc.returncode})")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit(f"{url} did not answer in {timeout_s:.0f} s")
+
+
+async def wait_idle(page: Page) -> None:
+    await page.wait_for_selector("[data-testid='stApp']", timeout=120_000)
+    await page.wait_for_timeout(150)
+    await page.wait_for_function(_IDLE, timeout=120_000, polling=20)
+
+
+async def annotator(browser: Browser, url: str, name: str, seconds: float,
+                    everyone_in: asyncio.Barrier) -> dict[str, Any]:
+    context = await browser.new_context(viewport={"width": 1440, "height": 900})
+    page = await context.new_page()
+    await page.goto(f"{url}/annotate")
+    await wait_idle(page)
+    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+    await field.fill(name)
+    await field.press("Enter")
+    await wait_idle(page)
+    await page.wait_for_selector("[class*='st-key-annotate_item_']", timeout=120_000)
+    await page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    # Everyone signs in first; then the clock starts for all at once.
+    await everyone_in.wait()
+    deadline = time.monotonic() + seconds
+    latencies: list[float] = []
+    errors = 0
+    n = 0
+    while time.monotonic() < deadline:
+        before = await page.evaluate(_ITEM)
+        if before is None:
+            break  # the queue is done
+        start = time.perf_counter()
+        await page.keyboard.press(str(1 + n % 6))
+        try:
+            await page.wait_for_function(_NEXT_ITEM, arg=before, timeout=60_000, polling=10)
+        except Exception:  # a key the page never acknowledged is not counted
+            errors += 1
+            continue
+        latencies.append(time.perf_counter() - start)
+        n += 1
+    errors += await page.locator("[data-testid='stException']").count()
+    await context.close()
+    return {"name": name, "acknowledged": len(latencies), "seconds": latencies,
+            "errors": errors}
+
+
+async def team(urls: list[str], names: list[str], seconds: float) -> list[dict[str, Any]]:
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        everyone_in = asyncio.Barrier(len(names))
+        tasks = [annotator(browser, urls[i % len(urls)], name, seconds, everyone_in)
+                 for i, name in enumerate(names)]
+        results = await asyncio.gather(*tasks)
+        await browser.close()
+    return list(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--annotators", type=int, default=8)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=180)
+    parser.add_argument("--tasks", type=int, default=240, help="Demo tasks (sets the items).")
+    args = parser.parse_args()
+
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    from labeling.queue import failed_frame
+    from labeling.store import open_store
+    from trajectories.demo import generate_demo
+    from trajectories.objectstore import s3_filesystem
+    from trajectories.workspace import Workspace
+
+    s3_port = free_port()
+    endpoint = f"http://127.0.0.1:{s3_port}"
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
+    moto.start()
+    database, drop_database = scratch_database()
+    scratch = Path(tempfile.mkdtemp(prefix="faillab-team-bench-"))
+    replicas: list[subprocess.Popen[bytes]] = []
+    try:
+        bucket = f"faillab-bench-{uuid.uuid4().hex[:8]}"
+        pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", region=REGION,
+                          access_key=ACCESS_KEY, secret_key=SECRET_KEY,
+                          allow_bucket_creation=True).create_dir(bucket)
+        url = f"s3://{bucket}/team/trajectories"
+        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION,
+               "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+               "FAILLAB_TRAJECTORIES_URL": url, "FAILLAB_DATABASE_URL": database,
+               "FAILLAB_AUTH": "none", "FAILLAB_BLIND": "1"}
+        importer = Workspace(scratch / "import-host", trajectories_url=url,
+                             filesystem=s3_filesystem(endpoint=endpoint, region=REGION,
+                                                      access_key=ACCESS_KEY,
+                                                      secret_key=SECRET_KEY))
+        demo = generate_demo(importer.root, seed=5, n_tasks=args.tasks, rollouts=2,
+                             n_patients=300)
+        importer.add((t, "demo") for t in demo.trajectories)
+        items = [str(i) for i in failed_frame(importer)["id"]]
+        names = [f"annotator-{i + 1}" for i in range(args.annotators)]
+        store = open_store(database)
+        for name in names:
+            store.users.add(name, "annotator")
+        # Two people on every item: the same items are open on both replicas at once.
+        store.queues.assign(items, names, overlap=2, double_share=1.0)
+        urls = []
+        for r in range(args.replicas):
+            port = free_port()
+            root = scratch / f"replica-{r}"
+            root.mkdir()
+            log = open(scratch / f"replica-{r}.log", "w")  # noqa: SIM115 - lives with the run
+            faillab = str(Path(sys.executable).parent / "faillab")
+            replicas.append(subprocess.Popen(
+                [faillab, "serve", "--workspace", str(root), "--port", str(port)],
+                env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT))
+            urls.append(f"http://127.0.0.1:{port}")
+        for proc, replica_url in zip(replicas, urls, strict=True):
+            wait_health(replica_url, proc)
+        started = time.monotonic()
+        results = asyncio.run(team(urls, names, args.seconds))
+        elapsed = time.monotonic() - started
+
+        labels = [lab for lab in store.labels.all() if lab.annotator in names]
+        store.close()
+        stored = Counter(str(lab.annotator) for lab in labels)
+        pairs = Counter((lab.annotator, lab.trajectory_id) for lab in labels)
+        latencies = sorted(s for r in results for s in r["seconds"])
+        acknowledged = sum(r["acknowledged"] for r in results)
+        out = {
+            "annotators": args.annotators, "replicas": args.replicas,
+            "seconds_requested": args.seconds, "seconds_elapsed": round(elapsed, 1),
+            "items": len(items),
+            "acknowledged": acknowledged, "stored": sum(stored.values()),
+            "lost": sum(max(0, r["acknowledged"] - stored[r["name"]]) for r in results),
+            "stored_without_acknowledgement": sum(
+                max(0, stored[r["name"]] - r["acknowledged"]) for r in results),
+            "duplicated": sum(n - 1 for n in pairs.values() if n > 1),
+            "page_errors": sum(r["errors"] for r in results),
+            "per_annotator": {r["name"]: r["acknowledged"] for r in results},
+            "latency_s": {
+                "p50": round(statistics.median(latencies), 3) if latencies else None,
+                "p95": round(latencies[int(0.95 * (len(latencies) - 1))], 3)
+                if latencies else None,
+                "max": round(latencies[-1], 3) if latencies else None,
+            },
+            "cores": os.cpu_count(),
+        }
+        print(json.dumps(out, indent=2))
+    finally:
+        for proc in replicas:
+            proc.terminate()
+        for proc in replicas:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        drop_database()
+        moto.stop()
+
+
+if __name__ == "__main__":
+    main()
