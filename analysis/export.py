@@ -143,14 +143,16 @@ def to_latex(
     """Booktabs ``tabular`` (wrapped in a ``table`` float when a caption or label is given).
 
     Text is escaped, floats are fixed to ``decimals`` places and missing values print as
-    ``--``. Needs ``\\usepackage{booktabs}`` in the preamble.
+    ``--``. Columns named ``GROUP/SUB`` (the success grid's ``Labs/patient``) get a two-level
+    header: the group spans its adjacent columns, the part after the slash sits below, as on
+    the Statistics page. Needs ``\\usepackage{booktabs}``, which the first line says.
     """
     rows, kinds = _formatted(df, decimals, missing)
     spec = "".join("r" if k in ("int", "float") else "l" for k in kinds)
     lines = [
-        f"\\begin{{tabular}}{{{spec}}}",
+        f"\\begin{{tabular}}{{{spec}}} % needs \\usepackage{{booktabs}}",
         "\\toprule",
-        " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\",
+        *_latex_header([str(c) for c in df.columns]),
         "\\midrule",
         *[
             " & ".join(
@@ -171,6 +173,34 @@ def to_latex(
     if label is not None:
         wrapped.append(f"\\label{{{label}}}")
     return "\n".join([*wrapped, *lines, "\\end{table}"]) + "\n"
+
+
+def _latex_header(names: list[str]) -> list[str]:
+    """One header row, or two under ``GROUP/SUB`` names: the groups over a ``\\cmidrule``
+    each, the rest of each name below (columns without a group stand in the lower row)."""
+    split = [n.split("/", 1) if "/" in n else None for n in names]
+    if not any(split):
+        return [" & ".join(latex_escape(n) for n in names) + r" \\"]
+    top: list[str] = []
+    rules: list[str] = []
+    bottom: list[str] = []
+    i = 0
+    while i < len(names):
+        part = split[i]
+        if part is None:
+            top.append("")
+            bottom.append(latex_escape(names[i]))
+            i += 1
+            continue
+        j = i
+        while j < len(names) and (other := split[j]) is not None and other[0] == part[0]:
+            bottom.append(latex_escape(other[1]))
+            j += 1
+        group = latex_escape(part[0])
+        top.append(f"\\multicolumn{{{j - i}}}{{c}}{{{group}}}" if j - i > 1 else group)
+        rules.append(f"\\cmidrule(lr){{{i + 1}-{j}}}")
+        i = j
+    return [" & ".join(top) + r" \\", " ".join(rules), " & ".join(bottom) + r" \\"]
 
 
 #: Where kaleido looks for a browser when none is configured (Debian's chromium).

@@ -114,6 +114,21 @@ def test_latex_round_trip(table: pd.DataFrame) -> None:
     assert rows[1][2] == "--"
 
 
+def test_latex_groups_slash_columns_under_a_spanning_header() -> None:
+    grid = pd.DataFrame({"run": ["r"], "overall": [0.5], "Labs/patient": [0.25],
+                         "Labs/population": [0.75], "Cost/patient": [1.0], "macro_avg": [0.6]})
+    lines = to_latex(grid, decimals=2).splitlines()
+    assert lines[0].endswith("% needs \\usepackage{booktabs}")
+    top, rule, below = lines[2:5]
+    assert top == " &  & \\multicolumn{2}{c}{Labs} & Cost &  \\\\"
+    assert rule == "\\cmidrule(lr){3-4} \\cmidrule(lr){5-5}"
+    assert below == "run & overall & patient & population & patient & macro\\_avg \\\\"
+    assert lines[5] == "\\midrule"
+    # Every header row has one cell per column (a \multicolumn counts its span).
+    spans = [int(n) for n in re.findall(r"\\multicolumn\{(\d+)\}", top)]
+    assert top.count(" & ") + 1 - len(spans) + sum(spans) == len(grid.columns)
+
+
 def test_latex_escape_all_specials() -> None:
     assert latex_escape("a\\b{c}~^#$") == (
         "a\\textbackslash{}b\\{c\\}\\textasciitilde{}\\textasciicircum{}\\#\\$"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import math
 import shutil
 from collections import defaultdict
@@ -91,7 +92,18 @@ def parse_latex(text: str) -> tuple[list[str], list[list[str]]]:
             out.append(cell.strip())
         return out
 
-    return cells(lines[top + 1]), [cells(ln) for ln in lines[mid + 1 : bottom]]
+    header = lines[top + 1 : mid]
+    if len(header) == 1:
+        return cells(header[0]), [cells(ln) for ln in lines[mid + 1 : bottom]]
+    # A two-level header (GROUP/SUB columns): the groups over their columns, then the rest.
+    groups: list[str] = []
+    for cell in header[0][: -len(r" \\")].split(" & "):
+        spanned = re.fullmatch(r"\\multicolumn\{(\d+)\}\{c\}\{(.*)\}", cell.strip())
+        groups += [spanned.group(2)] * int(spanned.group(1)) if spanned else [cell.strip()]
+    below = cells(header[-1])
+    assert len(groups) == len(below)
+    names = [f"{g}/{b}" if g else b for g, b in zip(groups, below, strict=True)]
+    return names, [cells(ln) for ln in lines[mid + 1 : bottom]]
 
 
 def parse_csv(text: str) -> tuple[list[str], list[list[str]]]:
