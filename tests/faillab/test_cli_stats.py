@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import math
+import re
 import shutil
 from collections import defaultdict
 from math import comb
