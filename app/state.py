@@ -154,7 +154,7 @@ def _warm_statistics(ws: Workspace, annotations_url: str) -> None:
     # Then the Clusters page's view, for a workspace small enough (see clusters_data).
     from faillab.app.widgets.clusters_data import warm_cluster_view
 
-    warm_cluster_view(ws)
+    warm_cluster_view(ws, annotations_url)
 
 
 def data_key(ws: Workspace | None = None) -> tuple[str, tuple[Any, ...]]:

@@ -174,7 +174,9 @@ def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_js
     from labeling.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
     from labeling.prelabel.service import RunProgress, run_prelabelling
 
-    bar = tqdm(total=0, unit="traj", disable=as_json, file=sys.stderr, delay=0.2)
+    # On a terminal only (a log or a pipe would get a line per refresh).
+    bar = tqdm(total=0, unit="traj", disable=as_json or not sys.stderr.isatty(),
+               file=sys.stderr, delay=0.2)
 
     def progress(p: RunProgress) -> None:
         if bar.total != p.total:

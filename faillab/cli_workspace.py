@@ -83,8 +83,11 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
                                 and (tasks_file is None or q.resolve() != tasks_file.resolve())))
         else:
             files.append(p)
-    # Counts records, so one huge file shows progress too; appears only after half a second.
-    bar = tqdm(unit=" trajectories", delay=0.5, disable=as_json, file=sys.stderr)
+    # Counts records, so one huge file shows progress too; appears only after half a second,
+    # and only on a terminal: in a log or a pipe each refresh is a line, and an error after a
+    # slow start would no longer be the one line a script reads.
+    bar = tqdm(unit=" trajectories", delay=0.5, disable=as_json or not sys.stderr.isatty(),
+               file=sys.stderr)
 
     def progress(files_done: int, files_total: int, records: int) -> None:
         bar.set_postfix_str(f"file {min(files_done + 1, files_total)}/{files_total}",

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.auth import require_user
-from faillab.app.state import get_store, workspace
+from faillab.app.state import get_settings, get_store, workspace
 from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.clusters_data import cluster_view, parts_signature
 from faillab.app.widgets.rubric import category_label
@@ -31,7 +31,7 @@ taxonomy = default_taxonomy()
 if not ws.exists():
     st.info("No workspace yet: import trajectories first.")
     st.stop()
-view = cluster_view(str(ws.root), parts_signature(ws), None)
+view = cluster_view(str(ws.root), get_settings().annotations_url(), parts_signature(ws), None)
 groups = [c for c in view.clusters if len(c.members) > 1]
 st.caption(f"{len(view.items)} failures in {len(view.clusters)} clusters ({view.embedder}, "
            f"cosine distance {view.distance}); {len(groups)} clusters hold two or more.")

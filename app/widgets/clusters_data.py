@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from faillab.app.widgets.stats_data import missing_sqlite_store
 from labeling.clusters import ClusterView, build_clusters, default_embedder, workspace_failures
 from trajectories.workspace import Workspace
 
@@ -24,16 +25,23 @@ def parts_signature(ws: Workspace) -> tuple[str, ...]:
 
 
 @st.cache_data(max_entries=4, show_spinner="Embedding and clustering the failures…")
-def cluster_view(root: str, signature: tuple[str, ...], distance: float | None) -> ClusterView:
-    from faillab.app.state import get_workspace
+def cluster_view(root: str, annotations_url: str, signature: tuple[str, ...],
+                 distance: float | None) -> ClusterView:
+    """Every failure's cluster and summary. The evidence a pre-label run stored is reused
+    (the finder runs only where there is none); who may see which suggestion is decided per
+    viewer when the page draws them, not here (the view is shared by everyone)."""
+    from faillab.app.state import get_store_for, get_workspace
+    from labeling.learn.proposals import stored_evidence
 
+    stored = {} if missing_sqlite_store(annotations_url) else \
+        stored_evidence(get_store_for(annotations_url).prelabels.successful())
     return build_clusters(workspace_failures(get_workspace(root)), default_embedder("auto"),
-                          distance=distance)
+                          distance=distance, stored=stored)
 
 
-def warm_cluster_view(ws: Workspace) -> None:
+def warm_cluster_view(ws: Workspace, annotations_url: str) -> None:
     """Fill the page's cache for the default distance (in a background thread; draws nothing)."""
     from labeling.queue import failed_frame
 
     if 0 < len(failed_frame(ws)) <= WARM_UP_LIMIT:
-        cluster_view(str(ws.root), parts_signature(ws), None)
+        cluster_view(str(ws.root), annotations_url, parts_signature(ws), None)

@@ -48,7 +48,7 @@ def labels_for(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
 @st.cache_data(ttl=LABELS_TTL_S, show_spinner=False, max_entries=4)
 def verdicts_for(url: str, viewer: Viewer) -> dict[str, bool | None]:
     """People's verdicts as ``viewer`` may see them (the store decides; blind: their own)."""
-    if _missing_sqlite_store(url):
+    if missing_sqlite_store(url):
         return {}
     return human_verdicts(get_store_for(url), viewer)
 
@@ -124,7 +124,7 @@ def statistics_frame(source: str, verdicts: dict[str, bool | None],
 def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
     """Compute what a first visit shows (no filter changed, nobody signed in), to the caches
     the page reads. Runs in a background thread; draws nothing."""
-    verdicts = {} if _missing_sqlite_store(annotations_url) \
+    verdicts = {} if missing_sqlite_store(annotations_url) \
         else verdicts_for(annotations_url, viewer_of(None))
     frame, signature = statistics_frame(source, verdicts, ws)
     runs, _, _ = filter_options(signature, frame)
@@ -133,14 +133,14 @@ def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
     # A warm-up only reads: it never creates a workspace's annotation store (opening a SQLite
     # store makes its file). No store yet means no labels; the tables' cache key is the same
     # as for an empty store's frames (`labels_token` is 0 for both).
-    if not _missing_sqlite_store(annotations_url):
+    if not missing_sqlite_store(annotations_url):
         labels, pairs = labels_for(annotations_url, viewer_of(None))
     counted = counted_labels(labels, LABEL_SCOPES[0])
     tables_for(signature, tuple(runs), None, None, labels_token(counted, pairs), frame, counted,
                pairs)
 
 
-def _missing_sqlite_store(url: str) -> bool:
+def missing_sqlite_store(url: str) -> bool:
     """True for a SQLite store whose file does not exist yet (opening it would create it)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +59,17 @@ def build_clusters(
     *,
     distance: float | None = None,
     outlier_similarity: float = DEFAULT_OUTLIER_SIMILARITY,
+    stored: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ClusterView:
-    """Embed every failure (question, final SQL, error text, divergence) and cluster them."""
+    """Embed every failure (question, final SQL, error text, divergence) and cluster them.
+    ``stored`` (trajectory id -> the evidence a pre-label run stored beside its pre-label)
+    spares the finder on the failures it covers, as for the queue's classifier."""
     from labeling.learn.features import failure_text, findings
+    from labeling.prelabel.heuristic import HeuristicLabeller
 
     ids = sorted(trajectories)
-    found = {i: findings(trajectories[i]) for i in ids}
+    labeller = HeuristicLabeller()
+    found = {i: findings(trajectories[i], labeller, (stored or {}).get(i)) for i in ids}
     vectors = embedder.embed([failure_text(trajectories[i], found[i]) for i in ids])
     cut = embedder.default_distance if distance is None else distance
     clusters = cluster_embeddings(ids, vectors, distance=cut,

@@ -103,5 +103,5 @@ def test_a_large_workspace_is_not_clustered_before_anyone_asks(
     builds: list[int] = []
     monkeypatch.setattr(clusters_data, "build_clusters",
                         lambda *a, **k: builds.append(1))
-    clusters_data.warm_cluster_view(Workspace(fresh_workspace))
+    clusters_data.warm_cluster_view(Workspace(fresh_workspace), "sqlite:///:memory:")
     assert builds == []

@@ -55,6 +55,23 @@ def test_workspace_from_environment(tmp_path: Path) -> None:
     assert code == 0 and (ws / "trajectories").is_dir()
 
 
+def test_no_progress_bar_goes_to_a_log_or_a_pipe(tmp_path: Path, demo_workspace: Path) -> None:
+    """Progress bars are for a terminal: in a log each refresh was a line, and an error after
+    a slow start was no longer the one line a script reads."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(demo_workspace, ws)
+    # Pre-labelling the demo's failures takes seconds: a bar would have appeared (0.2 s).
+    proc = subprocess.run(
+        [sys.executable, "-m", "faillab.cli", "prelabel", "--workspace", str(ws)],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "traj/s" not in proc.stderr and "\r" not in proc.stderr, proc.stderr[:500]
+    assert "labelled" in proc.stdout + proc.stderr
+
+
 def test_invalid_file_is_one_line_error_and_changes_nothing(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     bad = tmp_path / "bad.jsonl"

@@ -131,3 +131,32 @@ def test_a_cluster_is_titled_by_its_size_its_tasks_and_the_words_its_questions_s
     assert shared_words(["the patient was", "what was it"]) == []
     assert cluster_title(1, ["x"], {"x": _summary("x", "t", "Was it?")}) == (
         "Cluster 1 · 1 item from 1 task")
+
+
+def test_stored_evidence_spares_the_finder(monkeypatch: pytest.MonkeyPatch) -> None:
+    import labeling.learn.features as features
+    from labeling.clusters import build_clusters, default_embedder
+    from labeling.evidence import find_divergence
+    from labeling.prelabel.heuristic import HeuristicLabeller
+    from tests.support import make_trajectory
+    from trajectories.model import Step, StepKind
+
+    failures = {}
+    for i in range(4):
+        traj = make_trajectory(
+            steps=[Step(kind=StepKind.SQL, code=f"SELECT * FROM labs{i}", error=True,
+                        observation=f"Catalog Error: Table labs{i} does not exist")],
+            final_answer=None).with_id()
+        failures[str(traj.id)] = traj
+    labeller = HeuristicLabeller()
+    stored = {tid: labeller.label(t, labeller.taxonomy.version).evidence
+              or find_divergence(t).to_dict() for tid, t in failures.items()}
+    fresh = build_clusters(failures, default_embedder("tfidf"))
+
+    def no_finder(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the finder ran although the evidence was stored")
+
+    monkeypatch.setattr(features, "find_divergence", no_finder)
+    monkeypatch.setattr("labeling.prelabel.heuristic.find_divergence", no_finder)
+    reused = build_clusters(failures, default_embedder("tfidf"), stored=stored)
+    assert reused.items == fresh.items  # the same summaries, without running the finder
