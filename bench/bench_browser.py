@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Page, sync_playwright
+from proc_cpu import tree_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
@@ -97,35 +98,8 @@ SERVER_PID: list[int] = []
 
 
 def _process_tree_cpu() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by the server's processes and by every other
-    process started from this one (Chromium and Playwright's driver), read from /proc (Linux).
-    On a shared machine a difference of these is the work an action cost, whatever the load."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(entry.name)] = int(fields[1])
-        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-
-    def under(root: int) -> set[int]:
-        found, todo = {root}, [root]
-        while todo:
-            pid = todo.pop()
-            kids = [c for c, p in parent.items() if p == pid and c not in found]
-            found.update(kids)
-            todo.extend(kids)
-        return found
-
-    server = under(SERVER_PID[0]) if SERVER_PID else set()
-    browser = under(os.getpid()) - server - {os.getpid()}
-    return {"server": sum(cpu.get(p, 0.0) for p in server),
-            "browser": sum(cpu.get(p, 0.0) for p in browser)}
+    """CPU seconds so far of the server's processes and of the browser side (bench/proc_cpu)."""
+    return tree_cpu(SERVER_PID[:1])
 
 
 def cpu_per_action(before: dict[str, float], n: int) -> dict[str, float]:

@@ -38,6 +38,8 @@ from playwright.async_api import Browser, Page, async_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from proc_cpu import tree_cpu  # noqa: E402 - bench/ itself is on the path when run as a script
+
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -162,6 +164,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=240, help="Demo tasks (sets the items).")
     args = parser.parse_args()
 
+    import logging
+
     import pyarrow.fs as pafs
     from moto.server import ThreadedMotoServer
 
@@ -171,6 +175,7 @@ def main() -> None:
     from trajectories.objectstore import s3_filesystem
     from trajectories.workspace import Workspace
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per S3 request otherwise
     s3_port = free_port()
     endpoint = f"http://127.0.0.1:{s3_port}"
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=s3_port, verbose=False)
@@ -216,8 +221,10 @@ def main() -> None:
         for proc, replica_url in zip(replicas, urls, strict=True):
             wait_health(replica_url, proc)
         started = time.monotonic()
+        cpu_before = tree_cpu(p.pid for p in replicas)
         results = asyncio.run(team(urls, names, args.seconds))
         elapsed = time.monotonic() - started
+        cpu = {k: v - cpu_before[k] for k, v in tree_cpu(p.pid for p in replicas).items()}
 
         labels = [lab for lab in store.labels.all() if lab.annotator in names]
         store.close()
@@ -242,6 +249,10 @@ def main() -> None:
                 if latencies else None,
                 "max": round(latencies[-1], 3) if latencies else None,
             },
+            # The replicas' share of the machine (sign-ins and their start-up warm-ups
+            # included), per acknowledged label. The browsers' share is not read: Chromium's
+            # renderers are not all in this process's tree.
+            "replica_cpu_s_per_label": round(cpu["server"] / max(acknowledged, 1), 3),
             "cores": os.cpu_count(),
         }
         print(json.dumps(out, indent=2))
