@@ -16,7 +16,6 @@ from tests.deploy.support import S3Server
 from tests.support import write_native_run
 from trajectories.objectstore import S3Location
 from trajectories.parts import MANIFEST
-from trajectories.staged_import import StagedImport
 from trajectories.workspace import Workspace, WorkspaceError
 
 
@@ -118,60 +117,3 @@ def test_a_mistyped_prefix_is_not_an_empty_workspace(
     result = CliRunner().invoke(main, ["summary", "--workspace", ws, "--json"])
     assert result.exit_code == 0 and '"trajectories": 3' in result.stdout
 
-
-@pytest.mark.parametrize("when", ["stage", "publish"], ids=["before the parts", "at the publish"])
-def test_the_store_stopped_mid_import_fails_in_one_line_and_a_retry_completes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str) -> None:
-    from click.testing import CliRunner
-    from moto.server import ThreadedMotoServer
-
-    from faillab.cli import main
-    from tests.deploy.support import free_port
-
-    # A server of this test's own, to stop and start again (moto keeps its buckets in the
-    # process, so the restarted server holds what was written before the stop).
-    port = free_port()
-    server = S3Server(f"http://127.0.0.1:{port}")
-    running = [ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)]
-    running[0].start()
-    try:
-        for key, value in server.env().items():
-            monkeypatch.setenv(key, value)
-        url = server.new_bucket()
-        monkeypatch.setenv("FAILLAB_TRAJECTORIES_URL", url)
-        ws = str(tmp_path / "ws")
-        run = write_native_run(tmp_path / "run.jsonl", 30)
-        # The store goes away after the import has read the workspace (under its lock):
-        # before any part is written, or with every part written and the manifest not yet.
-        target = StagedImport if when == "stage" else workspace_module.Workspace
-        step = "stage" if when == "stage" else "_publish"
-        real = getattr(target, step)
-
-        def store_stops(self: object, *args: object, **kwargs: object) -> object:
-            running[0].stop()
-            return real(self, *args, **kwargs)
-
-        monkeypatch.setattr(target, step, store_stops)
-        failed = CliRunner().invoke(main, ["import", str(run), "--workspace", ws])
-        said = failed.stdout + failed.stderr
-        assert failed.exit_code == 1, said
-        assert "Traceback" not in said
-        # One error line (a warning about the setup, e.g. no PostgreSQL store, may precede it).
-        lines = failed.stderr.strip().split("\n")
-        errors = [line for line in lines if not line.startswith("warning: ")]
-        assert len(errors) == 1 and errors[0].startswith("error: "), failed.stderr
-        assert "not answering" in errors[0]
-        assert url.split("/")[2] in errors[0]  # it names the bucket, not a local folder
-
-        monkeypatch.setattr(target, step, real)
-        running[0] = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        running[0].start()
-        # Nothing of the failed import is visible; the retry imports every record once.
-        assert Workspace(tmp_path / "reader", trajectories_url=url).summary()[
-            "trajectories"] == 0
-        retried = CliRunner().invoke(main, ["import", str(run), "--workspace", ws, "--json"])
-        assert retried.exit_code == 0, retried.stdout + retried.stderr
-        assert Workspace(tmp_path / "reader2", trajectories_url=url).summary()[
-            "trajectories"] == 30
-    finally:
-        running[0].stop()

@@ -19,6 +19,7 @@ from faillab.cli import main
 from tests.deploy.support import S3Server, free_port
 from tests.support import write_native_run
 from trajectories.objectstore import S3Location
+from trajectories.staged_import import StagedImport
 from trajectories.workspace import Workspace
 
 
@@ -107,33 +108,41 @@ def stoppable(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[S3Server, objec
         server.stop()
 
 
+@pytest.mark.parametrize("when", ["stage", "publish"], ids=["before the parts", "at the publish"])
 def test_store_stopped_mid_import_is_one_line_and_a_retry_completes(
         tmp_path: Path, stoppable: tuple[S3Server, object],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, when: str) -> None:
     s3, server = stoppable
     url = s3.new_bucket()
     monkeypatch.setenv("FAILLAB_TRAJECTORIES_URL", url)
     monkeypatch.setenv("FAILLAB_DATABASE_URL", "")
     run = write_native_run(tmp_path / "run.jsonl", 300)
     args = ["import", str(run), "--workspace", str(tmp_path / "ws")]
-    publish = workspace_module.Workspace._publish
+    # The store goes away after the import has read the workspace under its lock: before any
+    # part is written, or with the parts written and the manifest not yet naming them.
+    target = StagedImport if when == "stage" else workspace_module.Workspace
+    step = "stage" if when == "stage" else "_publish"
+    real = getattr(target, step)
 
-    def store_stops_first(self: Workspace, *a: object, **kw: object) -> None:
-        # The parts are written; the store goes away before the manifest names them.
+    def store_stops_first(self: object, *a: object, **kw: object) -> object:
         server.stop()  # type: ignore[attr-defined]
-        publish(self, *a, **kw)  # type: ignore[arg-type]
+        return real(self, *a, **kw)
 
-    monkeypatch.setattr(workspace_module.Workspace, "_publish", store_stops_first)
+    monkeypatch.setattr(target, step, store_stops_first)
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("warning: ")  # no PostgreSQL lock: warned
     assert lines[1].startswith(f"error: {url}: ") and "not answering" in lines[1]
-    assert "run the same command again" in lines[1]
+    if when == "publish":
+        assert "run the same command again" in lines[1]
 
-    monkeypatch.setattr(workspace_module.Workspace, "_publish", publish)
+    monkeypatch.setattr(target, step, real)
     server.start()  # type: ignore[attr-defined]
+    # Nothing of the failed import shows; the same command imports every record once.
+    assert Workspace(tmp_path / "reader", trajectories_url=url).summary()["trajectories"] == 0
     result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["imported"] == 300
