@@ -66,6 +66,7 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
     from trajectories.importers.mapping import load_mapping
     from trajectories.importers.tasks import load_tasks
     from trajectories.objectstore import ObjectStoreError
+    from trajectories.parts import WorkspaceUnreachableError
     from trajectories.workspace import WorkspaceError
 
     if require_tasks and tasks_file is None:
@@ -108,13 +109,14 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
                         "imported; --skip-invalid imports the rest)") from None
     except ImportProblem as problem:
         raise UserError(f"{problem} (nothing was imported)") from None
+    except WorkspaceUnreachableError as err:
+        raise UserError(f"{err}; the import did not complete: {RUN_AGAIN}") from None
     except WorkspaceError as err:
         raise UserError(str(err)) from None
     except (ObjectStoreError, OSError) as err:
         # The store (or the disk) failed under the import: nothing half-imported is visible,
         # and a retry recognises what an earlier attempt published.
-        raise UserError(f"{err}; the import did not complete: run the same command again "
-                        "once the store answers (nothing is imported twice)") from None
+        raise UserError(f"{err}; the import did not complete: {RUN_AGAIN}") from None
     finally:
         bar.close()
     try:
@@ -143,6 +145,8 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
 
 #: What a folder given to ``faillab import`` is searched for.
 IMPORTED_SUFFIXES = frozenset({".json", ".jsonl", ".eval", ".csv", ".tsv"})
+#: What an import stopped by an unanswering store tells the person to do.
+RUN_AGAIN = "run the same command again once the store answers (nothing is imported twice)"
 #: Unmatched trajectories listed by name before the rest are counted.
 _UNMATCHED_SHOWN = 20
 

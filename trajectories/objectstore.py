@@ -28,6 +28,10 @@ class ObjectStoreError(Exception):
     """A bad object-store URL or an object store that does not answer."""
 
 
+class ObjectStoreUnreachableError(ObjectStoreError):
+    """The object store did not answer: trying again later is the remedy."""
+
+
 def is_remote(url: str) -> bool:
     return url.startswith(SCHEME)
 
@@ -114,15 +118,14 @@ class RemoteParts:
             self.check_bucket()
             return None
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot read {name}: "
-                                   f"{describe(err)}") from None
+            raise failure(f"{self.location.url}: cannot read {name}: ", err) from None
 
     def check_bucket(self) -> None:
         """A missing bucket is a mistake (a typo, the wrong endpoint), not an empty workspace."""
         try:
             info = self.filesystem.get_file_info(self.location.bucket)
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: {describe(err)}") from None
+            raise failure(f"{self.location.url}: ", err) from None
         if info.type == pafs.FileType.NotFound:
             raise ObjectStoreError(
                 f"{self.location.url}: bucket {self.location.bucket!r} does not exist at this "
@@ -135,8 +138,7 @@ class RemoteParts:
             with self.filesystem.open_output_stream(self.path(name)) as stream:
                 stream.write(text.encode("utf-8"))
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot write {name}: "
-                                   f"{describe(err)}") from None
+            raise failure(f"{self.location.url}: cannot write {name}: ", err) from None
 
     def sizes(self, suffix: str = ".parquet") -> dict[str, int]:
         """Each object's size in bytes (one LIST request): readers then skip a HEAD per part."""
@@ -153,7 +155,7 @@ class RemoteParts:
         try:
             infos = self.filesystem.get_file_info(selector)
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot list: {describe(err)}") from None
+            raise failure(f"{self.location.url}: cannot list: ", err) from None
         out = []
         for info in infos:
             if info.type == pafs.FileType.File and info.base_name.endswith(suffix):
@@ -166,16 +168,22 @@ class RemoteParts:
             with contextlib.suppress(FileNotFoundError):
                 self.filesystem.delete_file(self.path(name))
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot delete {name}: "
-                                   f"{describe(err)}") from None
+            raise failure(f"{self.location.url}: cannot delete {name}: ", err) from None
 
     def exists(self, name: str) -> bool:
         try:
             info = self.filesystem.get_file_info(self.path(name))
         except OSError as err:
-            raise ObjectStoreError(f"{self.location.url}: cannot look up {name}: "
-                                   f"{describe(err)}") from None
+            raise failure(f"{self.location.url}: cannot look up {name}: ", err) from None
         return bool(info.type == pafs.FileType.File)
+
+
+def failure(context: str, err: OSError) -> ObjectStoreError:
+    """``context: what the store said`` as the error to raise: an unreachable store gets its
+    own class, so an import can say that running it again will do."""
+    text = describe(err)
+    unreachable = text.startswith("the object store is not answering")
+    return (ObjectStoreUnreachableError if unreachable else ObjectStoreError)(f"{context}{text}")
 
 
 def describe(err: OSError) -> str:

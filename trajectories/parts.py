@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from trajectories.objectstore import ObjectStoreError, RemoteParts
+from trajectories.objectstore import ObjectStoreError, ObjectStoreUnreachableError, RemoteParts
 from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name
 
 PART_GLOB = "part-*.parquet"
@@ -63,6 +63,10 @@ def _checked_manifest(text: str) -> tuple[str | None, dict[str, Any]]:
 
 class WorkspaceError(Exception):
     """A workspace problem the user can act on (missing database, bad settings file)."""
+
+
+class WorkspaceUnreachableError(WorkspaceError):
+    """The workspace's object store did not answer: the same command can be run again."""
 
 
 class Parts:
@@ -337,6 +341,8 @@ def _store_errors() -> Iterator[None]:
     errors the CLI and the app show for workspace problems."""
     try:
         yield
+    except ObjectStoreUnreachableError as err:
+        raise WorkspaceUnreachableError(str(err)) from None
     except ObjectStoreError as err:
         raise WorkspaceError(str(err)) from None
 

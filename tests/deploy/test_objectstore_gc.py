@@ -136,8 +136,7 @@ def test_store_stopped_mid_import_is_one_line_and_a_retry_completes(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("warning: ")  # no PostgreSQL lock: warned
     assert lines[1].startswith(f"error: {url}: ") and "not answering" in lines[1]
-    if when == "publish":
-        assert "run the same command again" in lines[1]
+    assert "run the same command again" in lines[1]
 
     monkeypatch.setattr(target, step, real)
     server.start()  # type: ignore[attr-defined]
