@@ -1,9 +1,11 @@
 """Blind everywhere, in Chromium: with the pre-label hidden until commit, an annotator sees no
 automatic opinion (the evidence finder's suggested category) on the Trajectory page or the
-Clusters page before labelling the item; a lead does, and so does the annotator afterwards."""
+Clusters page before labelling the item; a lead does, and so does the annotator afterwards. A
+cluster decision on items not assigned to an annotator is refused, and nothing is stored."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +89,22 @@ def test_clusters_page_hides_item_and_cluster_suggestions_before_commit(
            ).to_be_visible(timeout=120_000)
     for page in (bea, lee):
         page.context.close()
+
+
+def test_an_annotator_is_refused_a_cluster_decision_on_items_not_theirs(
+        browser: Browser, blind_server: tuple[StreamlitServer, Store, str]) -> None:
+    server, store, _ = blind_server
+    bea = as_person(browser, server, "bea", "clusters")  # nothing is assigned to bea
+    try:
+        form = bea.locator("[data-testid='stForm']").first
+        form.wait_for(timeout=120_000)
+        form.locator("[data-testid='stSelectbox']").click()
+        bea.get_by_role("option", name="SQL Logic Error").click()
+        before = len([lab for lab in store.labels.all() if lab.annotator == "bea"])
+        form.get_by_role("button", name=re.compile(r"^Label \d+ items")).click()
+        wait_idle(bea, 60_000)
+        expect(bea.locator("[data-testid='stAlertContentError']")).to_contain_text(
+            "not assigned", timeout=30_000)
+        assert len([lab for lab in store.labels.all() if lab.annotator == "bea"]) == before
+    finally:
+        bea.context.close()
