@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from annotate_marks import ITEM_KEY, NEXT_ITEM
 from playwright.sync_api import Page, sync_playwright
 from proc_cpu import tree_cpu
 
@@ -215,27 +216,15 @@ def timed_rerun(page: Page, action: Callable[[], None], timeout_ms: int = 60_000
     return elapsed
 
 
-_ITEM_KEY = """() => {
-  const el = document.querySelector("[class*='st-key-annotate_item_']");
-  return el ? el.className : null;
-}"""
-_NEXT_ITEM = """(before) => {
-  const el = document.querySelector("[class*='st-key-annotate_item_']");
-  const app = document.querySelector("[data-testid='stApp']");
-  return (!el || el.className !== before)
-      && app.getAttribute('data-test-script-state') === 'notRunning';
-}"""
-
-
 def timed_two_keys(page: Page, first: str, second: str, timeout_ms: int = 60_000) -> float:
     """Seconds from the first of two keys, pressed at a typist's pace, until the Annotate page
     shows the next item (the first key's own rerun, drawing the mark, does not count as done)."""
-    before = page.evaluate(_ITEM_KEY)
+    before = page.evaluate(ITEM_KEY)
     page.evaluate(_PHASE_INIT)
     start = time.perf_counter()
     page.keyboard.press(first)
     page.keyboard.press(second)
-    page.wait_for_function(_mark_done(_NEXT_ITEM), arg=before, timeout=timeout_ms, polling=10)
+    page.wait_for_function(_mark_done(NEXT_ITEM), arg=before, timeout=timeout_ms, polling=10)
     elapsed = time.perf_counter() - start
     _record_phases(page)
     return elapsed
@@ -642,10 +631,11 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             # Solo local use: take a batch of unassigned failures into this annotator's queue.
             annotate.get_by_role("button", name="Take").first.click(timeout=30_000)
             wait_idle(annotate)
+            annotate.wait_for_selector("[class*='st-key-annotate_item_']", timeout=60_000)
             annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
             keys = []
             for i in range(repeat):
-                if annotate.evaluate(_ITEM_KEY) is None:  # the batch taken is all labelled
+                if annotate.evaluate(ITEM_KEY) is None:  # the batch taken is all labelled
                     break
                 key = str(1 + i % 6)
                 keys.append(timed_rerun(annotate,
@@ -661,10 +651,11 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
             identify(annotate, "bench-step-annotator")
             annotate.get_by_role("button", name="Take").first.click(timeout=30_000)
             wait_idle(annotate)
+            annotate.wait_for_selector("[class*='st-key-annotate_item_']", timeout=60_000)
             annotate.evaluate("() => document.activeElement && document.activeElement.blur()")
             seconds = []
             for i in range(repeat):
-                if annotate.evaluate(_ITEM_KEY) is None:
+                if annotate.evaluate(ITEM_KEY) is None:
                     break
                 seconds.append(timed_two_keys(annotate, "f", str(1 + i % 6)))
             return figures(seconds)

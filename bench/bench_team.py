@@ -38,6 +38,7 @@ from playwright.async_api import Browser, Page, async_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from annotate_marks import ITEM_KEY, NEXT_ITEM  # noqa: E402 - bench/ is on the path
 from proc_cpu import tree_cpu  # noqa: E402 - bench/ itself is on the path when run as a script
 
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
@@ -53,18 +54,6 @@ _IDLE = """() => {
   return app && app.getAttribute('data-test-connection-state') === 'CONNECTED'
       && app.getAttribute('data-test-script-state') === 'notRunning';
 }"""
-_ITEM = """() => {
-  const el = document.querySelector("[class*='st-key-annotate_item_']");
-  return el ? el.className : null;
-}"""
-_NEXT_ITEM = """(before) => {
-  const el = document.querySelector("[class*='st-key-annotate_item_']");
-  const app = document.querySelector("[data-testid='stApp']");
-  return (!el || el.className !== before)
-      && app.getAttribute('data-test-script-state') === 'notRunning';
-}"""
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -127,13 +116,13 @@ async def annotator(browser: Browser, url: str, name: str, seconds: float,
     errors = 0
     n = 0
     while time.monotonic() < deadline:
-        before = await page.evaluate(_ITEM)
+        before = await page.evaluate(ITEM_KEY)
         if before is None:
             break  # the queue is done
         start = time.perf_counter()
         await page.keyboard.press(str(1 + n % 6))
         try:
-            await page.wait_for_function(_NEXT_ITEM, arg=before, timeout=60_000, polling=10)
+            await page.wait_for_function(NEXT_ITEM, arg=before, timeout=60_000, polling=10)
         except Exception:  # a key the page never acknowledged is not counted
             errors += 1
             continue

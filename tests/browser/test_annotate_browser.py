@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 from faillab.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
-from tests.browser.support import StreamlitServer, screenshot, wait_idle
+from tests.browser.support import StreamlitServer, local_sign_in, screenshot, wait_idle
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
@@ -45,14 +45,7 @@ def setup(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
 
 
 def sign_in(browser: Browser, server: StreamlitServer, name: str, path: str) -> Page:
-    page = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
-    page.goto(f"{server.url}/{path}")
-    wait_idle(page)
-    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
-    field.fill(name)
-    field.press("Enter")
-    wait_idle(page)
-    return page
+    return local_sign_in(browser, server, name, path, {"width": 1500, "height": 1000})
 
 
 def write_note(page: Page, text: str) -> None:

@@ -22,6 +22,7 @@ from tests.browser.support import (
     StreamlitServer,
     cut_controls,
     free_port,
+    local_sign_in,
     screenshot,
     wait_idle,
 )
@@ -69,14 +70,8 @@ def screen(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
 
 def sign_in(browser: Browser, server: StreamlitServer, name: str,
             viewport: ViewportSize) -> Page:
-    page = browser.new_context(viewport=viewport).new_page()
-    page.goto(f"{server.url}/annotate")
-    wait_idle(page)
-    field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
-    field.fill(name)
-    field.press("Enter")
-    wait_idle(page)
-    return page
+    return local_sign_in(browser, server, name, "annotate",
+                         {"width": viewport["width"], "height": viewport["height"]})
 
 
 def take(page: Page) -> None:
