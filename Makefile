@@ -58,7 +58,7 @@ lint: install-dev
 ## make docs: regenerate the generated reference files (docs/cli.md, docs/settings.md,
 ## data/trajectory.schema.json); a test fails when they are stale
 docs: install
-	$(BIN)/python -m faillab.reference_docs
+	$(BIN)/python -m faillab.cli.reference_docs
 
 demo: install
 	$(BIN)/faillab demo --workspace $(WORKSPACE)

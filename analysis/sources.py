@@ -19,6 +19,7 @@ from analysis.charts import CHARTS
 from analysis.failures import PROVENANCE_COLUMNS
 from analysis.success import NO_SCOPE, OTHER_INTENT
 from analysis.tables import TABLES, all_tables
+from faillab.core.errors import FaillabError
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
 from trajectories.queries import DEFAULT_SUCCESS_SOURCE
@@ -76,7 +77,7 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
-class SourceError(Exception):
+class SourceError(FaillabError):
     """A problem with the inputs that the user can fix (unknown run or table)."""
 
 

@@ -24,10 +24,10 @@ from urllib.parse import quote, unquote, urlsplit
 import streamlit as st
 
 from faillab.app.state import get_settings, get_store
-from faillab.settings import Settings
+from faillab.core.settings import AuthMode, Settings
 from labeling.store import Store, StoreError, User
 from labeling.store.models import utcnow
-from labeling.store.records import LEAD_ROLES
+from labeling.store.records import LEAD_ROLES, Role
 from labeling.store.sessions import SignInRefusal, ThrottleRule
 from labeling.store.users import (
     MIN_PASSWORD_LENGTH,
@@ -274,14 +274,14 @@ def _oidc_mode() -> User | None:
         return None
     if st.sidebar.button("Sign out", key="oidc_logout"):
         st.logout()
-    return get_store().users.ensure(str(email), "annotator")
+    return get_store().users.ensure(str(email), Role.ANNOTATOR.value)
 
 
 def _identify() -> User | None:
     mode = get_settings().auth
-    if mode == "password":
+    if mode == AuthMode.PASSWORD:
         user = _password_mode()
-    elif mode == "oidc":
+    elif mode == AuthMode.OIDC:
         user = _oidc_mode()
     else:
         user = _none_mode()
@@ -300,7 +300,7 @@ def sign_in_gate() -> User | None:
 
 
 def sign_in_required() -> bool:
-    return get_settings().auth in {"password", "oidc"}
+    return get_settings().auth != AuthMode.NONE
 
 
 def current_user() -> User | None:

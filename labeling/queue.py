@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from labeling.pool import failed_frame
 from labeling.store.policy import OPERATOR, Viewer
 
 if TYPE_CHECKING:
@@ -26,22 +27,6 @@ if TYPE_CHECKING:
 
 
 # -- which items ---------------------------------------------------------------------------------
-
-
-#: Trajectories a person must look at: failures, and those the judge could not decide
-#: although the task has a gold answer (a person gives the verdict, then the label).
-NEEDS_A_PERSON = ("NOT success OR (success IS NULL AND judge_verdict = 'undecided' "
-                  "AND judge_method <> 'no_ground_truth')")
-
-
-def failed_frame(ws: Workspace) -> pd.DataFrame:
-    """Failed trajectories (workspace `success = false`) and undecided ones (``undecided``
-    True: the judge could not tell), with the columns queues stratify on."""
-    frame: pd.DataFrame = ws.query_df(
-        "SELECT id, intent, scope, template_id, task_id, success IS NULL AS undecided "
-        f"FROM trajectories WHERE {NEEDS_A_PERSON} ORDER BY run, task_id, rollout, id"
-    )
-    return frame
 
 
 def stratum_of(intent: Any, scope: Any) -> str:
@@ -203,7 +188,6 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     has them already; read from the workspace otherwise."""
     if min_labels <= 0:
         return None
-    from labeling.clusters import workspace_failures
     from labeling.learn.proposals import (
         FEATURES,
         failure_features,
@@ -211,6 +195,7 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
         ready,
         stored_evidence,
     )
+    from labeling.pool import workspace_failures
 
     revision = store_revision(store)
     failed, confirmed = _ranking_inputs(store, ws, revision, failed_ids)

@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from faillab.core.errors import FaillabError
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TAXONOMY = "ehr_complex"
 
@@ -23,7 +25,7 @@ _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _EXAMPLE_FIELDS = ("question", "ground_truth", "agent_answer", "local_error", "analysis")
 
 
-class TaxonomyError(ValueError):
+class TaxonomyError(FaillabError, ValueError):
     """A taxonomy file or text is malformed; the message names the file (if any) and field."""
 
 

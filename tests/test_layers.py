@@ -41,3 +41,25 @@ def test_the_contract_holds_and_breaks_on_a_planted_upward_import(tmp_path: Path
     assert broken.returncode != 0
     assert "The domain (trajectories, taxonomy) imports nothing above it BROKEN" in broken.stdout
     assert "trajectories.model -> analysis" in broken.stdout
+
+
+def test_a_planted_cycle_between_sibling_modules_breaks_the_contract(tmp_path: Path) -> None:
+    # labeling.queue reads the pool of work from labeling.pool; the pool importing the queue
+    # back makes the two siblings a cycle, which the acyclic contract must name.
+    root = _copy(tmp_path)
+    pool = root / "labeling" / "pool.py"
+    pool.write_text(pool.read_text() + "\nfrom labeling import queue  # planted\n")
+    broken = _lint(root)
+    assert broken.returncode != 0
+    assert "No two sibling modules or packages import each other, at any depth BROKEN" \
+        in broken.stdout
+    assert "- .pool -> .queue (1 import)" in broken.stdout
+
+
+def test_an_import_only_a_type_checker_reads_is_not_a_dependency(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    pool = root / "labeling" / "pool.py"
+    pool.write_text(pool.read_text()
+                    + "\nif TYPE_CHECKING:\n    from labeling import queue  # planted\n")
+    kept = _lint(root)
+    assert kept.returncode == 0, kept.stdout + kept.stderr

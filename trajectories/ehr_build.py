@@ -23,6 +23,8 @@ from pathlib import Path
 
 import duckdb
 
+from faillab.core.errors import FaillabError
+
 __all__ = ["MIMIC_MODULES", "MimicBuildError", "build_duckdb_from_mimic", "find_mimic_csvs"]
 
 MIMIC_MODULES = ("hosp", "icu")
@@ -53,7 +55,7 @@ TEXT_COLUMNS = frozenset(
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class MimicBuildError(Exception):
+class MimicBuildError(FaillabError):
     """Building the EHR database failed; the message is one line."""
 
 

@@ -21,7 +21,7 @@ from trajectories.parts import (
     RETIRED_GRACE_S,
     Parts,
     WorkspaceError,
-    _store_errors,
+    store_errors,
 )
 
 
@@ -102,7 +102,7 @@ class GarbageCollection(Parts):
     def _part_entries(self) -> list[tuple[str, float, int]]:
         """(name, modification time, bytes) of the part objects or files and staging files."""
         if self.remote is not None:
-            with _store_errors():
+            with store_errors():
                 return [(n, m, s) for n, m, s in self.remote.infos(".parquet")
                         if n.startswith("part-")]
         if not self.parts_dir.is_dir():
@@ -120,7 +120,7 @@ class GarbageCollection(Parts):
 
     def _delete_leftover(self, name: str) -> None:
         if self.remote is not None:
-            with _store_errors():
+            with store_errors():
                 self.remote.delete(name)
             return
         try:

@@ -249,7 +249,7 @@ SCHEMA_ID = f"https://faillab.invalid/schema/trajectory/{FORMAT_VERSION}"
 def trajectory_json_schema() -> dict[str, Any]:
     """The native format's JSON Schema, generated from the models above (the one definition).
 
-    Published as ``data/trajectory.schema.json`` by ``python -m faillab.reference_docs``; a test
+    Published as ``data/trajectory.schema.json`` by ``python -m faillab.cli.reference_docs``; a test
     fails when the published file differs from this."""
     generated = Trajectory.model_json_schema(mode="validation")
     return {

@@ -21,10 +21,12 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from faillab.core.errors import FaillabError
+
 SCHEME = "s3://"
 
 
-class ObjectStoreError(Exception):
+class ObjectStoreError(FaillabError):
     """A bad object-store URL or an object store that does not answer."""
 
 
@@ -83,7 +85,7 @@ def s3_filesystem(*, endpoint: str = "", region: str = "", access_key: str = "",
 
 def filesystem_from_settings() -> pafs.S3FileSystem:
     """The S3 client configured by the settings (endpoint, region, AWS credentials)."""
-    from faillab.settings import Settings
+    from faillab.core.settings import Settings
 
     s = Settings.from_env()
     return s3_filesystem(endpoint=s.s3_endpoint, region=s.s3_region,
@@ -93,7 +95,7 @@ def filesystem_from_settings() -> pafs.S3FileSystem:
 
 def configured_trajectories_url() -> str:
     """``FAILLAB_TRAJECTORIES_URL`` (empty: the workspace's own folder)."""
-    from faillab.settings import Settings
+    from faillab.core.settings import Settings
 
     return Settings.from_env().trajectories_url
 

@@ -12,7 +12,6 @@ manifest alone keeps it hidden until it is published.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -28,6 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from faillab.core.errors import FaillabError
+from faillab.core.locks import MachineLock
 from trajectories.objectstore import ObjectStoreError, ObjectStoreUnreachableError, RemoteParts
 from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name
 
@@ -61,7 +62,7 @@ def _checked_manifest(text: str) -> tuple[str | None, dict[str, Any]]:
     return None, data
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(FaillabError):
     """A workspace problem the user can act on (missing database, bad settings file)."""
 
 
@@ -139,9 +140,10 @@ class Parts:
         left (garbage collection, which only removes what is past the grace period, opts
         out)."""
         self.create()
-        with open(self.root / ".write.lock", "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
+        lock = MachineLock(self.root / ".write.lock",
+                           busy_message=f"another writer holds {self.root}'s write lock")
+        try:
+            with lock.held():
                 if clean:
                     self._clean_stale_staging()
                 if self.remote is None and self._read_manifest() is None:
@@ -151,8 +153,8 @@ class Parts:
                     self._write_manifest(sorted(p.name for p in
                                                 self.parts_dir.glob(PART_GLOB)), {})
                 yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            lock.close()
 
     def _clean_stale_staging(self) -> int:
         """Delete staging files left by a writer that died (``kill -9``, power loss).
@@ -194,13 +196,13 @@ class Parts:
         visible = set(manifest["parts"]) if manifest else set()
         now = time.time()
         expired = {n for n, at in retired.items() if now - float(at) > RETIRED_GRACE_S}
-        with _store_errors():
+        with store_errors():
             listed = self.remote.objects()
         gone = [name for name, mtime in listed
                 if name not in visible and (name in expired
                                             or (name not in retired
                                                 and now - mtime > RETIRED_GRACE_S))]
-        with _store_errors():
+        with store_errors():
             for name in gone:
                 self.remote.delete(name)
         if manifest is not None and expired:
@@ -222,7 +224,7 @@ class Parts:
         for attempt in range(MANIFEST_READS):
             try:
                 if self.remote is not None:
-                    with _store_errors():
+                    with store_errors():
                         text = self.remote.read_text(MANIFEST)
                     if text is None:
                         return None
@@ -249,10 +251,10 @@ class Parts:
         body = {"parts": sorted(parts), "retired": retired, "sources": sources}
         text = json.dumps({**body, "sha256": _manifest_digest(body)}, indent=0)
         if self.remote is not None:
-            with _store_errors():
+            with store_errors():
                 self.remote.write_text(MANIFEST, text)
         else:
-            _atomic_write_text(self.manifest_path, text)
+            atomic_write_text(self.manifest_path, text)
 
     def imported_sources(self) -> dict[str, int]:
         """Files imported whole before (by content, name and import options): a re-import
@@ -336,7 +338,7 @@ class Parts:
 
 
 @contextlib.contextmanager
-def _store_errors() -> Iterator[None]:
+def store_errors() -> Iterator[None]:
     """Object-store failures (no such bucket, refused credentials, no answer) as the one-line
     errors the CLI and the app show for workspace problems."""
     try:
@@ -348,7 +350,7 @@ def _store_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _store_errors_from_os() -> Iterator[None]:
+def store_errors_from_os() -> Iterator[None]:
     """A part listed in the manifest that cannot be read (deleted by hand, access revoked)."""
     try:
         yield
@@ -356,7 +358,7 @@ def _store_errors_from_os() -> Iterator[None]:
         raise WorkspaceError(f"cannot read a trajectory part: {err}") from None
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
     tmp.write_text(text, "utf-8")
     os.replace(tmp, path)

@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 
 from trajectories.model import Trajectory
-from trajectories.parts import Parts, _store_errors, _store_errors_from_os
+from trajectories.parts import Parts, store_errors, store_errors_from_os
 from trajectories.rows import INDEX_COLUMNS, INDEX_SCHEMA, JUDGE_COLUMNS, PROVENANCE_COLUMNS
 
 if TYPE_CHECKING:
@@ -340,9 +340,9 @@ class Queries(Parts):
         assert self.remote is not None
         fmt = ds.ParquetFileFormat()
         fragments = []
-        with _store_errors():
+        with store_errors():
             sizes = self.remote.sizes()
-        with _store_errors_from_os():
+        with store_errors_from_os():
             for path in files:
                 fragment = fmt.make_fragment(path, filesystem=self._fs,
                                              file_size=sizes.get(Path(path).name))

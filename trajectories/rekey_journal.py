@@ -17,10 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faillab.core.errors import FaillabError
+
 JOURNAL = "pending-rekeys.json"
 
 
-class JournalError(Exception):
+class JournalError(FaillabError):
     """The journal file exists but cannot be read as one."""
 
 

@@ -33,7 +33,7 @@ from trajectories.importers import ImportProblem
 from trajectories.importers.errors import ImportProblems
 from trajectories.model import Trajectory
 from trajectories.objectstore import ObjectStoreError
-from trajectories.parts import WorkspaceError, _atomic_write_text
+from trajectories.parts import WorkspaceError, atomic_write_text
 from trajectories.prior_rows import PriorRows, Replacement, match_records
 from trajectories.rows import PART_OPTIONS, index_row, reject_line, remove_part
 
@@ -249,7 +249,7 @@ class StagedImport:
             # keep their own rejects file.
             stamp = time.strftime("%Y%m%dT%H%M%S")
             rejects_path = self.ws.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
-            _atomic_write_text(rejects_path, "".join(reject_line(r) for r in self.rejects))
+            atomic_write_text(rejects_path, "".join(reject_line(r) for r in self.rejects))
             self.report.rejects_file = rejects_path
 
     def fill_report(self) -> None:

@@ -53,7 +53,7 @@ from trajectories.parts import (
     PART_GLOB,
     RETIRED_GRACE_S,
     WorkspaceError,
-    _atomic_write_text,
+    atomic_write_text,
 )
 from trajectories.prior_rows import read_part_columns
 from trajectories.queries import (
@@ -158,7 +158,7 @@ class Workspace(Queries, Compaction, Scoring):
     def write_settings(self, **updates: Any) -> None:
         self.create()
         data = {**self.read_settings(), **updates}
-        _atomic_write_text(self.settings_path, json.dumps(data, indent=2, sort_keys=True))
+        atomic_write_text(self.settings_path, json.dumps(data, indent=2, sort_keys=True))
 
     @property
     def ehr_path(self) -> Path | None:

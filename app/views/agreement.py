@@ -17,7 +17,7 @@ from faillab.app.auth import require_user
 from faillab.app.state import get_store, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_initials, category_label
-from faillab.textsafe import csv_frame
+from faillab.core.textsafe import csv_frame
 from labeling.rater_agreement import (
     latest_human_labels,
     multi_rater_summary,

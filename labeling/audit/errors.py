@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from faillab.core.errors import FaillabError
 
-class AuditError(Exception):
+
+class AuditError(FaillabError):
     """A problem the user can fix (unknown run, empty pool, too few annotators...)."""

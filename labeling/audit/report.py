@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from labeling.agreement import BinaryAgreement, binary_agreement, cohens_kappa_from_labels
-from labeling.store.records import AuditItem
+from labeling.store.records import STAGES, AuditItem
 
 __all__ = [
     "AnnotatorVsFinal",
@@ -35,8 +35,7 @@ __all__ = [
     "parse_valid",
 ]
 
-Stage = Literal["review", "adjudication"]
-_STAGES: tuple[str, ...] = ("review", "adjudication")
+Stage = Literal["review", "adjudication"]  # the values of labeling.store.records.Stage
 _LABELS = ("valid", "invalid")
 
 _TRUE = frozenset({"1", "true", "valid"})
@@ -67,8 +66,8 @@ class Judgment:
     stage: Stage = "review"
 
     def __post_init__(self) -> None:
-        if self.stage not in _STAGES:
-            raise ValueError(f"stage must be one of {_STAGES}, got {self.stage!r}")
+        if self.stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}, got {self.stage!r}")
         if not isinstance(self.valid, bool):
             raise TypeError(f"valid must be a bool, got {self.valid!r}; see parse_valid()")
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from labeling.clusters.build import ClusterView, build_clusters, workspace_failures
+from labeling.clusters.build import ClusterView, build_clusters
 from labeling.clusters.cluster import Cluster, cluster_embeddings
 from labeling.clusters.decide import cluster_note, label_cluster
 from labeling.clusters.describe import cluster_title, shared_words
 from labeling.clusters.embed import Embedder, TfidfEmbedder, default_embedder, minilm_available
+from labeling.pool import workspace_failures
 
 __all__ = [
     "Cluster",

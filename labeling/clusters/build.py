@@ -11,7 +11,6 @@ from labeling.clusters.embed import Embedder
 
 if TYPE_CHECKING:
     from trajectories.model import Trajectory
-    from trajectories.workspace import Workspace
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +63,7 @@ def build_clusters(
     """Embed every failure (question, final SQL, error text, divergence) and cluster them.
     ``stored`` (trajectory id -> the evidence a pre-label run stored beside its pre-label)
     spares the finder on the failures it covers, as for the queue's classifier."""
-    from labeling.learn.features import failure_text, findings
+    from labeling.features import failure_text, findings
     from labeling.prelabel.heuristic import HeuristicLabeller
 
     ids = sorted(trajectories)
@@ -85,12 +84,3 @@ def build_clusters(
                                str(ev["category"]) if ev.get("category") else None,
                                step if isinstance(step, int) else None)
     return ClusterView(embedder.name, cut, clusters, items)
-
-
-def workspace_failures(ws: Workspace) -> dict[str, Trajectory]:
-    """The workspace's failed trajectories, keyed by id."""
-    from labeling.queue import failed_frame
-
-    ids = [str(t) for t in failed_frame(ws)["id"].tolist()]
-    found = ws.get_many(ids)
-    return {tid: found[tid] for tid in ids if tid in found}

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from labeling import signals as sg
 from labeling.evidence.finder import Evidence
-from labeling.prelabel import signals as sg
 
 CAP = 0.9  # the demo's causes are cleaner than real ones
 STEP = 0.05  # confidences are rounded to this: more digits would be false precision

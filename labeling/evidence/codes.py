@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from labeling import signals as sg
 from labeling.evidence.grounding import TEXT_CODE_COLS, related, words
 from labeling.evidence.parts import Divergence, RefParts, decompose
 from labeling.evidence.probes import CodeInfo, Probe
-from labeling.prelabel import signals as sg
 
 
 def _looked_up(probe: Probe, pairs: frozenset[tuple[str, str]]) -> dict[str, CodeInfo]:

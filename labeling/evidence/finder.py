@@ -34,13 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labeling import signals as sg
 from labeling.evidence.codes import earlier_wrong_code, with_lookups
 from labeling.evidence.grounding import searched, ungrounded_search, unknown_value, value_reason
 from labeling.evidence.parts import Divergence, RefParts, compare, decompose, row_id_reason
 from labeling.evidence.probes import Probe, Rows, same_rows
-from labeling.prelabel import signals as sg
-from labeling.prelabel.signals._answers import as_table
-from labeling.prelabel.signals._common import _NULL_TEXTS, has_final_answer
+from labeling.signals import NULL_TEXTS, as_table, has_final_answer
 from trajectories.model import StepKind, Trajectory
 
 __all__ = ["CALIBRATION", "MEASURED_PARTS", "Evidence", "find_divergence"]
@@ -193,7 +192,7 @@ def _answer_step(
     shape_only = pred is not None and gold is not None and sorted(pred) == sorted(gold)
     last = steps[-1][0] if steps else len(trajectory.steps) - 1
     final = trajectory.final_answer
-    if gold is None and isinstance(final, str) and final.strip().lower() in _NULL_TEXTS:
+    if gold is None and isinstance(final, str) and final.strip().lower() in NULL_TEXTS:
         no_rows = reference is not None and not reference.rows
         if no_rows or reference is None:
             return last, _div("answer", f"no rows is the right answer, final answer "

@@ -20,9 +20,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from labeling import signals as sg
 from labeling.evidence.parts import Divergence, RefParts, decompose
 from labeling.evidence.probes import Probe
-from labeling.prelabel import signals as sg
 from trajectories.model import Trajectory
 
 TEXT_CODE_COLS = frozenset({"label", "long_title", "short_title", "drug"})

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from sqlglot import exp
 
-from labeling.prelabel import signals as sg
+from labeling import signals as sg
 from trajectories.sql import parse_sql, tables_in_sql
 
 __all__ = ["Divergence", "RefParts", "compare", "decompose", "row_id_reason"]
@@ -60,7 +60,7 @@ class Divergence:
 
     part: str
     reason: str
-    category: str  # internal category key (labeling.prelabel.signals)
+    category: str  # internal category key (labeling.signals)
     confidence: float
 
 

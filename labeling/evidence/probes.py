@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labeling.prelabel.signals._answers import as_table
+from labeling.signals import as_table
 from trajectories.sql import QueryResult, SandboxError, json_cell, open_readonly, run_isolated
 
 __all__ = ["ROW_CAP", "TIMEOUT_S", "CodeInfo", "Probe", "Rows", "same_rows"]

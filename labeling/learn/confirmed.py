@@ -7,13 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from labeling.learn.classifier import MIN_LABELS
 from labeling.learn.evalset import GoldLabel
+from labeling.store.records import HUMAN_PROVENANCES
 
 if TYPE_CHECKING:
     from labeling.clusters.embed import Embedder
     from labeling.store import Store
     from trajectories.workspace import Workspace
 
-CONFIRMED = ("adjudicated", "human_agreed", "human_single")
+# What a person stands behind: the same set "human-confirmed only" counts everywhere.
+CONFIRMED = HUMAN_PROVENANCES
 MIN_CONFIRMED = MIN_LABELS
 
 
@@ -52,8 +54,8 @@ def evaluate_confirmed(
 ) -> dict[str, Any]:
     """``evaluate_labellers`` with the workspace's confirmed labels as gold and its failures as
     items, plus a row per stored pre-labeller. Raises ValueError below ``MIN_CONFIRMED``."""
-    from labeling.clusters import workspace_failures
     from labeling.learn.evaluate import evaluate_labellers
+    from labeling.pool import workspace_failures
 
     failures = workspace_failures(ws)
     gold = {k: v for k, v in confirmed_gold(store, taxonomy_version).items() if k in failures}

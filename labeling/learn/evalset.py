@@ -7,10 +7,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from faillab.core.errors import FaillabError
 from trajectories.model import Trajectory
 
 
-class EvalSetError(ValueError):
+class EvalSetError(FaillabError, ValueError):
     """The gold-label file is unreadable or inconsistent with the trajectories."""
 
 

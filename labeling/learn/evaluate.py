@@ -16,9 +16,9 @@ from typing import Any
 
 from labeling.agreement import cohens_kappa_from_labels
 from labeling.clusters.embed import Embedder
+from labeling.features import Findings, evidence_features, failure_text, findings
 from labeling.learn.classifier import FOLDS, cross_validated, feature_matrix
 from labeling.learn.evalset import DEV, HELD_OUT, GoldLabel, split_halves
-from labeling.learn.features import Findings, evidence_features, failure_text, findings
 from labeling.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
 from trajectories.model import Trajectory
 

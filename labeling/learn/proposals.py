@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from labeling.features import evidence_features, failure_text, findings
 from labeling.learn.classifier import (
     MIN_LABELS,
     FeatureMatrix,
@@ -22,7 +23,6 @@ from labeling.learn.classifier import (
     feature_matrix,
     propose,
 )
-from labeling.learn.features import evidence_features, failure_text, findings
 from labeling.prelabel.heuristic import HeuristicLabeller
 from trajectories.model import Trajectory
 

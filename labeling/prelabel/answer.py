@@ -35,6 +35,7 @@ __all__ = [
     "extract_json",
     "label_result",
     "label_schema",
+    "schema_for_names",
 ]
 
 FieldKind = Literal["enum", "number", "integer", "string"]
@@ -190,7 +191,7 @@ def _label_fields(names: tuple[str, ...]) -> tuple[tuple[str, AnswerField], ...]
 
 
 @functools.lru_cache(maxsize=32)
-def _label_schema(names: tuple[str, ...]) -> AnswerSchema:
+def schema_for_names(names: tuple[str, ...]) -> AnswerSchema:
     if not names:
         raise ValueError("a taxonomy without categories cannot be labelled")
     return AnswerSchema("PrelabelAnswer", _label_fields(names))
@@ -202,7 +203,7 @@ def label_schema(taxonomy: Taxonomy) -> AnswerSchema:
     names = tuple(c.name for c in taxonomy.categories)
     if not names:
         raise ValueError(f"taxonomy {taxonomy.name!r} has no categories")
-    return _label_schema(names)
+    return schema_for_names(names)
 
 
 def label_result(

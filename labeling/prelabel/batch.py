@@ -15,9 +15,10 @@
 
 The batch (job names, the trajectory ids of each job, which jobs were collected) is kept in
 ``prelabel-batch.json`` in the workspace, rewritten atomically after every job submitted or
-collected, and every step holds ``prelabel-batch.json.lock`` (``filelock``), so a restarted or
-concurrent process neither submits twice nor loses a job. A job is recorded (by a unique display
-name) before its creation call, so one whose answer was lost is found again, not resubmitted.
+collected, and every step holds ``prelabel-batch.json.lock`` (``faillab.core.locks``), so a
+restarted or concurrent process neither submits twice nor loses a job. A job is recorded (by a
+unique display name) before its creation call, so one whose answer was lost is found again, not
+resubmitted.
 Saving is an upsert by cache key, so collecting a job again after a crash writes no duplicate.
 
 Batch jobs go to the Gemini Developer API with an API key, which is not zero-retention: the
@@ -35,9 +36,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock, Timeout
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from faillab.core.locks import LockBusyError, MachineLock
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.batch_state import (
     STATE_FILE,
@@ -295,16 +296,14 @@ def _collect(store: Store, lab: GeminiLabeller, taxonomy: Taxonomy, state: Batch
         try:
             result, usage = lab.parse_response(item.response, t, taxonomy)
         except InvalidAnswerError as e:
-            report.input_tokens += e.usage.input_tokens
-            report.output_tokens += e.usage.output_tokens
+            report.add(e.usage)
             save_failure(tid, f"{e.kind}: {e.message}", e.usage.input_tokens,
                          e.usage.output_tokens)
             continue
         labelled.append(PrelabelRecord(key(tid), result, None, usage.input_tokens,
                                        usage.output_tokens, 1))
         report.labelled += 1
-        report.input_tokens += usage.input_tokens
-        report.output_tokens += usage.output_tokens
+        report.add(usage)
     # One bulk write per job; a failure never replaces a usable label (an interactive run may
     # have labelled the item meanwhile). Collecting the same job again rewrites the same rows.
     store.prelabels.save_many(labelled)
@@ -341,12 +340,14 @@ def advance_batch(
     taxonomy = load_run_taxonomy(options.taxonomy_path)
     path = state_path(ws.root)
     report = BatchReport()
+    lock = MachineLock(f"{path}.lock", busy_message=(
+        f"another process is working on this workspace's batch ({path}.lock); "
+        "wait for it to finish"))
     try:
-        lock = FileLock(f"{path}.lock", timeout=lock_timeout_s)
-        lock.acquire()
-    except Timeout:
-        raise BatchError(f"another process is working on this workspace's batch ({path}.lock); "
-                         "wait for it to finish") from None
+        lock.acquire(lock_timeout_s)
+    except LockBusyError as err:
+        lock.close()
+        raise BatchError(str(err)) from None
     try:
         state = load_state(path)
         lab: GeminiLabeller | None = labeller
@@ -413,6 +414,7 @@ def advance_batch(
         return report
     finally:
         lock.release()
+        lock.close()
 
 
 def _gemini(options: PrelabelOptions, taxonomy: Taxonomy) -> GeminiLabeller:

@@ -13,10 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faillab.core.errors import FaillabError
+from labeling.prelabel.protocol import UsageTally
+
 STATE_FILE = "prelabel-batch.json"
 
 
-class BatchError(Exception):
+class BatchError(FaillabError):
     """The batch could not be advanced (service error, another process at work); nothing that
     was submitted or collected is lost, and running again continues."""
 
@@ -46,7 +49,9 @@ class BatchState:
 
 
 @dataclass
-class BatchReport:
+class BatchReport(UsageTally):
+    """What one Batch API step did; the inherited tallies count the collected jobs' tokens."""
+
     to_submit: int = 0  # trajectories planned for submission by this step
     estimated_input_tokens: int = 0
     estimated_cost_usd: float = 0.0
@@ -56,8 +61,6 @@ class BatchReport:
     collected_jobs: int = 0
     labelled: int = 0
     failed: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     cost_usd: float = 0.0  # of what was collected, at batch list prices
     errors: list[str] = field(default_factory=list)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from faillab.settings import RESPONSE_FORMATS as SETTINGS_RESPONSE_FORMATS
+from faillab.core.settings import RESPONSE_FORMATS as SETTINGS_RESPONSE_FORMATS
 
 if TYPE_CHECKING:
-    from faillab.settings import Settings
+    from faillab.core.settings import Settings
 
 __all__ = [
     "RESPONSE_FORMATS",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from faillab.core.errors import FaillabError
 from labeling.prelabel.protocol import Usage
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class PrelabelRunAborted(RuntimeError):
         self.stats = stats
 
 
-class PrelabelServiceError(Exception):
+class PrelabelServiceError(FaillabError):
     """A problem the person running pre-labelling can fix (one line, no traceback)."""
 
 

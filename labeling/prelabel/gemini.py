@@ -30,7 +30,8 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from labeling.prelabel.answer import AnswerSchema, _label_schema, label_result
+from faillab.core.errors import FaillabError
+from labeling.prelabel.answer import AnswerSchema, label_result, schema_for_names
 from labeling.prelabel.base import LabelResult
 from labeling.prelabel.errors import FatalError, InvalidAnswerError, TransientError
 from labeling.prelabel.options import DEFAULT_GEMINI_MODEL
@@ -90,7 +91,7 @@ def _transient_exception_types() -> tuple[type[BaseException], ...]:
 _TRANSIENT_EXC = _transient_exception_types()
 
 
-class GeminiConfigError(RuntimeError):
+class GeminiConfigError(FaillabError, RuntimeError):
     """The labeller cannot be built (e.g. no API key): a message for the person running it."""
 
 
@@ -137,7 +138,7 @@ def wire_schema(schema: AnswerSchema) -> types.Schema:
 
 @functools.lru_cache(maxsize=32)
 def _response_schema(names: tuple[str, ...]) -> ResponseSchema:
-    spec = _label_schema(names)
+    spec = schema_for_names(names)
     return ResponseSchema(spec.model, wire_schema(spec))
 
 
@@ -407,7 +408,7 @@ class GeminiLabeller:
         taxonomy: Taxonomy,
     ) -> tuple[LabelResult, Usage]:
         """The label in one answer (interactive or from a batch job), or ``InvalidAnswerError``."""
-        spec = _label_schema(tuple(c.name for c in taxonomy.categories))
+        spec = schema_for_names(tuple(c.name for c in taxonomy.categories))
         text, usage, finish = response_text(response)
         data = spec.parse(text, usage=usage, note=_cut_note(finish))
         result = label_result(

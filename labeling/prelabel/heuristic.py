@@ -63,13 +63,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from faillab.core.versions import code_version, package_files
+from labeling import signals as sg
 from labeling.evidence import Evidence, Probe, find_divergence
-from labeling.prelabel import signals as sg
 from labeling.prelabel.base import LabelResult
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories.model import Trajectory
@@ -126,19 +126,14 @@ def rule_files() -> list[Path]:
     import labeling.evidence
     import trajectories.reading
 
-    folders = [Path(sg.__file__).parent, Path(labeling.evidence.__file__).parent,
-               Path(trajectories.reading.__file__).parent]
-    return sorted({f for folder in folders for f in folder.glob("*.py")} | {Path(__file__)})
+    return package_files(sg.__file__, labeling.evidence.__file__, trajectories.reading.__file__,
+                         __file__)
 
 
 def rules_version(files: list[Path] | None = None) -> str:
     """A version of the rules made from their code (``rule_files``): a changed rule is a new
     version, so ``prelabel`` never serves a cached label the rules no longer give."""
-    digest = hashlib.sha256()
-    for path in files if files is not None else rule_files():
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return f"rules-{digest.hexdigest()[:12]}"
+    return code_version("rules", files if files is not None else rule_files())
 
 
 class HeuristicLabeller:

@@ -27,7 +27,7 @@ __all__ = [
     "worker_command",
 ]
 
-# The hidden CLI command the worker runs as (registered in faillab/cli.py).
+# The hidden CLI command the worker runs as (registered in faillab/cli/commands.py).
 WORKER_COMMAND = "prelabel-worker"
 
 

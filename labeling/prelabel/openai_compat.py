@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from faillab.core.errors import FaillabError
 from labeling.prelabel.answer import AnswerSchema, label_result, label_schema
 from labeling.prelabel.base import LabelResult
 from labeling.prelabel.endpoints import OpenAIEndpoint
@@ -69,7 +70,7 @@ _FORMAT_REFUSAL = re.compile(
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
-class OpenAIConfigError(RuntimeError):
+class OpenAIConfigError(FaillabError, RuntimeError):
     """The client cannot be built (no address, no model): a message for the person running it."""
 
 

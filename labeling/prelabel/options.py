@@ -17,7 +17,7 @@ from labeling.prelabel.endpoints import OpenAIEndpoint
 from labeling.prelabel.errors import PrelabelServiceError
 
 if TYPE_CHECKING:
-    from faillab.settings import Settings
+    from faillab.core.settings import Settings
 
 __all__ = [
     "DEFAULT_GEMINI_MODEL",

@@ -31,7 +31,7 @@ from tenacity import (
 )
 
 from labeling.prelabel.errors import InvalidAnswerError, LabellerError, TransientError
-from labeling.prelabel.protocol import Usage
+from labeling.prelabel.protocol import Usage, UsageTally
 
 __all__ = [
     "RETRY_AFTER_CEILING_S",
@@ -99,17 +99,11 @@ class RetryPolicy:
 
 
 @dataclass
-class Attempts:
+class Attempts(UsageTally):
     """What the calls for one item cost, whatever their outcome."""
 
     calls: int = 0
     invalid: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def add(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
 
 
 async def call_with_retries(

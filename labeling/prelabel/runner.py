@@ -146,8 +146,7 @@ async def run_prelabels(
         rec = outcome.record
         store.save(rec)
         stats.calls += outcome.calls
-        stats.input_tokens += rec.input_tokens
-        stats.output_tokens += rec.output_tokens
+        stats.add(rec)
         if rec.ok:
             stats.labelled += 1
         else:

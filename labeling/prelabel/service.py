@@ -52,10 +52,6 @@ class RunProgress(RunStats):
     total: int = 0
     done: int = 0
 
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
 
 @dataclass
 class PrelabelOutcome:
@@ -116,8 +112,7 @@ class _TallyingStore:
         # for it; the heuristic makes none.
         if self._counts_calls:
             p.calls += record.attempts
-        p.input_tokens += record.input_tokens
-        p.output_tokens += record.output_tokens
+        p.add(record)
 
 
 def _run_fields(p: RunProgress) -> dict[str, object]:

@@ -16,7 +16,7 @@ from labeling.store.labels import latest_human_labels
 from labeling.store.models import AdjudicationRow, LabelRow, PrelabelRow
 from labeling.store.opinions import LlmOpinion, latest_opinions
 from labeling.store.policy import Viewer
-from labeling.store.records import Adjudication, Disagreement
+from labeling.store.records import Adjudication, Disagreement, Provenance
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -262,7 +262,7 @@ class Adjudications(Part):
                         "category": a.category,
                         "secondary_category": a.secondary_category,
                         "first_error_step": a.first_error_step,
-                        "provenance": "adjudicated",
+                        "provenance": Provenance.ADJUDICATED.value,
                     }
                 )
                 continue
@@ -276,7 +276,7 @@ class Adjudications(Part):
                             "category": None,
                             "secondary_category": None,
                             "first_error_step": None,
-                            "provenance": "disputed",
+                            "provenance": Provenance.DISPUTED.value,
                         }
                     )
                     continue
@@ -290,7 +290,8 @@ class Adjudications(Part):
                         "first_error_step": _consensus(
                             [label.first_error_step for label in labels]
                         ),
-                        "provenance": "human_agreed" if len(labels) > 1 else "human_single",
+                        "provenance": (Provenance.HUMAN_AGREED if len(labels) > 1
+                                       else Provenance.HUMAN_SINGLE).value,
                     }
                 )
                 continue
@@ -301,7 +302,7 @@ class Adjudications(Part):
                     "category": o.category,
                     "secondary_category": o.secondary_category,
                     "first_error_step": o.first_error_step,
-                    "provenance": "llm_only",
+                    "provenance": Provenance.LLM_ONLY.value,
                 }
             )
         import pandas as pd  # lazily: worker processes and the CLI rarely need it

@@ -11,11 +11,7 @@ writers queue on the busy timeout instead; `SqliteWriteLock` makes that queue fa
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from alembic import command
@@ -25,18 +21,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from faillab.core.locks import LockBusyError, MachineLock
 from labeling.store.errors import StoreError
-
-fcntl: ModuleType | None
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 SQLITE_BUSY_TIMEOUT_S = 10.0
+_BUSY = "the annotation database is busy; try again"
 # Execution option marking a connection that will write; see `write_engine`.
 WRITE_OPTION = "faillab_write"
 # Arbitrary constant identifying "the faillab migration lock" among PostgreSQL advisory locks.
@@ -103,48 +95,27 @@ class SqliteWriteLock:
 
     SQLite's busy handler polls with sleeps of up to 100 ms and is unfair: under steady
     contention (20 threads, or the UI next to a pre-labelling worker) a writer can keep losing
-    until its busy timeout expires and it fails with "database is locked". Waiting on a
-    mutex and then on an OS file lock (flock) hands the lock over as soon as it is free, so
-    SQLite's own lock is almost never contended. Where flock is unavailable the busy timeout
-    still arbitrates between processes.
+    until its busy timeout expires and it fails with "database is locked". Waiting on the
+    machine's write lock for this database (``faillab.core.locks``: a mutex, then an OS file
+    lock) hands the lock over as soon as it is free, so SQLite's own lock is almost never
+    contended.
     """
 
     def __init__(self, database: str, timeout_s: float = SQLITE_BUSY_TIMEOUT_S) -> None:
-        self._mutex = threading.Lock()
         self._timeout_s = timeout_s
-        self._fd: int | None = None
-        if fcntl is not None:
-            self._fd = os.open(f"{database}-writelock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock = MachineLock(f"{database}-writelock", busy_message=_BUSY)
 
     def __enter__(self) -> None:
-        if not self._mutex.acquire(timeout=self._timeout_s):
-            raise StoreError("the annotation database is busy; try again")
-        if self._fd is None or fcntl is None:
-            return
-        deadline = time.monotonic() + self._timeout_s
-        pause = 0.0005
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    self._mutex.release()
-                    raise StoreError("the annotation database is busy; try again") from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.005)
+        try:
+            self._lock.acquire(self._timeout_s)
+        except LockBusyError:
+            raise StoreError(_BUSY) from None
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            if self._fd is not None and fcntl is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            self._mutex.release()
+        self._lock.release()
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._lock.close()
 
 
 def write_engine(engine: Engine) -> Engine:

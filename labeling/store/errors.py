@@ -6,8 +6,10 @@ differently, e.g. a `ConflictError` means "reload and try again", not "something
 
 from __future__ import annotations
 
+from faillab.core.errors import FaillabError
 
-class StoreError(Exception):
+
+class StoreError(FaillabError):
     """Base class for every error the store raises on purpose."""
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,22 +21,8 @@ from labeling.store.records import LEAD_ROLES, SOURCES, Label
 if TYPE_CHECKING:
     import pandas as pd
 
-LABEL_COLUMNS = [
-    "id",
-    "trajectory_id",
-    "annotator",
-    "source",
-    "category",
-    "secondary_category",
-    "first_error_step",
-    "confidence",
-    "note",
-    "taxonomy_version",
-    "prelabel_shown",
-    "step_from_prelabel",
-    "seconds_on_item",
-    "created_at",
-]
+# The label frame's columns are the record's fields, so the two cannot drift apart.
+LABEL_COLUMNS = [f.name for f in fields(Label)]
 
 
 def label_record(row: LabelRow, names: Mapping[int, str]) -> Label:

@@ -27,6 +27,16 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from labeling.store.records import (
+    ORIGINS,
+    PERSON_VERDICTS,
+    ROLES,
+    RUN_STATUSES,
+    SOURCES,
+    STAGES,
+    check_in,
+)
+
 # Explicit constraint names so migrations (and SQLite batch rebuilds) can refer to them.
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -72,7 +82,7 @@ class Base(DeclarativeBase):
 
 class UserRow(Base):
     __tablename__ = "users"
-    __table_args__ = (CheckConstraint("role IN ('annotator', 'lead', 'admin')", name="role"),)
+    __table_args__ = (CheckConstraint(check_in("role", ROLES), name="role"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -97,7 +107,7 @@ class LabelRow(Base):
 
     __tablename__ = "labels"
     __table_args__ = (
-        CheckConstraint("source IN ('human', 'llm')", name="source"),
+        CheckConstraint(check_in("source", SOURCES), name="source"),
         CheckConstraint("source = 'llm' OR annotator_id IS NOT NULL", name="human_has_annotator"),
     )
 
@@ -172,7 +182,7 @@ class PrelabelRunRow(Base):
     """Progress of an out-of-process pre-labelling run, polled by the UI."""
 
     __tablename__ = "prelabel_runs"
-    __table_args__ = (CheckConstraint("status IN ('running', 'done', 'failed')", name="status"),)
+    __table_args__ = (CheckConstraint(check_in("status", RUN_STATUSES), name="status"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     labeller: Mapped[str] = mapped_column(String(100))
@@ -262,7 +272,7 @@ class AuditJudgmentRow(Base):
     __tablename__ = "audit_judgments"
     __table_args__ = (
         UniqueConstraint("item_id", "user_id", "stage"),
-        CheckConstraint("stage IN ('review', 'adjudication')", name="stage"),
+        CheckConstraint(check_in("stage", STAGES), name="stage"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -321,8 +331,8 @@ class VerdictRow(Base):
 
     __tablename__ = "verdicts"
     __table_args__ = (
-        CheckConstraint("verdict IN ('correct', 'incorrect')", name="verdict"),
-        CheckConstraint("origin IN ('person', 'import')", name="origin"),
+        CheckConstraint(check_in("verdict", PERSON_VERDICTS), name="verdict"),
+        CheckConstraint(check_in("origin", ORIGINS), name="origin"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

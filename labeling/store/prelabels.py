@@ -13,13 +13,19 @@ from sqlalchemy import desc, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store.base import Part
 from labeling.store.errors import NotFoundError, StoreError
 from labeling.store.models import PrelabelRow, PrelabelRunRow, utcnow
 from labeling.store.opinions import LlmOpinion, latest_opinions
 from labeling.store.policy import OPERATOR, Viewer
-from labeling.store.records import HEARTBEAT_STALE_S, RUN_STATUSES, PrelabelRun
+from labeling.store.records import (
+    HEARTBEAT_STALE_S,
+    RUN_STATUSES,
+    LabelResult,
+    PrelabelKey,
+    PrelabelRecord,
+    PrelabelRun,
+)
 
 _RUN_COUNTERS = frozenset(
     {"total", "done", "labelled", "cached", "failed", "calls", "tokens", "estimated_cost"}

@@ -9,39 +9,107 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
-Role = Literal["annotator", "lead", "admin"]
-Source = Literal["human", "llm"]
-Stage = Literal["review", "adjudication"]
 
-ROLES: tuple[str, ...] = ("annotator", "lead", "admin")
-SOURCES: tuple[str, ...] = ("human", "llm")
-STAGES: tuple[str, ...] = ("review", "adjudication")
-RUN_STATUSES: tuple[str, ...] = ("running", "done", "failed")
-# What readers see: a "running" run whose worker stopped beating is reported "interrupted"
-# (it can be resumed: finished items are cached). Never stored, always derived.
-REPORTED_RUN_STATUSES: tuple[str, ...] = (*RUN_STATUSES, "interrupted")
+class Role(StrEnum):
+    """What a person may do: label (annotator), settle disagreements and see everyone's work
+    in blind mode (lead), and manage users (admin)."""
+
+    ANNOTATOR = "annotator"
+    LEAD = "lead"
+    ADMIN = "admin"
+
+
+class Source(StrEnum):
+    """Who gave a label: a person, or an LLM (or heuristic) pre-labeller."""
+
+    HUMAN = "human"
+    LLM = "llm"
+
+
+class Stage(StrEnum):
+    """The step of a validity audit a judgment belongs to."""
+
+    REVIEW = "review"
+    ADJUDICATION = "adjudication"
+
+
+class RunStatus(StrEnum):
+    """A pre-label run's status. INTERRUPTED is never stored: readers report a RUNNING run
+    whose worker stopped beating as interrupted (it can be resumed: finished items are cached).
+    """
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Provenance(StrEnum):
+    """Where a final label came from, strongest first. DISPUTED extends the documented four:
+    humans disagree and nobody has adjudicated yet, so the category is NULL rather than a guess.
+    """
+
+    ADJUDICATED = "adjudicated"
+    HUMAN_AGREED = "human_agreed"
+    HUMAN_SINGLE = "human_single"
+    DISPUTED = "disputed"
+    LLM_ONLY = "llm_only"
+
+
+class Origin(StrEnum):
+    """How a person's verdict reached the store: given in the app or CLI, or imported."""
+
+    PERSON = "person"
+    IMPORT = "import"
+
+
+class PersonVerdict(StrEnum):
+    """A person's verdict on a final answer. Never undecided: an open disagreement between
+    people is what reads as undecided (the values are those of ``trajectories.judge.Verdict``).
+    """
+
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+
+
+def values(*members: StrEnum) -> tuple[str, ...]:
+    """Plain string values, in order (for click choices, messages and CHECK constraints)."""
+    return tuple(m.value for m in members)
+
+
+def check_in(column: str, allowed: tuple[str, ...]) -> str:
+    """The SQL of a CHECK constraint that `column` holds one of `allowed`."""
+    return f"{column} IN ({', '.join(repr(v) for v in allowed)})"
+
+
+ROLES: tuple[str, ...] = values(*Role)
+SOURCES: tuple[str, ...] = values(*Source)
+STAGES: tuple[str, ...] = values(*Stage)
+ORIGINS: tuple[str, ...] = values(*Origin)
+PERSON_VERDICTS: tuple[str, ...] = values(*PersonVerdict)
+RUN_STATUSES: tuple[str, ...] = values(RunStatus.RUNNING, RunStatus.DONE, RunStatus.FAILED)
+REPORTED_RUN_STATUSES: tuple[str, ...] = values(*RunStatus)
 HEARTBEAT_STALE_S = 120.0
 # Roles allowed to settle disagreements and to see every annotator's work in blind mode.
-LEAD_ROLES: frozenset[str] = frozenset({"lead", "admin"})
+LEAD_ROLES: frozenset[str] = frozenset({Role.LEAD.value, Role.ADMIN.value})
 
-# Where a final label came from, strongest first. "disputed" extends the documented four:
-# humans disagree and nobody has adjudicated yet, so the category is NULL rather than a guess.
-PROVENANCES: tuple[str, ...] = (
-    "adjudicated", "human_agreed", "human_single", "disputed", "llm_only"
-)
+PROVENANCES: tuple[str, ...] = values(*Provenance)
 # The four the data contract documents (docs/CONTRACTS.md); reports always list them.
-CONTRACT_PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single", "llm_only")
+CONTRACT_PROVENANCES: tuple[str, ...] = tuple(p for p in PROVENANCES if p != Provenance.DISPUTED)
 # Provenances a person stands behind (what "human-confirmed only" counts).
-HUMAN_PROVENANCES: tuple[str, ...] = ("adjudicated", "human_agreed", "human_single")
+HUMAN_PROVENANCES: tuple[str, ...] = values(
+    Provenance.ADJUDICATED, Provenance.HUMAN_AGREED, Provenance.HUMAN_SINGLE
+)
 # The coarse source of a final label, as reported in the paper (human-derived vs LLM-only).
 PROVENANCE_SOURCE: dict[str, str] = {
-    "adjudicated": "adjudicated",
-    "human_agreed": "human",
-    "human_single": "human",
-    "disputed": "disputed",  # no category to count; shown so it is seen
-    "llm_only": "llm_only",
+    Provenance.ADJUDICATED: "adjudicated",
+    Provenance.HUMAN_AGREED: "human",
+    Provenance.HUMAN_SINGLE: "human",
+    Provenance.DISPUTED: "disputed",  # no category to count; shown so it is seen
+    Provenance.LLM_ONLY: "llm_only",
 }
 
 
@@ -181,3 +249,46 @@ class AuditAdjudication:
     decided_by: str
     version: int
     updated_at: datetime
+
+
+# -- pre-labels as stored (what a cached pre-label depends on, its result or failure) ------
+
+
+@dataclass(frozen=True)
+class PrelabelKey:
+    """What a cached pre-label depends on: change any part and the label is recomputed."""
+
+    trajectory_id: str
+    taxonomy_version: str
+    prompt_version: str
+    model: str  # labeller model, e.g. "gemini-2.5-pro" or "heuristic"
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    category: str
+    confidence: float  # in [0, 1]; honest: low when the labeller is guessing
+    first_error_step: int | None  # index into Trajectory.steps
+    rationale: str  # short, cites the step ("step 7: ...")
+    labeller: str  # "heuristic" | "gemini"
+    labeller_version: str
+    secondary_category: str | None = None
+    # The first-divergence evidence behind the label (labeling.evidence.Evidence.to_dict()),
+    # stored beside the pre-label and exported with it; None when the labeller had none.
+    evidence: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PrelabelRecord:
+    """A pre-label as stored: either a result or a recorded failure (never a crashed run)."""
+
+    key: PrelabelKey
+    result: LabelResult | None
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None

@@ -95,7 +95,7 @@ class Sessions(Part):
         if not token:
             return None
         now = now or utcnow()
-        from labeling.store.users import _record
+        from labeling.store.users import user_record
 
         with self._read() as s:
             row = s.execute(
@@ -105,7 +105,7 @@ class Sessions(Part):
             ).first()
             if row is None or row[0] <= now:
                 return None
-            return _record(row[1])
+            return user_record(row[1])
 
     def end(self, token: str) -> None:
         """Sign-out: the token stops working at once."""

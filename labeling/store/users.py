@@ -88,7 +88,7 @@ def _verify(stored: str, password: str, wait_s: float = 30.0) -> bool:
         slots.release()
 
 
-def _record(row: UserRow) -> User:
+def user_record(row: UserRow) -> User:
     return User(
         id=row.id,
         name=row.name,
@@ -122,7 +122,7 @@ class Users(Part):
                 row = UserRow(name=name, role=role, password_hash=password_hash)
                 s.add(row)
                 s.flush()
-                return _record(row)
+                return user_record(row)
         except IntegrityError:
             raise ConflictError(f"user {name!r} already exists") from None
 
@@ -134,16 +134,16 @@ class Users(Part):
             return existing
         with self._write() as s:  # an upsert: a concurrent creation is found, not an error
             self._upsert_users(s, [name], role)
-            return _record(self._user_row(s, name))
+            return user_record(self._user_row(s, name))
 
     def get(self, name: str) -> User | None:
         with self._read() as s:
             row = s.scalars(select(UserRow).where(UserRow.name == name.strip())).first()
-            return _record(row) if row is not None else None
+            return user_record(row) if row is not None else None
 
     def all(self) -> list[User]:
         with self._read() as s:
-            return [_record(r) for r in s.scalars(select(UserRow).order_by(UserRow.name))]
+            return [user_record(r) for r in s.scalars(select(UserRow).order_by(UserRow.name))]
 
     def set_password(self, name: str, password: str) -> None:
         """Set (or replace) `name`'s password; it must pass `check_password`. Sessions are
@@ -170,7 +170,7 @@ class Users(Part):
                 _verify(_DUMMY_HASH, password)  # same cost as a real check, result ignored
                 return None
             stored = row.password_hash
-            user = _record(row)
+            user = user_record(row)
         if not _verify(stored, password):
             return None
         if _hasher.check_needs_rehash(stored):

@@ -13,7 +13,7 @@ annotators' when they all agree; annotators who disagree leave it undecided (Non
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -23,15 +23,13 @@ from labeling.store.base import Part, snapshot
 from labeling.store.errors import StoreError
 from labeling.store.models import UserRow, VerdictRow, utcnow
 from labeling.store.policy import OPERATOR, Viewer
-from labeling.store.records import LEAD_ROLES
+from labeling.store.records import LEAD_ROLES, PERSON_VERDICTS, Origin, PersonVerdict
 
 if TYPE_CHECKING:
     import pandas as pd
 
 VerdictValue = Literal["correct", "incorrect"]
-VERDICTS: tuple[VerdictValue, ...] = ("correct", "incorrect")
-VERDICT_COLUMNS = ["id", "trajectory_id", "verdict", "annotator", "role", "note", "origin",
-                   "created_at", "retracted_at"]
+VERDICTS: tuple[str, ...] = PERSON_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -48,14 +46,18 @@ class HumanVerdict:
 
     @property
     def success(self) -> bool:
-        return self.verdict == "correct"
+        return self.verdict == PersonVerdict.CORRECT
+
+
+# The verdict frame's columns are the record's fields, so the two cannot drift apart.
+VERDICT_COLUMNS = [f.name for f in fields(HumanVerdict)]
 
 
 class Verdicts(Part):
     """People's verdicts; every read goes through the gate's scope."""
 
     def record(self, trajectory_id: str, verdict: str, annotator: str, *,
-               note: str | None = None, origin: str = "person") -> HumanVerdict:
+               note: str | None = None, origin: str = Origin.PERSON.value) -> HumanVerdict:
         """Store ``annotator``'s verdict (a new row; an earlier one of theirs stays as
         history, the latest counts)."""
         if verdict not in VERDICTS:

@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store

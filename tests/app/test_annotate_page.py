@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
 from faillab.app.widgets.sandbox_run import sql_steps
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import create_assignments, failed_frame

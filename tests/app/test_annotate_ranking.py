@@ -12,7 +12,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import classifier_ranking, failed_frame, queue_for
@@ -74,7 +74,7 @@ def test_annotate_shows_the_least_sure_item_first(env: tuple[Workspace, Store]) 
 def test_an_annotate_run_with_ranking_on_executes_no_finder(
     env: tuple[Workspace, Store], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import labeling.learn.features as features
+    import labeling.features as features
     import labeling.prelabel.heuristic as heuristic
 
     ws, store = env

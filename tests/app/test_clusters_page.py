@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.clusters import build_clusters, default_embedder, workspace_failures
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.evidence import find_divergence
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store

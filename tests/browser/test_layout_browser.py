@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import open_store
 from taxonomy import default_taxonomy

@@ -169,7 +169,7 @@ def test_a_missing_bucket_is_a_one_line_error(tmp_path: Path, s3_server: S3Serve
 
 
 def test_object_store_settings_come_from_the_standard_aws_variables() -> None:
-    from faillab.settings import Settings
+    from faillab.core.settings import Settings
 
     env = {"FAILLAB_TRAJECTORIES_URL": "s3://team/ws", "AWS_ENDPOINT_URL": "http://minio:9000",
            "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from faillab.settings import Settings
-from faillab.shared_lock import lock_key, uses_shared_lock
+from faillab.cli.shared_lock import lock_key, uses_shared_lock
+from faillab.core.settings import Settings
 from tests.deploy.support import S3Server
 from tests.support import make_trajectory, postgres_database
 from trajectories.workspace import Workspace

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import click
 
-from faillab.cli import LAZY_COMMANDS, load_command, main
+from faillab.cli.commands import LAZY_COMMANDS, load_command, main
 from tests.support import write_native_run
 
 HEAVY = ("pandas", "duckdb", "sqlalchemy", "pyarrow", "trajectories.workspace", "labeling.store")
 
 PROBE = """
 import json, sys
-import faillab.cli_common
+import faillab.cli.common
 from faillab.cli import main
 try:
     main(["--help"], standalone_mode=False)

@@ -149,7 +149,7 @@ def test_batch_is_gemini_only(ws_dir: Path) -> None:
 
 
 def test_the_app_worker_runs_it_and_logs_the_mode(ws_dir: Path) -> None:
-    from faillab.cli_prelabel import prelabel_worker
+    from faillab.cli.prelabel import prelabel_worker
     from labeling.prelabel.options import PrelabelOptions
 
     # What the page launches parses back into the same options (the server comes from the

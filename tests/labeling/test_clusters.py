@@ -134,7 +134,7 @@ def test_a_cluster_is_titled_by_its_size_its_tasks_and_the_words_its_questions_s
 
 
 def test_stored_evidence_spares_the_finder(monkeypatch: pytest.MonkeyPatch) -> None:
-    import labeling.learn.features as features
+    import labeling.features as features
     from labeling.clusters import build_clusters, default_embedder
     from labeling.evidence import find_divergence
     from labeling.prelabel.heuristic import HeuristicLabeller

@@ -11,7 +11,7 @@ import pytest
 from labeling.evidence import CALIBRATION, Probe, decompose, find_divergence
 from labeling.evidence.finder import MEASURED_PARTS
 from labeling.prelabel.heuristic import HeuristicLabeller
-from labeling.prelabel.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC
+from labeling.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC
 from taxonomy import default_taxonomy
 from tests.labeling.support import sqlite_ehr
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from labeling.evidence import Evidence
 from labeling.evidence.calibrate import score_parts, shrunk_confidence
 from labeling.evidence.parts import Divergence
-from labeling.prelabel.signals import CODE_LOOKUP, SEMANTIC, SQL_LOGIC
+from labeling.signals import CODE_LOOKUP, SEMANTIC, SQL_LOGIC
 
 
 def _ev(part: str | None) -> Evidence:

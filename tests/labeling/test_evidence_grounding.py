@@ -11,7 +11,7 @@ import pytest
 from labeling.evidence import CALIBRATION, find_divergence
 from labeling.evidence.grounding import related
 from labeling.prelabel.heuristic import HeuristicLabeller
-from labeling.prelabel.signals import CODE_LOOKUP, SEMANTIC
+from labeling.signals import CODE_LOOKUP, SEMANTIC
 from taxonomy import default_taxonomy
 from tests.labeling.support import sqlite_ehr
 from tests.labeling.test_evidence import sql, traj

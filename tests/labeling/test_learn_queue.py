@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.learn.classifier import MIN_LABELS
 from labeling.learn.proposals import BackgroundFeatures
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
@@ -92,7 +92,7 @@ def test_ranking_orders_the_queue_least_sure_first(store: Store, demo_workspace:
 
 def _count_finder_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every finder run from now on, by the name of the thread it ran in."""
-    import labeling.learn.features as features
+    import labeling.features as features
     import labeling.prelabel.heuristic as heuristic
 
     threads: list[str] = []

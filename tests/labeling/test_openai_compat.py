@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.endpoints import OpenAIEndpoint, is_own_address, parse_prices
 from labeling.prelabel.errors import (
@@ -413,7 +413,7 @@ def test_incomplete_settings_are_one_clear_error(env: dict[str, str], message: s
 
 
 def test_an_unknown_response_format_is_refused_when_the_settings_are_read() -> None:
-    from faillab.settings import SettingsError
+    from faillab.core.settings import SettingsError
 
     with pytest.raises(SettingsError, match="FAILLAB_OPENAI_RESPONSE_FORMAT='xml' is not valid"):
         Settings.from_env({"FAILLAB_OPENAI_RESPONSE_FORMAT": "xml"})

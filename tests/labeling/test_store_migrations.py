@@ -108,3 +108,35 @@ def test_models_match_migrations(db_url: str) -> None:
 def test_in_memory_sqlite_is_refused() -> None:
     with pytest.raises(StoreError, match="SQLite file"):
         make_engine("sqlite://")
+
+
+def test_migrated_checks_accept_exactly_each_enums_values(db_url: str) -> None:
+    # The migrations are frozen text and the models build their CHECKs from the enums: a value
+    # added to an enum without a migration would be refused by every real database.
+    from sqlalchemy.exc import IntegrityError
+
+    from labeling.store.records import Role, Source
+
+    store = open_store(db_url)
+    now = datetime(2025, 1, 2, tzinfo=UTC)
+    try:
+        for i, role in enumerate(Role):
+            with store.engine.begin() as conn:
+                conn.execute(text("INSERT INTO users (name, role, created_at) "
+                                  "VALUES (:n, :r, :t)"), {"n": f"u{i}", "r": role.value, "t": now})
+        with pytest.raises(IntegrityError), store.engine.begin() as conn:
+            conn.execute(text("INSERT INTO users (name, role, created_at) "
+                              "VALUES ('x', 'superuser', :t)"), {"t": now})
+        for source in Source:
+            with store.engine.begin() as conn:
+                conn.execute(text(
+                    "INSERT INTO labels (trajectory_id, annotator_id, source, category,"
+                    " taxonomy_version, created_at) VALUES ('t', 1, :s, 'c', 'v', :t)"),
+                    {"s": source.value, "t": now})
+        with pytest.raises(IntegrityError), store.engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO labels (trajectory_id, annotator_id, source, category,"
+                " taxonomy_version, created_at) VALUES ('t', 1, 'robot', 'c', 'v', :t)"),
+                {"t": now})
+    finally:
+        store.close()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from faillab.settings import Settings
+from faillab.core.settings import Settings
 from labeling.prelabel.errors import ConsentRequiredError, PrelabelServiceError
 from labeling.prelabel.retry import RetryPolicy
 from labeling.verdict_llm import (

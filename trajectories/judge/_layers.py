@@ -37,8 +37,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
+import trajectories.reading
+import trajectories.scoring
+from faillab.core.versions import code_version, package_files
 from trajectories.judge._abstain import abstains
 from trajectories.judge._values import (
     Moment,
@@ -69,8 +73,11 @@ from trajectories.scoring import (
 )
 
 SQL_KIND = str(StepKind.SQL)
-#: Bumped whenever a rule changes, so stored verdicts are known to be from older rules.
-JUDGE_VERSION = "judge-1"
+#: Made from the code of the rules (this package, the exact-match scorer and the step-reading
+#: rules): a stored verdict whose version differs came from other rules.
+JUDGE_VERSION = code_version("judge", package_files(
+    Path(__file__).with_name("__init__.py"), trajectories.scoring.__file__,
+    trajectories.reading.__file__))
 
 
 class Verdict(StrEnum):

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from faillab.core.errors import FaillabError
 from trajectories.sql.cells import cell_text, json_cell
 
 __all__ = [
@@ -25,7 +26,7 @@ __all__ = [
 _ONE_LINE_MAX = 500
 
 
-class SandboxError(Exception):
+class SandboxError(FaillabError):
     """Base class: the message is always a single line fit for showing to a reviewer."""
 
     def __init__(self, message: str) -> None:

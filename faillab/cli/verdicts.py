@@ -1,0 +1,175 @@
+"""``faillab verdicts``: judge every trajectory again, record a person's verdict, and report how
+far the automatic verdicts agree with people's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from faillab.cli.common import UserError, emit, json_option, open_workspace, workspace_option
+from faillab.core.textsafe import terminal_text
+
+if TYPE_CHECKING:
+    from labeling.verdict_llm import LLMJudge
+    from trajectories.workspace import Workspace
+
+
+@click.group()
+def verdicts() -> None:
+    """Did the agent fail? The judge's verdicts, people's verdicts and their agreement."""
+
+
+@verdicts.command("judge")
+@workspace_option
+@click.option("--rerun-sql", is_flag=True,
+              help="Re-execute, read-only in the sandbox, a last SQL query whose recorded "
+                   "result was cut or unreadable (needs the workspace's EHR database).")
+@click.option("--llm", "llm_backend", type=click.Choice(["gemini", "openai-compatible"]),
+              default=None,
+              help="Then ask an LLM about what the rules leave undecided (off by default; "
+                   "openai-compatible: any server at FAILLAB_OPENAI_BASE_URL, e.g. vLLM, "
+                   "Ollama or LM Studio on your own machines).")
+@click.option("--model", default=None, help="The LLM's model (default: from the settings).")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Ask the LLM about at most this many trajectories.")
+@click.option("--yes-send-data", is_flag=True,
+              help="Acknowledge sending questions and answers to an LLM service that is not "
+                   "one of your own addresses (MIMIC-derived data: zero-retention only).")
+@json_option
+def judge_cmd(workspace: Path | None, rerun_sql: bool, llm_backend: str | None,
+              model: str | None, limit: int | None, yes_send_data: bool,
+              as_json: bool) -> None:
+    """Judge every trajectory with the current rules (and exact match) into the workspace's
+    overlay; stored trajectories are never rewritten. With --llm, what the rules cannot decide
+    is asked of an LLM (method 'llm', its rationale as evidence); what it cannot decide
+    either stays undecided for people."""
+    from faillab.cli.common import settings_for
+    from trajectories.sql import SandboxError, run_isolated
+
+    ws = open_workspace(workspace)
+    if not ws.exists():
+        raise UserError(f"no workspace at {ws.root}: import trajectories first")
+    rerun = None
+    if rerun_sql:
+        settings = settings_for(workspace)
+        path = ws.ehr_path
+        if path is None or not path.is_file():
+            raise UserError("--rerun-sql needs the workspace's EHR database ('faillab sandbox "
+                            "use FILE')")
+
+        def rerun(sql: str) -> list[list[object]] | None:
+            try:
+                result = run_isolated(path, sql, timeout_s=settings.sql_timeout_s,
+                                      row_cap=settings.sql_row_cap)
+            except SandboxError:
+                return None  # a query the sandbox refuses or that fails decides nothing
+            return None if result.truncated else [list(r) for r in result.rows]
+
+    judge = None
+    if llm_backend is not None:
+        judge = _llm_judge(workspace, llm_backend, model, yes_send_data)
+    result: dict[str, object] = dict(ws.write_scores(rerun))
+    if judge is not None:
+        result["llm"] = _ask_llm(ws, judge, limit)
+    if as_json:
+        emit(result)
+        return
+    click.echo(f"judged {result['scored']} trajectories: {result['correct']} correct, "
+               f"{result['incorrect']} incorrect, {result['undecided']} undecided "
+               f"({result['changed']} exact-match outcomes changed)")
+    if result.get("kept"):
+        click.echo(f"kept {result['kept']} earlier LLM verdicts the rules still cannot decide")
+    llm = result.get("llm")
+    if isinstance(llm, dict):
+        click.echo(f"LLM: asked about {llm['asked']}, {llm['recorded']} decided, "
+                   f"{llm['undecided']} left to people")
+        for line in llm["errors"][:20]:
+            click.echo(f"failed: {terminal_text(line)}", err=True)
+
+
+def _llm_judge(workspace: Path | None, backend: str, model: str | None,
+               yes_send_data: bool) -> LLMJudge:
+    """The LLM judge, built before any rule runs so a missing key fails first; its privacy
+    notice goes to stderr."""
+    from faillab.cli.common import settings_for
+    from labeling.prelabel.errors import PrelabelServiceError
+    from labeling.verdict_llm import make_llm_judge
+
+    try:
+        judge = make_llm_judge(settings_for(workspace), backend, model=model,
+                               allow_external=yes_send_data)
+    except PrelabelServiceError as err:
+        raise UserError(str(err)) from None
+    click.echo(f"privacy: {judge.privacy_notice}", err=True)
+    return judge
+
+
+def _ask_llm(ws: Workspace, judge: LLMJudge, limit: int | None) -> dict[str, object]:
+    from labeling.llm_verdicts import judge_undecided
+    from labeling.prelabel.errors import PrelabelServiceError
+    from labeling.verdict_llm import JudgeAborted
+
+    try:
+        run = judge_undecided(ws, judge, limit=limit)
+    except JudgeAborted as err:
+        raise UserError(f"{err} (what was answered before is kept)") from None
+    except PrelabelServiceError as err:
+        raise UserError(str(err)) from None
+    out = run.as_json()
+    out["input_tokens"] = judge.stats.input_tokens
+    out["output_tokens"] = judge.stats.output_tokens
+    out["estimated_cost_usd"] = round(judge.stats.estimated_cost_usd, 6)
+    return out
+
+
+@verdicts.command("report")
+@workspace_option
+@click.option("--limit", default=20, show_default=True,
+              help="Disagreements listed in the text report.")
+@json_option
+def report_cmd(workspace: Path | None, limit: int, as_json: bool) -> None:
+    """Agreement of the automatic verdicts with people's: accuracy, Cohen's kappa with its
+    95% interval, the confusion table, figures by method and each disagreement."""
+    from analysis.verdicts import report_text, verdict_frame, verdict_report
+    from faillab.cli.stats import open_store
+
+    ws = open_workspace(workspace)
+    store = open_store(workspace)
+    try:
+        people = store.verdicts.effective() if store is not None else {}
+    finally:
+        if store is not None:
+            store.close()
+    report = verdict_report(verdict_frame(ws, people))
+    if as_json:
+        emit(report.as_json())
+        return
+    click.echo(terminal_text(report_text(report, limit=limit)))
+
+
+@verdicts.command("set")
+@click.argument("trajectory_id")
+@click.argument("verdict", type=click.Choice(["correct", "incorrect"]))
+@click.option("--as", "annotator", required=True, help="Who gives the verdict (a user).")
+@click.option("--note", default=None)
+@workspace_option
+def set_cmd(trajectory_id: str, verdict: str, annotator: str, note: str | None,
+            workspace: Path | None) -> None:
+    """Record a person's verdict on one trajectory: the agent was right (correct) or failed
+    (incorrect). It wins over the recorded and the judged outcome."""
+    from faillab.cli.users import open_annotations
+    from labeling.store import StoreError
+
+    ws = open_workspace(workspace)
+    if ws.get(trajectory_id) is None:
+        raise UserError(f"no trajectory {trajectory_id!r} in {ws.root}")
+    store = open_annotations(workspace)
+    try:
+        store.verdicts.record(trajectory_id, verdict, annotator, note=note)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    finally:
+        store.close()
+    click.echo(f"{terminal_text(annotator)}: {trajectory_id} is {verdict}")
