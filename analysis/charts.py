@@ -6,8 +6,6 @@ CLI and notebooks render identical charts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -282,14 +280,15 @@ def labeller_bars(agreement: pd.DataFrame, title: str = "LLM pre-labeller vs hum
     return apply(fig, fit)
 
 
-#: Table name (see ``analysis.tables.TABLES``) -> chart builder.
-CHARTS: dict[str, Callable[..., go.Figure]] = {
-    "success": success_heatmap,
-    "passk": passk_lines,
-    "turns": turns_bars,
-    "turn_budget": turn_budget_lines,
-    "taxonomy": failure_bars,
-    "taxonomy_turns": turns_per_category_bars,
-    "robustness": robustness_bars,
-    "labeller": labeller_bars,
-}
+def provenance_pie(table: pd.DataFrame, title: str = "Final labels by provenance") -> go.Figure:
+    """Final labels by provenance: a pie of the counts (the categories are few and a share)."""
+    present = table[table["count"] > 0] if not table.empty and "count" in table else table
+    fig = go.Figure()
+    if present.empty:
+        fig.update_layout(title=f"{title} (no labels)")
+        return fig
+    fig.add_trace(
+        go.Pie(labels=present["provenance"], values=present["count"], sort=False, hole=0.3)
+    )
+    fig.update_layout(title=title)
+    return fig

@@ -15,10 +15,23 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.charts import CHARTS
 from analysis.failures import PROVENANCE_COLUMNS
 from analysis.success import NO_SCOPE, OTHER_INTENT
-from analysis.tables import TABLES, all_tables
+from analysis.tables import (
+    DEFAULT_LABEL_POLICY,
+    DESCRIPTIONS,
+    LABEL_POLICIES,
+    LABEL_TABLES,
+    PAIR_TABLES,
+    STATISTICS,
+    TABLES,
+    TITLES,
+    TableOptions,
+    all_tables,
+    compute,
+    label_policy_line,
+)
+from analysis.tables import counted_labels as _policy_labels
 from faillab.core.errors import FaillabError
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
@@ -55,26 +68,16 @@ STATS_COLUMNS: tuple[str, ...] = (
     "success",
 )
 
-#: Tables computed from the final labels; ``labeller`` uses the LLM-vs-human pairs instead.
-LABEL_TABLES = frozenset({"taxonomy", "taxonomy_turns", "provenance"})
-PAIR_TABLES = frozenset({"labeller"})
 #: Final-label provenances that carry a human verdict (what the pre-labeller is judged by).
 PAIR_COLUMNS = ["trajectory_id", "llm_category", "human_category", "human_provenance",
                 "prelabel_shown"]
 
-#: One-line descriptions shown by the CLI help and the Statistics page.
-DESCRIPTIONS: dict[str, str] = {
-    "success": "Success rate by intent x scope per run (EHR-Complex Table 3).",
-    "passk": "Pass^k (consistency) and Pass@k (coverage) per run, scope and intent.",
-    "turns": "Action turns per scope on the tasks every selected run solved.",
-    "turn_budget": "SR(T): share of the tasks every selected run solved that a run completed "
-                   "within T turns (EHR-Complex Fig. 5); 'all_trajectories' variant optional.",
-    "taxonomy": "Failure categories per model with 95% Wilson intervals (final labels).",
-    "taxonomy_turns": "Mean and median turns per failure category (final labels).",
-    "provenance": "Where the final labels come from (adjudicated, human, LLM only).",
-    "robustness": "Clean vs Noise success on paired tasks (EHR-RobustGym Table 2).",
-    "labeller": "LLM pre-labeller vs human labels: kappa, precision, recall, override rate.",
-}
+__all__ = [
+    "DEFAULT_LABEL_POLICY", "DESCRIPTIONS", "LABEL_POLICIES", "LABEL_TABLES", "PAIR_TABLES",
+    "STATISTICS", "TABLES", "TITLES", "Inputs", "SourceError", "TableOptions", "chart_for",
+    "compute_all", "compute_table", "counted_labels", "label_policy_line", "load_frame",
+    "load_inputs",
+]
 
 
 class SourceError(FaillabError):
@@ -262,7 +265,7 @@ class Inputs:
 
 
 def table_names() -> list[str]:
-    return list(TABLES)
+    return list(STATISTICS)
 
 
 def needs_labels(names: Iterable[str]) -> bool:
@@ -290,64 +293,52 @@ def load_inputs(
     )
 
 
-#: Which labels the label tables count: the same choices and default on the Statistics page,
-#: in `faillab stats` and in every export. "human-confirmed": adjudicated, or given by
-#: annotators (agreed or single); "all" adds LLM-only pre-labels nobody has reviewed. The
-#: provenance table always counts every label, so the share left out stays visible.
-LABEL_POLICIES = ("human-confirmed", "all")
-DEFAULT_LABEL_POLICY = LABEL_POLICIES[0]
-
-
 def counted_labels(labels: pd.DataFrame | None, policy: str = DEFAULT_LABEL_POLICY
                    ) -> pd.DataFrame | None:
-    """The final labels the label tables count under ``policy`` (see ``LABEL_POLICIES``)."""
-    if policy not in LABEL_POLICIES:
-        raise SourceError(f"unknown label policy {policy!r} (choose from "
-                          f"{', '.join(LABEL_POLICIES)})")
-    if labels is not None and policy == "human-confirmed":
-        return labels[labels["provenance"].isin(HUMAN_PROVENANCES)]
-    return labels
+    """The final labels the label tables count under ``policy`` (the registry's rule)."""
+    try:
+        return _policy_labels(labels, policy)
+    except ValueError as err:
+        raise SourceError(str(err)) from None
 
 
-def compute_table(name: str, inputs: Inputs, runs: Iterable[str] | None = None) -> pd.DataFrame:
-    """One registered table; ``runs`` also orders the rows (as given) when not None."""
-    if name not in TABLES:
-        raise SourceError(f"unknown table {name!r} (choose from {', '.join(TABLES)})")
-    source = inputs.pairs if name in PAIR_TABLES else inputs.labels
-    return TABLES[name](inputs.frame, source, list(runs) if runs is not None else None)
+def compute_table(name: str, inputs: Inputs, runs: Iterable[str] | None = None,
+                  options: TableOptions | None = None) -> pd.DataFrame:
+    """One registered table over every final label in ``inputs`` under ``options`` (the label
+    policy is applied by the registry); ``runs`` also orders the rows (as given)."""
+    if name not in STATISTICS:
+        raise SourceError(f"unknown table {name!r} (choose from {', '.join(STATISTICS)})")
+    options = _with_runs(options, runs)
+    return compute(name, inputs.frame, inputs.labels, inputs.pairs, options)
 
 
 def compute_all(
-    inputs: Inputs, runs: Iterable[str] | None = None, timings: dict[str, float] | None = None
+    inputs: Inputs, runs: Iterable[str] | None = None, timings: dict[str, float] | None = None,
+    options: TableOptions | None = None,
 ) -> dict[str, pd.DataFrame]:
-    return all_tables(inputs.frame, inputs.labels, runs, pairs=inputs.pairs, timings=timings)
+    return all_tables(inputs.frame, inputs.labels, None, pairs=inputs.pairs, timings=timings,
+                      options=_with_runs(options, runs))
+
+
+def _with_runs(options: TableOptions | None, runs: Iterable[str] | None) -> TableOptions:
+    options = options or TableOptions()
+    if runs is None:
+        return options
+    return TableOptions(tuple(runs), options.label_policy, options.passk_layout,
+                        options.sr_definition)
 
 
 # --- charts ------------------------------------------------------------------------------------
 
 
-def _provenance_pie(table: pd.DataFrame, title: str = "Final labels by provenance") -> go.Figure:
-    # The chart module has no provenance chart; a pie of the counts is the natural picture.
-    present = table[table["count"] > 0] if not table.empty else table
-    fig = go.Figure()
-    if present.empty:
-        fig.update_layout(title=f"{title} (no labels)")
-        return fig
-    fig.add_trace(
-        go.Pie(labels=present["provenance"], values=present["count"], sort=False, hole=0.3)
-    )
-    fig.update_layout(title=title)
-    return fig
-
-
 def chart_for(name: str, table: pd.DataFrame) -> go.Figure:
     """The plotly figure for a computed table (same figure in the app and the CLI)."""
-    if name == "provenance":
-        return _provenance_pie(table.reindex(columns=PROVENANCE_COLUMNS))
-    builder = CHARTS.get(name)
-    if builder is None:
+    statistic = STATISTICS.get(name)
+    if statistic is None or statistic.chart is None:
         raise SourceError(f"no chart for table {name!r}")
-    fig = builder(table)
+    if name == "provenance":
+        table = table.reindex(columns=PROVENANCE_COLUMNS)
+    fig = statistic.chart(table)
     if name == "passk" and "temperature" in table.columns:
         # Pass^k is only comparable between runs sampled at the same temperature, so the
         # legend says which temperature each line was sampled at.

@@ -16,10 +16,10 @@ from analysis.charts import robustness_bars
 from analysis.quick_charts import html_table, quick_chart
 from analysis.sources import (
     DESCRIPTIONS,
-    Inputs,
+    TITLES,
     SourceError,
+    TableOptions,
     chart_for,
-    compute_table,
     filter_frame,
     run_temperatures,
 )
@@ -33,6 +33,7 @@ from faillab.app.widgets.stats_data import (
     filter_options,
     labels_for,
     labels_token,
+    policy_for,
     statistics_frame,
     tables_for,
     verdicts_for,
@@ -51,17 +52,6 @@ from faillab.app.widgets.stats_options import (
     turn_budget_view,
 )
 
-TITLES = {
-    "success": "Success",
-    "passk": "Pass^k / Pass@k",
-    "turns": "Turns",
-    "turn_budget": "Turn budget",
-    "taxonomy": "Failure taxonomy",
-    "taxonomy_turns": "Turns per category",
-    "provenance": "Label provenance",
-    "robustness": "Robustness",
-    "labeller": "Pre-labeller vs human",
-}
 st.title("Statistics")
 viewer = viewer_of(current_user())
 ws = workspace()
@@ -104,15 +94,14 @@ intent_sel = None if set(intents) == set(intent_options) else tuple(intents)
 scope_sel = None if set(scopes) == set(scope_options) else tuple(scopes)
 # The label tables count human-confirmed labels unless LLM-only pre-labels are asked for;
 # the provenance table always shows every source, so the share left out stays visible.
+# The registry applies the policy (the same one `faillab stats --labels` names).
 counted = counted_labels(labels, label_scope)
 with st.spinner("Computing tables…"):
     tables = tables_for(signature, tuple(runs), intent_sel, scope_sel,
-                        labels_token(counted, pairs), frame, counted, pairs)
+                        labels_token(labels, pairs), frame, labels, pairs,
+                        TableOptions(tuple(runs), policy_for(label_scope)))
 
 selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
-if "provenance" in tables and counted is not labels:
-    tables["provenance"] = compute_table("provenance", Inputs(selected, labels, pairs),
-                                         list(runs))
 st.caption(selection_line(
     selection, runs=all_runs, intents=intent_options, scopes=scope_options,
     trajectories=len(selected),

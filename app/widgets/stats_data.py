@@ -18,6 +18,7 @@ from sqlalchemy import make_url
 from analysis.sources import (
     LABEL_POLICIES,
     Inputs,
+    TableOptions,
     apply_verdicts,
     compute_all,
     filter_frame,
@@ -58,11 +59,16 @@ def verdicts_token(verdicts: dict[str, bool | None]) -> int:
     return hash(tuple(sorted(verdicts.items(), key=lambda item: item[0]))) if verdicts else 0
 
 
+def policy_for(label_scope: str) -> str:
+    """The registry's label policy the page's label choice names (`faillab stats --labels`
+    takes the same two)."""
+    return LABEL_POLICIES[0] if label_scope == LABEL_SCOPES[0] else LABEL_POLICIES[1]
+
+
 def counted_labels(labels: pd.DataFrame | None, label_scope: str) -> pd.DataFrame | None:
-    """The labels the label tables count: the analysis policy the page's choice names
-    (``analysis.sources.counted_labels``, which `faillab stats --labels` uses too)."""
-    policy = LABEL_POLICIES[0] if label_scope == LABEL_SCOPES[0] else LABEL_POLICIES[1]
-    return policy_labels(labels, policy)
+    """The labels the label tables count under the page's choice (for its counts line; the
+    tables themselves get every label and apply the policy in the registry)."""
+    return policy_labels(labels, policy_for(label_scope))
 
 
 def _token(df: pd.DataFrame | None) -> int:
@@ -87,10 +93,14 @@ def tables_for(
     _frame: pd.DataFrame,
     _labels: pd.DataFrame | None,
     _pairs: pd.DataFrame | None,
+    options: TableOptions,
 ) -> dict[str, pd.DataFrame]:
+    """Every table of the registry over the selection: ``_labels`` are all final labels, and
+    ``options`` carries the label policy, Pass^k layout and SR(T) definition, exactly as
+    `faillab stats` passes them."""
     sub = filter_frame(_frame[_frame["run"].isin(runs)], intents, scopes)
     inputs = Inputs(sub, _labels, _pairs)
-    return compute_all(inputs, list(runs))
+    return compute_all(inputs, list(runs), options=options)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -135,9 +145,8 @@ def warm_first_visit(ws: Workspace, annotations_url: str, source: str) -> None:
     # as for an empty store's frames (`labels_token` is 0 for both).
     if not missing_sqlite_store(annotations_url):
         labels, pairs = labels_for(annotations_url, viewer_of(None))
-    counted = counted_labels(labels, LABEL_SCOPES[0])
-    tables_for(signature, tuple(runs), None, None, labels_token(counted, pairs), frame, counted,
-               pairs)
+    tables_for(signature, tuple(runs), None, None, labels_token(labels, pairs), frame, labels,
+               pairs, TableOptions(tuple(runs), policy_for(LABEL_SCOPES[0])))
 
 
 def missing_sqlite_store(url: str) -> bool:

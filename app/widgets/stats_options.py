@@ -7,13 +7,9 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from analysis.passk import PASS_AT_TEMPERATURE, PASS_HAT_TEMPERATURE, pass_k_paper
-from analysis.turns import (
-    SR_DEFINITIONS,
-    common_solved_tasks,
-    solved_task_counts,
-    success_by_turn_budget,
-)
+from analysis.passk import PASS_AT_TEMPERATURE, PASS_HAT_TEMPERATURE
+from analysis.sources import Inputs, TableOptions, compute_table
+from analysis.turns import SR_DEFINITIONS, common_solved_tasks, solved_task_counts
 from faillab.app.widgets.safe import escape_markdown
 from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES
 
@@ -123,12 +119,14 @@ def passk_view(long: pd.DataFrame, frame: pd.DataFrame, runs: list[str]) -> pd.D
     )
     if layout != "paper":
         return long
+    paper = compute_table("passk", Inputs(frame), runs,
+                          TableOptions(tuple(runs), passk_layout="paper"))
     st.caption(
         f"Paper layout (EHR-Complex Tables 22-26): one row per model and view; Pass^k from the "
         f"model's T={PASS_HAT_TEMPERATURE:g} run and Pass@k from its T={PASS_AT_TEMPERATURE:g} "
         "run (pass_hat_run / pass_at_run name them; empty when that run is not selected)."
     )
-    return pass_k_paper(frame, runs)
+    return paper
 
 
 def turn_budget_view(default: pd.DataFrame, frame: pd.DataFrame, runs: list[str]) -> pd.DataFrame:
@@ -139,7 +137,8 @@ def turn_budget_view(default: pd.DataFrame, frame: pd.DataFrame, runs: list[str]
     st.caption(f"SR(T) definition: {SR_TEXT[definition]}.")
     if definition == SR_DEFINITIONS[0]:
         return default
-    return success_by_turn_budget(frame, runs=runs, definition=definition)
+    return compute_table("turn_budget", Inputs(frame), runs,
+                         TableOptions(tuple(runs), sr_definition=definition))
 
 
 def no_common_tasks_note(name: str, frame: pd.DataFrame,

@@ -27,6 +27,7 @@ from faillab.cli.common import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.tables import TableOptions
     from labeling.store import Store
     from trajectories.workspace import Workspace
 
@@ -230,9 +231,9 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
     from analysis.sources import (
         Inputs,
         SourceError,
+        TableOptions,
         apply_verdicts,
         compute_table,
-        counted_labels,
         final_labels,
         human_verdicts,
         labeller_pairs,
@@ -280,30 +281,20 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
                     inputs = Inputs(frame, every, labeller_pairs(store, taxonomy_version))
             finally:
                 store.close()
-        # The label tables count the policy's labels; provenance counts every one, so the
-        # share left out stays visible (as on the Statistics page).
-        counted = Inputs(inputs.frame, counted_labels(inputs.labels, label_policy),
-                         inputs.pairs)
-        tables = {n: compute_table(n, inputs if n == "provenance" else counted, run_list)
-                  for n in names}
-
-        if layout == "paper" and "passk" in tables:
-            from analysis.passk import pass_k_paper
-
-            tables["passk"] = pass_k_paper(inputs.frame, run_list)
-        if sr_definition != SR_DEFINITION_CHOICES[0] and "turn_budget" in tables:
-            from analysis.turns import success_by_turn_budget
-
-            tables["turn_budget"] = success_by_turn_budget(
-                inputs.frame, runs=run_list, definition=sr_definition
-            )
+        # One registry computes every table: it applies the label policy (provenance counts
+        # every label, so the share left out stays visible) and the layout and SR(T) options,
+        # exactly as the Statistics page passes them.
+        options = TableOptions(tuple(run_list) if run_list is not None else None,
+                               label_policy, "paper" if layout == "paper" else "long",
+                               sr_definition)
+        tables = {n: compute_table(n, inputs, run_list, options) for n in names}
     except SourceError as err:
         raise UserError(str(err)) from None
     if offline_labellers:
         tables["labeller_offline"] = _offline_labellers(ws, workspace, taxonomy_version)
         _emit_all(tables, fmt, decimals, output)
         _note_disagreements(inputs.frame)
-        _note_label_policy(names, label_policy)
+        _note_label_policy(names, options)
         return
 
     if table == ALL:
@@ -317,17 +308,16 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
             text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
             _write(text, output, fmt)
     _note_disagreements(inputs.frame)
-    _note_label_policy(names, label_policy)
+    _note_label_policy(names, options)
 
 
-def _note_label_policy(names: list[str], policy: str) -> None:
-    """Every output with a label table says which labels it counts (stderr)."""
-    from analysis.sources import needs_labels
+def _note_label_policy(names: list[str], options: TableOptions) -> None:
+    """Every output with a table the label policy applies to says which labels it counts
+    (stderr), in the registry's words."""
+    from analysis.sources import STATISTICS, label_policy_line
 
-    if needs_labels(names):
-        click.echo(f"note: label tables count {policy} labels"
-                   + (" (adjudicated, or given by annotators; --labels all adds LLM-only "
-                      "pre-labels)" if policy == "human-confirmed" else ""), err=True)
+    if any(STATISTICS[n].counts_labels_by_policy for n in names):
+        click.echo(f"note: {label_policy_line(options)}", err=True)
 
 
 def _offline_labellers(ws: Workspace, workspace: Path | None,

@@ -25,7 +25,7 @@ from analysis.sources import (
     run_names,
     run_temperatures,
 )
-from analysis.tables import TABLES
+from analysis.tables import TABLES, TableOptions
 from labeling.store import Store, open_store
 from taxonomy.model import default_taxonomy
 from tests.support import make_trajectory
@@ -138,11 +138,15 @@ def test_final_labels_feed_taxonomy(labelled: tuple[Workspace, Store, dict[str, 
     ws, store, expected = labelled
     inputs = load_inputs(ws, store)
     assert inputs.labels is not None
-    dist = compute_table("taxonomy", inputs)
+    dist = compute_table("taxonomy", inputs, options=TableOptions(label_policy="all"))
     counts = dist.groupby("category")["count"].sum().to_dict()
     # Tables show the categories by display name, not by stored key.
     want = pd.Series(expected).map(category_display_name).value_counts().to_dict()
     assert {k: v for k, v in counts.items() if v} == want
+    # The default policy (as on the page and in the CLI) leaves LLM-only labels out.
+    confirmed = inputs.labels[inputs.labels["provenance"] != "llm_only"]
+    default = compute_table("taxonomy", inputs).groupby("category")["count"].sum()
+    assert int(default.sum()) == int(confirmed["category"].notna().sum()) < sum(want.values())
     prov = compute_table("provenance", inputs).set_index("provenance")["count"].to_dict()
     assert prov["human_agreed"] == 5 and prov["human_single"] == 4 and prov["llm_only"] == 1
     assert prov["disputed"] == 1

@@ -11,7 +11,7 @@ import pytest
 
 from analysis import charts
 from analysis.labeller import labeller_agreement
-from analysis.tables import TABLES, all_tables
+from analysis.tables import STATISTICS, TABLES, TableOptions, all_tables
 
 # The benchmark's synthetic workspace doubles as a realistic fixture; load it by path because
 # bench/ is not a package.
@@ -60,9 +60,10 @@ def test_label_tables_empty_without_labels(workspace: tuple[pd.DataFrame, ...]) 
 
 def test_every_chart_builds(workspace: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> None:
     df, labels, pairs = workspace
-    out = all_tables(df, labels, pairs=pairs)
-    for name, builder in charts.CHARTS.items():
-        fig = builder(out[name])
+    out = all_tables(df, labels, pairs=pairs, options=TableOptions(label_policy="all"))
+    for name, statistic in STATISTICS.items():
+        assert statistic.chart is not None, name
+        fig = statistic.chart(out[name])
         assert isinstance(fig, go.Figure)
         assert len(fig.data) > 0, name
     bars = charts.failure_bars(out["taxonomy"])
