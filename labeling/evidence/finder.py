@@ -37,12 +37,20 @@ from typing import Any
 from labeling import signals as sg
 from labeling.evidence.codes import earlier_wrong_code, with_lookups
 from labeling.evidence.grounding import searched, ungrounded_search, unknown_value, value_reason
-from labeling.evidence.parts import Divergence, RefParts, compare, decompose, row_id_reason
+from labeling.evidence.parts import (
+    Divergence,
+    EvidencePart,
+    RefParts,
+    compare,
+    decompose,
+    row_id_reason,
+)
 from labeling.evidence.probes import Probe, Rows, same_rows
 from labeling.signals import NULL_TEXTS, as_table, has_final_answer
 from trajectories.model import StepKind, Trajectory
 
-__all__ = ["CALIBRATION", "MEASURED_PARTS", "Evidence", "find_divergence"]
+__all__ = ["CALIBRATION", "MEASURED_PARTS", "UNMEASURED_PARTS", "Evidence", "EvidencePart",
+           "find_divergence"]
 
 # part -> (suggested category, confidence). Each confidence is the part's precision for its
 # category on demo failures, whose generator records every failure's injected cause (seeds 0, 2
@@ -57,29 +65,28 @@ __all__ = ["CALIBRATION", "MEASURED_PARTS", "Evidence", "find_divergence"]
 # docs/evaluation.md has the table. `order_limit` stays at the prior on purpose: the
 # calibration-only templates measure it 14/14 SQL logic, but on real failures a missing LIMIT
 # is mostly the consequence of another error, and following it cost the held-out half an item.
+_P = EvidencePart
 CALIBRATION: dict[str, tuple[str, float]] = {
-    "loop": (sg.STUCK_IN_LOOP, 0.9),  # 225/225
-    "execution": (sg.VARIABLE_SCOPE, 0.9),  # 23/23
-    "answer": (sg.ANSWER_FORMAT, 0.9),  # 420/432
-    "no_data": (sg.SEMANTIC, 0.9),  # 198/198
-    "codes": (sg.CODE_LOOKUP, 0.9),  # 131/131
-    "concept": (sg.SEMANTIC, 0.05),  # 0/2 (both demo cases were code errors)
-    "aggregations": (sg.SQL_LOGIC, 0.9),  # 137/139
-    "result": (sg.SQL_LOGIC, 0.65),  # 172/249
-    "filters": (sg.SEMANTIC, 0.8),  # 24/28
-    "lookup": (sg.CODE_LOOKUP, 0.85),  # 14/14
-    "tables": (sg.SEMANTIC, 0.85),  # 10/10
-    "times": (sg.SQL_LOGIC, 0.75),  # 5/5
-    "group_by": (sg.SQL_LOGIC, 0.15),  # not produced by the demo
-    "order_limit": (sg.SQL_LOGIC, 0.15),  # see above
+    _P.LOOP: (sg.STUCK_IN_LOOP, 0.9),  # 225/225
+    _P.EXECUTION: (sg.VARIABLE_SCOPE, 0.9),  # 23/23
+    _P.ANSWER: (sg.ANSWER_FORMAT, 0.9),  # 420/432
+    _P.NO_DATA: (sg.SEMANTIC, 0.9),  # 198/198
+    _P.CODES: (sg.CODE_LOOKUP, 0.9),  # 131/131
+    _P.CONCEPT: (sg.SEMANTIC, 0.05),  # 0/2 (both demo cases were code errors)
+    _P.AGGREGATIONS: (sg.SQL_LOGIC, 0.9),  # 137/139
+    _P.RESULT: (sg.SQL_LOGIC, 0.65),  # 172/249
+    _P.FILTERS: (sg.SEMANTIC, 0.8),  # 24/28
+    _P.LOOKUP: (sg.CODE_LOOKUP, 0.85),  # 14/14
+    _P.TABLES: (sg.SEMANTIC, 0.85),  # 10/10
+    _P.TIMES: (sg.SQL_LOGIC, 0.75),  # 5/5
+    _P.GROUP_BY: (sg.SQL_LOGIC, 0.15),  # not produced by the demo
+    _P.ORDER_LIMIT: (sg.SQL_LOGIC, 0.15),  # see above
 }
-MEASURED_PARTS = frozenset(
-    {"loop", "execution", "answer", "no_data", "codes", "aggregations", "result", "filters",
-     "tables", "times", "concept", "lookup"}
-)
-# Which part decides when several differ: the most specific evidence first.
-_ORDER = ("loop", "execution", "answer", "no_data", "concept", "codes", "lookup", "tables", "times",
-          "aggregations", "group_by", "order_limit", "filters", "result")
+#: Parts left at the uninformed prior because the demo never produces them.
+UNMEASURED_PARTS = frozenset({_P.GROUP_BY, _P.ORDER_LIMIT})
+MEASURED_PARTS = frozenset(CALIBRATION) - UNMEASURED_PARTS
+# Which part decides when several differ: the enum's order, the most specific evidence first.
+_ORDER: tuple[str, ...] = tuple(EvidencePart)
 _LOOP_MIN_RUNS = 3
 _RE_SCOPE = re.compile(r"NameError|is not defined|UnboundLocalError", re.I)
 _ROW_TEXT = 160

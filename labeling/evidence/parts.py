@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import lru_cache
 
 from sqlglot import exp
@@ -50,18 +51,40 @@ class RefParts:
     row_id_codes: frozenset[tuple[str, str]] = frozenset()
 
 
+class EvidencePart(StrEnum):
+    """Where a trajectory can leave the reference's path, declared in order of decisiveness:
+    when several parts differ, the first one listed decides (the most specific evidence first).
+    The finder's calibration has one entry per part (``labeling.evidence.finder.CALIBRATION``).
+    """
+
+    LOOP = "loop"
+    EXECUTION = "execution"
+    ANSWER = "answer"
+    NO_DATA = "no_data"
+    CONCEPT = "concept"
+    CODES = "codes"
+    LOOKUP = "lookup"
+    TABLES = "tables"
+    TIMES = "times"
+    AGGREGATIONS = "aggregations"
+    GROUP_BY = "group_by"
+    ORDER_LIMIT = "order_limit"
+    FILTERS = "filters"
+    RESULT = "result"
+
+
 @dataclass(frozen=True, slots=True)
 class Divergence:
-    """One way a query leaves the reference's path.
-
-    ``part`` is one of: loop, execution, answer, no_data, tables, codes, lookup, filters, times,
-    group_by, aggregations, order_limit, result.
-    """
+    """One way a query leaves the reference's path; ``part`` is an ``EvidencePart`` value
+    (a name outside it is refused, so a misspelt part cannot go uncalibrated)."""
 
     part: str
     reason: str
     category: str  # internal category key (labeling.signals)
     confidence: float
+
+    def __post_init__(self) -> None:
+        EvidencePart(self.part)
 
 
 _COMPARISONS = (exp.EQ, exp.In, exp.Like, exp.GT, exp.GTE, exp.LT, exp.LTE)

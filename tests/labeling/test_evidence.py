@@ -444,3 +444,14 @@ def test_a_code_is_looked_up_only_where_its_column_points(tmp_path: Path) -> Non
             "4019": "Hypertension NOS", "icd10|e119": "Type 2 diabetes", "i509": "Heart failure"}
     with Probe.open(db) as probe:  # no column known: every dictionary the shape fits, as before
         assert probe.codes(["4019"])["4019"].table == "d_icd_diagnoses"
+
+
+def test_every_evidence_part_is_calibrated_and_an_unknown_one_is_refused() -> None:
+    from labeling.evidence.finder import CALIBRATION, UNMEASURED_PARTS
+    from labeling.evidence.parts import Divergence, EvidencePart
+
+    assert set(CALIBRATION) == set(EvidencePart)
+    assert MEASURED_PARTS | UNMEASURED_PARTS == set(EvidencePart)
+    assert all(CALIBRATION[p][1] == 0.15 for p in UNMEASURED_PARTS)
+    with pytest.raises(ValueError, match="'joins'"):
+        Divergence("joins", "a misspelt part", "sql_logic_error", 0.5)
