@@ -451,7 +451,7 @@ def test_every_evidence_part_is_calibrated_and_an_unknown_one_is_refused() -> No
     from labeling.evidence.parts import Divergence, EvidencePart
 
     assert set(CALIBRATION) == set(EvidencePart)
-    assert MEASURED_PARTS | UNMEASURED_PARTS == set(EvidencePart)
+    assert set(EvidencePart) == MEASURED_PARTS | UNMEASURED_PARTS
     assert all(CALIBRATION[p][1] == 0.15 for p in UNMEASURED_PARTS)
     with pytest.raises(ValueError, match="'joins'"):
         Divergence("joins", "a misspelt part", "sql_logic_error", 0.5)
