@@ -55,6 +55,9 @@ def label_by_keys(page: Page, moves: str, category_key: str) -> int:
     """Move the cursor with ``moves`` (a string of ``[`` and ``]``), mark, save; the step."""
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
     for key in moves:
+        # A key that arrives while the previous run is still going is folded into it by
+        # Streamlit; wait for the page to be idle so each move is its own.
+        wait_idle(page)
         before = cursor_line(page)
         page.keyboard.press(key)
         expect(page.locator(".st-key-annotate_step_where").first).not_to_have_text(before)

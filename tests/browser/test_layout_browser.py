@@ -106,7 +106,7 @@ def test_no_control_or_table_column_is_cut_on_the_lead_pages(
             grids = page.locator("[data-testid='stMain'] [data-testid='stDataFrame']")
             if path in WITH_TABLES:
                 # A grid mounts after the run that sent it has ended: wait for it.
-                grids.first.locator(".dvn-scroller").wait_for(timeout=30_000)
+                grids.first.locator(".dvn-scroller").wait_for(timeout=60_000)
             tables = grids.count()
             cut, wide = cut_controls(page), page.evaluate(_OVERFLOWING_TABLES)
             screenshot(page, f"layout-{path or 'overview'}-{size[0]}")

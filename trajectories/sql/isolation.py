@@ -32,39 +32,36 @@ Workers start lazily on first use and are reused. A pool of two lets two callers
 the app) run at once; further callers wait for a free worker. ``shutdown`` stops the workers and
 runs at interpreter exit; a worker whose parent disappears sees its pipe close and exits after
 the query at hand.
+
+This module is the parent's side. The worker's side (its entry point, and the reply format both
+sides share) is :mod:`trajectories.sql.isolation_worker`.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import datetime as dt
-import decimal
-import io
 import os
 import pickle
 import queue
-import resource
 import subprocess
 import sys
 import threading
-import uuid
-import zoneinfo
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from trajectories.sql.guard import check_db_path, check_sql_text
-from trajectories.sql.result import (
-    QueryFailed,
-    QueryRefused,
-    QueryResult,
-    QueryTimeout,
-    SandboxError,
-    WorkerRestarted,
-    timeout_error,
+from trajectories.sql.isolation_worker import (
+    ACK,
+    MEMORY_MESSAGE,
+    READY,
+    decode_reply,
+    load_reply,
+    too_large_message,
 )
+from trajectories.sql.result import QueryFailed, QueryResult, WorkerRestarted, timeout_error
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_BYTES",
@@ -88,20 +85,13 @@ STARTUP_TIMEOUT_S = 60.0
 MAX_REPLY_BYTES = 64 << 20
 DEFAULT_WORKERS = 2
 
-MEMORY_MESSAGE = "stopped: the query needed more memory than the sandbox allows"
 RESTARTED_MESSAGE = (
     "the sandbox worker stopped before it ran the query and has been restarted; "
     "nothing was run, run the query again"
 )
-_ERRORS: dict[str, type[SandboxError]] = {
-    cls.__name__: cls for cls in (QueryRefused, QueryTimeout, QueryFailed, SandboxError)
-}
-# Words in an engine message that mean an allocation failed.
-_OOM_MARKERS = ("out of memory", "bad allocation", "bad_alloc", "cannot allocate memory")
-_READY = b"ready"
-_ACK = b"go"
-_BOOT = "import sys; from trajectories.sql.isolation import _worker_main; " \
-        "_worker_main(int(sys.argv[1]))"
+# The worker's program: a fresh interpreter that runs the entry point in ``isolation_worker``.
+_BOOT = "import sys; from trajectories.sql.isolation_worker import worker_main; " \
+        "worker_main(int(sys.argv[1]))"
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -201,7 +191,7 @@ class IsolatedSandbox:
             )
         finally:
             self._idle.put(worker)
-        return _decode(reply)
+        return decode_reply(reply)
 
     def worker_pids(self) -> list[int]:
         """Process ids of the running workers (for tests and diagnostics)."""
@@ -249,7 +239,7 @@ class _Worker:
         try:
             try:
                 conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
-                acked = conn.poll(deadline_s) and conn.recv_bytes(16) == _ACK
+                acked = conn.poll(deadline_s) and conn.recv_bytes(16) == ACK
             except (EOFError, OSError):
                 acked = False
             if not acked:
@@ -274,8 +264,8 @@ class _Worker:
                 # recv_bytes refuses a message longer than its limit with a plain OSError.
                 self._kill()
                 finished = True
-                raise QueryFailed(_too_large_message(MAX_REPLY_BYTES + 65536)) from None
-            reply = _loads(raw)
+                raise QueryFailed(too_large_message(MAX_REPLY_BYTES + 65536)) from None
+            reply = load_reply(raw)
             if reply[-1]:  # the worker retires itself after a memory failure
                 self._reap()
             finished = True
@@ -321,7 +311,7 @@ class _Worker:
             child_end.close()
         self._proc, self._conn = proc, parent_end
         try:
-            ready = parent_end.poll(startup_timeout_s) and parent_end.recv_bytes(64) == _READY
+            ready = parent_end.poll(startup_timeout_s) and parent_end.recv_bytes(64) == READY
         except (EOFError, OSError):
             ready = False
         if not ready:
@@ -352,165 +342,3 @@ class _Worker:
 
 class _DiedBeforeQuery(Exception):
     """The worker was gone before it acknowledged the request."""
-
-
-def _too_large_message(limit: int) -> str:
-    return (
-        f"stopped: the result is larger than the sandbox passes back "
-        f"(limit {limit / (1 << 20):.0f} MiB); select fewer rows or columns"
-    )
-
-
-def _decode(reply: tuple[Any, ...]) -> QueryResult:
-    kind = reply[0]
-    if kind == "ok":
-        _, columns, rows, truncated, elapsed_ms, _retire = reply
-        return QueryResult(
-            columns=[str(c) for c in columns],
-            rows=[tuple(r) for r in rows],
-            truncated=bool(truncated),
-            elapsed_ms=float(elapsed_ms),
-        )
-    if kind == "error":
-        _, name, message, _retire = reply
-        raise _ERRORS.get(str(name), QueryFailed)(str(message))
-    raise QueryFailed("the sandbox worker sent a reply it should not have")
-
-
-# Classes a reply may name. Everything else in a reply is built from pickle's own opcodes
-# (None, bool, int, float, str, bytes, list, tuple, dict, set).
-_REPLY_CLASSES = {
-    ("datetime", "date"): dt.date,
-    ("datetime", "datetime"): dt.datetime,
-    ("datetime", "time"): dt.time,
-    ("datetime", "timedelta"): dt.timedelta,
-    ("datetime", "timezone"): dt.timezone,
-    ("decimal", "Decimal"): decimal.Decimal,
-    ("uuid", "UUID"): uuid.UUID,
-    ("zoneinfo", "ZoneInfo"): zoneinfo.ZoneInfo,
-}
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        try:
-            return _REPLY_CLASSES[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a reply") from None
-
-
-def _loads(raw: bytes) -> tuple[Any, ...]:
-    try:
-        reply = _ReplyUnpickler(io.BytesIO(raw)).load()
-    except Exception as exc:
-        raise QueryFailed(f"the sandbox worker sent an unreadable reply: {exc}") from None
-    if not isinstance(reply, tuple) or len(reply) not in (4, 6):
-        raise QueryFailed("the sandbox worker sent a reply it should not have")
-    return reply
-
-
-# --------------------------------------------------------------------------- worker side
-
-
-def _worker_main(fd: int) -> None:
-    """Entry point of the worker process: answer requests until the pipe closes."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    conn = Connection(fd)
-    from trajectories.sql.run import run_readonly  # loads DuckDB before any limit applies
-
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    conn.send_bytes(_READY)
-    while True:
-        try:
-            raw = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        request = pickle.loads(raw)  # from our parent only
-        if request is None:
-            return
-        try:
-            conn.send_bytes(_ACK)
-        except (EOFError, OSError):
-            return
-        db_path, sql, timeout_s, row_cap, memory_limit, max_reply = request
-        soft = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-            reply, retire = _answer(run_readonly, Path(db_path), sql, timeout_s,
-                                    row_cap, max_reply)
-        except MemoryError:
-            reply, retire = _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True
-        try:
-            conn.send_bytes(reply)
-        except (EOFError, OSError):
-            return
-        if retire:
-            # After an allocation failure the heap may be in a poor state: start afresh.
-            return
-
-
-def _answer(run: Any, path: Path, sql: str, timeout_s: float, row_cap: int,
-            max_reply: int) -> tuple[bytes, bool]:
-    """The pickled reply for one request, and whether the worker should exit after it."""
-    try:
-        result = run(path, sql, timeout_s=timeout_s, row_cap=row_cap)
-    except MemoryError:
-        return _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True
-    except SandboxError as err:
-        message = str(err)
-        if isinstance(err, QueryFailed) and any(m in message.lower() for m in _OOM_MARKERS):
-            return _error_reply("QueryFailed", MEMORY_MESSAGE, retire=True), True
-        return _error_reply(type(err).__name__, message), False
-    except Exception as exc:  # a bug, not the query's fault: report it on one line
-        text = f"sandbox worker error: {type(exc).__name__}: {exc}"
-        return _error_reply("QueryFailed", text), False
-    rows = [tuple(_plain(v) for v in row) for row in result.rows]
-    payload = ("ok", [str(c) for c in result.columns], rows, bool(result.truncated),
-               float(result.elapsed_ms), False)
-    buf = io.BytesIO()
-    _ReplyPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(payload)
-    if buf.tell() > max_reply:
-        return _error_reply("QueryFailed", _too_large_message(max_reply)), False
-    return buf.getvalue(), False
-
-
-def _error_reply(name: str, message: str, *, retire: bool = False) -> bytes:
-    return pickle.dumps(("error", name, message, retire), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _reduce_zoneinfo(tz: zoneinfo.ZoneInfo) -> tuple[Any, tuple[str]]:
-    return (zoneinfo.ZoneInfo, (str(tz.key),))
-
-
-class _ReplyPickler(pickle.Pickler):
-    # ZoneInfo pickles through getattr() by default; rebuild it from its key instead, so the
-    # parent's allow-list needs only the class itself.
-    dispatch_table = {zoneinfo.ZoneInfo: _reduce_zoneinfo}
-
-
-_SCALARS = frozenset({
-    type(None), bool, int, float, str, bytes, decimal.Decimal, dt.date, dt.datetime, dt.time,
-    dt.timedelta, uuid.UUID,
-})  # fmt: skip
-
-
-def _plain(value: Any) -> Any:
-    """``value`` built only from the types a reply may carry; anything else becomes text."""
-    kind = type(value)
-    if (kind is dt.datetime or kind is dt.time) and value.tzinfo is not None:
-        tz = value.tzinfo
-        if type(tz) is dt.timezone or (type(tz) is zoneinfo.ZoneInfo and tz.key):
-            return value
-        offset = value.utcoffset()
-        return value.replace(tzinfo=dt.timezone(offset)) if offset is not None else str(value)
-    if kind in _SCALARS:
-        return value
-    if kind is list or kind is tuple:
-        return kind(_plain(v) for v in value)
-    if kind is dict:
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if kind is set or kind is frozenset:
-        return kind(_plain(v) for v in value)
-    if kind is bytearray or kind is memoryview:
-        return bytes(value)
-    return str(value)
