@@ -19,7 +19,17 @@ from typing import Literal
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis import charts
+from analysis.charts import (
+    failure_bars,
+    labeller_bars,
+    passk_lines,
+    provenance_pie,
+    robustness_bars,
+    success_heatmap,
+    turn_budget_lines,
+    turns_bars,
+    turns_per_category_bars,
+)
 from analysis.failures import (
     DISTRIBUTION_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -175,31 +185,31 @@ class Statistic:
 
 _ENTRIES = (
     Statistic("success", "Success", "Success rate by intent x scope per run (EHR-Complex "
-              "Table 3).", "trajectories", _with_runs(_success), charts.success_heatmap),
+              "Table 3).", "trajectories", _with_runs(_success), success_heatmap),
     Statistic("passk", "Pass^k / Pass@k", "Pass^k (consistency) and Pass@k (coverage) per "
-              "run, scope and intent.", "trajectories", _passk_table, charts.passk_lines,
+              "run, scope and intent.", "trajectories", _passk_table, passk_lines,
               frozenset({"passk_layout"})),
     Statistic("turns", "Turns", "Action turns per scope on the tasks every selected run "
-              "solved.", "trajectories", _with_runs(_turns), charts.turns_bars),
+              "solved.", "trajectories", _with_runs(_turns), turns_bars),
     Statistic("turn_budget", "Turn budget", "SR(T): share of the tasks every selected run "
               "solved that a run completed within T turns (EHR-Complex Fig. 5); "
               "'all_trajectories' variant optional.", "trajectories", _turn_budget_table,
-              charts.turn_budget_lines, frozenset({"sr_definition"})),
+              turn_budget_lines, frozenset({"sr_definition"})),
     Statistic("taxonomy", "Failure taxonomy", "Failure categories per model with 95% Wilson "
               "intervals (final labels).", "final_labels", _with_runs(_taxonomy),
-              charts.failure_bars, frozenset({"label_policy"})),
+              failure_bars, frozenset({"label_policy"})),
     Statistic("taxonomy_turns", "Turns per category", "Mean and median turns per failure "
               "category (final labels).", "final_labels", _with_runs(_taxonomy_turns),
-              charts.turns_per_category_bars, frozenset({"label_policy"})),
+              turns_per_category_bars, frozenset({"label_policy"})),
     Statistic("provenance", "Label provenance", "Where the final labels come from "
               "(adjudicated, human, LLM only).", "final_labels", _with_runs(_provenance),
-              charts.provenance_pie),
+              provenance_pie),
     Statistic("robustness", "Robustness", "Clean vs Noise success on paired tasks "
               "(EHR-RobustGym Table 2).", "trajectories", _with_runs(_robustness),
-              charts.robustness_bars),
+              robustness_bars),
     Statistic("labeller", "Pre-labeller vs human", "LLM pre-labeller vs human labels: kappa, "
               "precision, recall, override rate.", "label_pairs", _with_runs(_labeller),
-              charts.labeller_bars),
+              labeller_bars),
 )
 #: Every table by name, in the order the CLI lists and the page shows them.
 STATISTICS: Mapping[str, Statistic] = {s.name: s for s in _ENTRIES}

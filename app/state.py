@@ -60,7 +60,7 @@ def get_settings() -> Settings:
 @st.cache_resource
 def get_workspace(root: str) -> Workspace:
     # One Workspace per process and root; it keeps a DuckDB connection per thread internally.
-    ws = Workspace(Path(root))
+    ws = Workspace.from_settings(get_settings(), Path(root))
     # Whatever page opens first (a shared Browse link, a deep link), the Browse table is built
     # in the background from now on, and again after each import, instead of on a first Browse.
     keep_browse_warm(ws)
@@ -83,8 +83,7 @@ def get_store() -> Store:
 def existing_store() -> Store | None:
     """The annotation store when there is one; None for a workspace whose SQLite store was
     never created (browsing must not create it: opening a SQLite store makes its file)."""
-    settings = get_settings()
-    if not settings.database_url and not (settings.workspace / "annotations.sqlite").exists():
+    if not get_settings().has_annotation_store():
         return None
     return get_store()
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from faillab.core.errors import FaillabError
+
+if TYPE_CHECKING:
+    from faillab.core.settings import Settings
 
 SCHEME = "s3://"
 
@@ -83,21 +86,12 @@ def s3_filesystem(*, endpoint: str = "", region: str = "", access_key: str = "",
     return pafs.S3FileSystem(**kwargs)
 
 
-def filesystem_from_settings() -> pafs.S3FileSystem:
-    """The S3 client configured by the settings (endpoint, region, AWS credentials)."""
-    from faillab.core.settings import Settings
-
-    s = Settings.from_env()
+def filesystem_from_settings(s: Settings) -> pafs.S3FileSystem:
+    """The S3 client the settings describe (endpoint, region, AWS credentials). The settings
+    are passed in by the faces: nothing in the domain reads the environment."""
     return s3_filesystem(endpoint=s.s3_endpoint, region=s.s3_region,
                          access_key=s.s3_access_key_id, secret_key=s.s3_secret_access_key,
                          session_token=s.s3_session_token)
-
-
-def configured_trajectories_url() -> str:
-    """``FAILLAB_TRAJECTORIES_URL`` (empty: the workspace's own folder)."""
-    from faillab.core.settings import Settings
-
-    return Settings.from_env().trajectories_url
 
 
 class RemoteParts:

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from faillab.core.settings import Settings, sqlite_store_url
 from trajectories import rekey_journal
 from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_ROWS, Compaction
 from trajectories.import_workers import FileSpec
@@ -43,7 +44,6 @@ from trajectories.model import Trajectory
 from trajectories.objectstore import (
     RemoteParts,
     S3Location,
-    configured_trajectories_url,
     filesystem_from_settings,
     is_remote,
 )
@@ -84,11 +84,13 @@ class RemovalReport:
 
 
 class Workspace(Queries, Compaction, Scoring):
-    def __init__(self, root: Path | str, trajectories_url: str | None = None,
-                 filesystem: pafs.FileSystem | None = None) -> None:
-        """``trajectories_url`` (default: the ``trajectories_url`` setting) puts the parts
-        and their manifest at ``s3://bucket/prefix`` instead of ``root/trajectories``;
-        ``filesystem`` replaces the S3 client the settings describe."""
+    def __init__(self, root: Path | str, trajectories_url: str = "",
+                 filesystem: pafs.FileSystem | None = None,
+                 settings: Settings | None = None) -> None:
+        """``trajectories_url`` puts the parts and their manifest at ``s3://bucket/prefix``
+        instead of ``root/trajectories`` (empty: the local folder); its S3 client is
+        ``filesystem``, else the one ``settings`` describe. Nothing here reads the
+        environment: the faces build a workspace from their settings (``from_settings``)."""
         self.root = Path(root)
         self.parts_dir = self.root / "trajectories"
         self._local = threading.local()
@@ -96,7 +98,7 @@ class Workspace(Queries, Compaction, Scoring):
         self._shared_lock = threading.Lock()
         self._warm_tables = {}
         self.warm_thread = None
-        url = configured_trajectories_url() if trajectories_url is None else trajectories_url
+        url = trajectories_url
         #: The object store holding the parts (None: they are local files under parts_dir).
         self.remote: RemoteParts | None = None
         #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
@@ -106,10 +108,22 @@ class Workspace(Queries, Compaction, Scoring):
                 raise WorkspaceError(f"trajectories URL {url!r}: expected s3://bucket/prefix "
                                      "(leave it empty for the workspace's own folder)")
             location = S3Location.parse(url)
-            self._fs = filesystem if filesystem is not None else filesystem_from_settings()
+            if filesystem is None:
+                if settings is None:
+                    raise WorkspaceError(f"{url}: an object-store workspace needs its S3 "
+                                         "client or the settings that describe it")
+                filesystem = filesystem_from_settings(settings)
+            self._fs = filesystem
             self.remote = RemoteParts(location, self._fs)
             # Part paths stay Path objects ("bucket/prefix/part-….parquet") read through _fs.
             self.parts_dir = Path(location.base)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, root: Path | str | None = None) -> Workspace:
+        """The workspace the settings describe: their folder (or ``root``), their trajectories
+        URL and S3 client."""
+        return cls(settings.workspace if root is None else root, settings.trajectories_url,
+                   settings=settings)
 
     @property
     def trajectories_location(self) -> str:
@@ -144,7 +158,7 @@ class Workspace(Queries, Compaction, Scoring):
 
     @property
     def default_annotations_url(self) -> str:
-        return f"sqlite:///{(self.root / 'annotations.sqlite').resolve()}"
+        return sqlite_store_url(self.root)
 
     def read_settings(self) -> dict[str, Any]:
         if not self.settings_path.exists():

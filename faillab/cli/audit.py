@@ -93,7 +93,7 @@ def create_cmd(workspace: Path | None, runs: str | None, n: int, seed: int,
     from labeling.store import StoreError
     from trajectories.workspace import Workspace
 
-    ws = Workspace(settings_for(workspace).workspace)
+    ws = Workspace.from_settings(settings_for(workspace))
     try:
         store = _store(workspace)
         # People's verdicts win: a task a person judged solved is no candidate.

@@ -56,7 +56,7 @@ def settings_for(workspace: Path | None) -> Settings:
 def open_workspace(workspace: Path | None) -> Workspace:
     from trajectories.workspace import Workspace
 
-    return Workspace(settings_for(workspace).workspace)
+    return Workspace.from_settings(settings_for(workspace))
 
 
 def emit(value: Any) -> None:

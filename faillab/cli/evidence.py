@@ -33,7 +33,7 @@ def evidence(path: Path, workspace: Path | None, db: Path | None, no_exec: bool,
         raise UserError(f"no such trajectory file: {path}")
     ehr: Path | None = None
     if not no_exec:
-        ehr = db if db is not None else Workspace(settings_for(workspace).workspace).ehr_path
+        ehr = db if db is not None else Workspace.from_settings(settings_for(workspace)).ehr_path
         if db is not None and not db.is_file():
             raise UserError(f"no such EHR database: {db}")
     parsed = read_file(path)

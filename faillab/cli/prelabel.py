@@ -114,7 +114,7 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
         # should see where the data goes every time.
         click.echo(f"privacy: {notice}", err=True)
 
-    ws = Workspace(settings.workspace)
+    ws = Workspace.from_settings(settings)
     if not ws.exists():
         raise UserError(f"no workspace at {ws.trajectories_location}: import trajectories or "
                         "run 'faillab demo'")
@@ -301,7 +301,7 @@ def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -
         if notice:
             click.echo(f"privacy: {notice}", err=True)
         try:
-            outcome = run_prelabelling(Workspace(settings.workspace), store, options,
+            outcome = run_prelabelling(Workspace.from_settings(settings), store, options,
                                        run_id=run_id)
         except PrelabelServiceError as e:
             click.echo(f"error: {e}", err=True)

@@ -15,7 +15,7 @@ from trajectories.workspace import Workspace
 
 def _ws(workspace: Path | None) -> tuple[Workspace, Settings]:
     settings = settings_for(workspace)
-    return Workspace(settings.workspace), settings
+    return Workspace.from_settings(settings), settings
 
 
 @click.group()

@@ -61,7 +61,7 @@ def open_store(workspace: Path | None) -> Store | None:
     from labeling.store import StoreError, open_store
 
     settings = settings_for(workspace)
-    if not settings.database_url and not (settings.workspace / "annotations.sqlite").exists():
+    if not settings.has_annotation_store():
         return None
     try:
         return open_store(settings.annotations_url())
@@ -257,7 +257,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         fmt = check_output(output, settings_for(workspace), fmt, directory=many,
                            suffixes=None if several else _OUTPUT_SUFFIXES)
     run_list = _split_runs(runs)
-    ws = Workspace(settings_for(workspace).workspace)
+    ws = Workspace.from_settings(settings_for(workspace))
     if not ws.exists():
         raise UserError(
             f"no workspace at {ws.root}: import trajectories ('faillab import') "

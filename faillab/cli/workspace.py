@@ -173,8 +173,7 @@ def _say_runs_and_tasks(report: ImportReport) -> None:
 
 
 def _store_exists(workspace: Path | None) -> bool:
-    settings = settings_for(workspace)
-    return bool(settings.database_url) or (settings.workspace / "annotations.sqlite").exists()
+    return settings_for(workspace).has_annotation_store()
 
 
 def _carry_labels(workspace: Path | None, ws: Workspace) -> dict[str, object]:

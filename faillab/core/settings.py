@@ -39,6 +39,15 @@ _UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-z]*)\s*$")
 
 
+#: The workspace's own annotation store when no database is configured.
+ANNOTATIONS_FILE = "annotations.sqlite"
+
+
+def sqlite_store_url(workspace: Path) -> str:
+    """The SQLAlchemy URL of a workspace's own SQLite annotation store."""
+    return f"sqlite:///{(workspace / ANNOTATIONS_FILE).resolve()}"
+
+
 class SettingsError(FaillabError, ValueError):
     """A setting's value cannot be used; the message names the variable and what it takes."""
 
@@ -261,7 +270,12 @@ class Settings:
     def annotations_url(self) -> str:
         if self.database_url:
             return self.database_url
-        return f"sqlite:///{(self.workspace / 'annotations.sqlite').resolve()}"
+        return sqlite_store_url(self.workspace)
+
+    def has_annotation_store(self) -> bool:
+        """A configured database, or a workspace whose SQLite store file exists. Readers ask
+        first: opening a SQLite store creates its file, and browsing must not."""
+        return bool(self.database_url) or (self.workspace / ANNOTATIONS_FILE).exists()
 
 
 assert {f.name for f in fields(Settings)} == {s.name for s in SETTINGS}

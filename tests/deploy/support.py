@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow.fs as pafs
 
+from faillab.core.settings import Settings
 from tests.support import free_port_in
 from trajectories.objectstore import s3_filesystem
+from trajectories.workspace import Workspace
 
 PORTS = range(8700, 8710)
 REGION = "us-east-1"
@@ -42,3 +45,9 @@ class S3Server:
                                allow_bucket_creation=True)
         fs.create_dir(bucket)
         return f"s3://{bucket}/team/trajectories"
+
+
+def s3_workspace(root: Path, url: str) -> Workspace:
+    """The workspace at ``url`` with the S3 client the environment's settings describe (the
+    test's S3 server), as the faces build it."""
+    return Workspace(root, trajectories_url=url, settings=Settings.from_env())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import trajectories.workspace as workspace_module
-from tests.deploy.support import S3Server
+from tests.deploy.support import S3Server, s3_workspace
 from tests.support import write_native_run
 from trajectories.objectstore import S3Location
 from trajectories.parts import MANIFEST
@@ -33,7 +33,7 @@ def _get(server: S3Server, url: str, name: str) -> bytes:
 
 def _imported(tmp_path: Path, server: S3Server) -> tuple[str, Workspace, int]:
     url = server.new_bucket()
-    ws = Workspace(tmp_path / "ws", trajectories_url=url)
+    ws = s3_workspace(tmp_path / "ws", url)
     report = ws.import_files([write_native_run(tmp_path / "run.jsonl", 12)], workers=1)
     assert report.imported == 12
     return url, ws, report.imported
@@ -49,7 +49,7 @@ def test_a_manifest_read_mid_replace_is_read_again(tmp_path: Path, s3_env: S3Ser
     restore.start()
     started = time.monotonic()
     try:
-        reader = Workspace(tmp_path / "replica", trajectories_url=url)
+        reader = s3_workspace(tmp_path / "replica", url)
         assert reader.summary()["trajectories"] == rows
     finally:
         restore.join()
@@ -64,7 +64,7 @@ def test_a_manifest_that_fails_its_checksum_is_one_clear_error(
     mixed = whole.replace('"parts": [', '"parts": [\n"part-from-elsewhere.parquet",', 1)
     assert mixed != whole
     _put(s3_env, url, MANIFEST, mixed.encode())
-    reader = Workspace(tmp_path / "replica", trajectories_url=url)
+    reader = s3_workspace(tmp_path / "replica", url)
     with pytest.raises(WorkspaceError) as caught:
         reader.summary()
     message = str(caught.value)
@@ -85,7 +85,7 @@ def test_a_compaction_failing_after_publish_leaves_the_import_a_success(
     assert report.imported == 5
     assert len(report.warnings) == 1 and "compaction after the import failed" in \
         report.warnings[0]
-    assert Workspace(tmp_path / "replica", trajectories_url=url).summary()[
+    assert s3_workspace(tmp_path / "replica", url).summary()[
         "trajectories"] == rows + 5
 
 

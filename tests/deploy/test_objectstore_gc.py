@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import trajectories.workspace as workspace_module
 from faillab.cli import main
-from tests.deploy.support import S3Server, free_port
+from tests.deploy.support import S3Server, free_port, s3_workspace
 from tests.support import write_native_run
 from trajectories.objectstore import S3Location
 from trajectories.staged_import import StagedImport
@@ -40,7 +40,7 @@ def _names(ws: Workspace) -> set[str]:
 
 def test_gc_removes_exactly_the_old_orphans(tmp_path: Path, s3_env: S3Server) -> None:
     url = s3_env.new_bucket()
-    ws = Workspace(tmp_path / "ws", trajectories_url=url)
+    ws = s3_workspace(tmp_path / "ws", url)
     ws.import_files([write_native_run(tmp_path / "run.jsonl", 10)], workers=1)
     visible = {p.name for p in ws.part_files()}
     old = {"part-20200101T000000-aaaaaaaaaaaa.parquet", "part-20200101T000000-bbbb.parquet"}
@@ -60,13 +60,13 @@ def test_gc_removes_exactly_the_old_orphans(tmp_path: Path, s3_env: S3Server) ->
     done = ws.collect_garbage(grace_s=1.5, now=young_from)
     assert {i.name for i in done.removed} == old and done.location == url
     assert _names(ws) == visible | young
-    assert Workspace(tmp_path / "replica", trajectories_url=url).summary()["trajectories"] == 10
+    assert s3_workspace(tmp_path / "replica", url).summary()["trajectories"] == 10
 
 
 def test_gc_cli_keeps_young_orphans_and_names_the_bucket(
         tmp_path: Path, s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
     url = s3_env.new_bucket()
-    ws = Workspace(tmp_path / "ws", trajectories_url=url)
+    ws = s3_workspace(tmp_path / "ws", url)
     ws.import_files([write_native_run(tmp_path / "run.jsonl", 4)], workers=1)
     _plant(s3_env, ws, "part-20200101T000000-aaaaaaaaaaaa.parquet")
     monkeypatch.setenv("FAILLAB_TRAJECTORIES_URL", url)
@@ -141,8 +141,8 @@ def test_store_stopped_mid_import_is_one_line_and_a_retry_completes(
     monkeypatch.setattr(target, step, real)
     server.start()  # type: ignore[attr-defined]
     # Nothing of the failed import shows; the same command imports every record once.
-    assert Workspace(tmp_path / "reader", trajectories_url=url).summary()["trajectories"] == 0
+    assert s3_workspace(tmp_path / "reader", url).summary()["trajectories"] == 0
     result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["imported"] == 300
-    assert Workspace(tmp_path / "replica", trajectories_url=url).summary()["trajectories"] == 300
+    assert s3_workspace(tmp_path / "replica", url).summary()["trajectories"] == 300

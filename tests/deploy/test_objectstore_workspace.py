@@ -17,7 +17,8 @@ from click.testing import CliRunner
 import trajectories.compaction as compaction_module
 import trajectories.parts as parts_module
 from faillab.cli import main
-from tests.deploy.support import S3Server
+from faillab.core.settings import Settings
+from tests.deploy.support import S3Server, s3_workspace
 from tests.support import (
     REAL_TRAJECTORIES,
     ids_by_position,
@@ -59,7 +60,7 @@ def test_object_store_workspace_round_trips(tmp_path: Path, s3_env: S3Server) ->
     files = _files(tmp_path)
     url = s3_env.new_bucket()
     local = Workspace(tmp_path / "local", trajectories_url="")
-    remote = Workspace(tmp_path / "remote", trajectories_url=url)
+    remote = s3_workspace(tmp_path / "remote", url)
     a = local.import_files(files, workers=2)
     b = remote.import_files(files, workers=2)
     assert a.as_json() == b.as_json() and b.imported > 0 and b.duplicates > 0
@@ -70,7 +71,7 @@ def test_object_store_workspace_round_trips(tmp_path: Path, s3_env: S3Server) ->
     assert {p.name for p in remote.part_files()} <= set(objects)
     # Another process's view (a fresh object, as a second replica would build it) reads the
     # same rows, counts, lists, pages and payloads as the local workspace.
-    reader = Workspace(tmp_path / "replica", trajectories_url=url)
+    reader = s3_workspace(tmp_path / "replica", url)
     assert _rows(reader) == _rows(local)
     for source in ("recorded", "exact_match"):
         assert reader.summary(source) == local.summary(source)
@@ -93,8 +94,8 @@ def test_readers_see_new_imports_and_compaction_keeps_rows(
         tmp_path: Path, s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _files(tmp_path)[:4]
     url = s3_env.new_bucket()
-    writer = Workspace(tmp_path / "w", trajectories_url=url)
-    reader = Workspace(tmp_path / "r", trajectories_url=url)
+    writer = s3_workspace(tmp_path / "w", url)
+    reader = s3_workspace(tmp_path / "r", url)
     writer.import_files(files[:1], workers=1)
     first = reader.summary()["trajectories"]
     for path in files[1:]:
@@ -120,7 +121,7 @@ def test_a_bad_record_leaves_nothing_in_the_bucket(tmp_path: Path, s3_env: S3Ser
     records[1]["messages"] = "not a list"
     files[2].write_text(json.dumps(records), "utf-8")
     url = s3_env.new_bucket()
-    ws = Workspace(tmp_path / "ws", trajectories_url=url)
+    ws = s3_workspace(tmp_path / "ws", url)
     with pytest.raises(ImportProblem) as err:
         ws.import_files(files, workers=2)
     assert err.value.path == str(files[2]) and err.value.field == "messages"
@@ -169,7 +170,6 @@ def test_a_missing_bucket_is_a_one_line_error(tmp_path: Path, s3_server: S3Serve
 
 
 def test_object_store_settings_come_from_the_standard_aws_variables() -> None:
-    from faillab.core.settings import Settings
 
     env = {"FAILLAB_TRAJECTORIES_URL": "s3://team/ws", "AWS_ENDPOINT_URL": "http://minio:9000",
            "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
@@ -188,7 +188,7 @@ def test_reimport_and_remove_replace_rows_in_the_bucket(
     """A newer importer's re-import retires the file's old rows in one manifest write (the
     old objects stay for readers still on them); a removal does the same."""
     url = s3_env.new_bucket()
-    ws = Workspace(tmp_path / "ws", trajectories_url=url)
+    ws = s3_workspace(tmp_path / "ws", url)
     src = write_native_run(tmp_path / "a.jsonl", 4)
     other = write_native_run(tmp_path / "b.jsonl", 2, run="r2")
     import_with_older_importer(ws, [src, other], monkeypatch, changed={3})

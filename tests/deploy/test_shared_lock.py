@@ -16,9 +16,8 @@ from sqlalchemy import create_engine, text
 
 from faillab.cli.shared_lock import lock_key, uses_shared_lock
 from faillab.core.settings import Settings
-from tests.deploy.support import S3Server
+from tests.deploy.support import S3Server, s3_workspace
 from tests.support import make_trajectory, postgres_database
-from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.postgres
 
@@ -84,7 +83,7 @@ def test_an_import_waits_while_another_machine_holds_the_lock(
             # Blocked on the lock: still running, nothing published, and it said why.
             with pytest.raises(subprocess.TimeoutExpired):
                 proc.wait(timeout=8)
-            assert Workspace(tmp_path / "reader", trajectories_url=url).part_files() == []
+            assert s3_workspace(tmp_path / "reader", url).part_files() == []
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_key(url)})
         out, err = proc.communicate(timeout=120)
@@ -92,7 +91,7 @@ def test_an_import_waits_while_another_machine_holds_the_lock(
     assert proc.returncode == 0, err
     assert "waiting: another machine" in err
     assert json.loads(out)["imported"] == 5
-    assert len(Workspace(tmp_path / "reader", trajectories_url=url).list()) == 5
+    assert len(s3_workspace(tmp_path / "reader", url).list()) == 5
 
 
 def test_concurrent_imports_from_two_machines_neither_lose_nor_duplicate(
@@ -113,7 +112,7 @@ def test_concurrent_imports_from_two_machines_neither_lose_nor_duplicate(
             assert proc.returncode == 0, err
             imported += json.loads(out)["imported"]
     assert imported == 120
-    rows = Workspace(tmp_path / "reader", trajectories_url=url).list()
+    rows = s3_workspace(tmp_path / "reader", url).list()
     assert len(rows) == 120 and len({row["id"] for row in rows}) == 120
     assert {row["task_id"].split("-")[0] for row in rows} == {"s", "a", "b"}
 
