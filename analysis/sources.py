@@ -8,6 +8,7 @@ Statistics page both go through here so they compute exactly the same numbers.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -322,10 +323,7 @@ def compute_all(
 
 def _with_runs(options: TableOptions | None, runs: Iterable[str] | None) -> TableOptions:
     options = options or TableOptions()
-    if runs is None:
-        return options
-    return TableOptions(tuple(runs), options.label_policy, options.passk_layout,
-                        options.sr_definition)
+    return options if runs is None else dataclasses.replace(options, runs=tuple(runs))
 
 
 # --- charts ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ Tables that need labels return an empty frame (with the right columns) when ther
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -256,8 +257,7 @@ def all_tables(
     """
     options = options or TableOptions()
     if runs is not None:
-        options = TableOptions(tuple(runs), options.label_policy, options.passk_layout,
-                               options.sr_definition)
+        options = dataclasses.replace(options, runs=tuple(runs))
     out: dict[str, pd.DataFrame] = {}
     for name in STATISTICS:
         start = time.perf_counter()
