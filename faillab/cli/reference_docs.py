@@ -76,10 +76,10 @@ def contract_values_markdown() -> str:
     """Every fixed set of values and every column list the packages exchange, each read from the
     one place that defines it."""
     from labeling.store.adjudication import FINAL_COLUMNS
-    from labeling.store.io import EXPORT_COLUMNS
     from labeling.store.labels import LABEL_COLUMNS
     from labeling.store.records import (
         CONTRACT_PROVENANCES,
+        EXPORT_COLUMNS,
         HUMAN_PROVENANCES,
         RUN_STATUSES,
         Origin,
@@ -123,7 +123,7 @@ def contract_values_markdown() -> str:
         ("verdict frame (`store.verdicts.frame()`)", VERDICT_COLUMNS,
          "labeling.store.verdicts.HumanVerdict"),
         ("label export (`faillab labels export`, CSV/JSONL)", list(EXPORT_COLUMNS),
-         "labeling.store.io.EXPORT_COLUMNS"),
+         "labeling.store.records.ExportedLabel"),
     ]
     out = [CONTRACTS_BEGIN, "", "## Values and columns", "",
            "The stores' CHECK constraints, the click choices and the exports are built from these "

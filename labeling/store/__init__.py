@@ -20,7 +20,6 @@ from labeling.store.errors import (
     StoreUnavailableError,
 )
 from labeling.store.io import (
-    EXPORT_COLUMNS,
     export_labels,
     import_audit_judgments,
     import_labels,
@@ -30,6 +29,7 @@ from labeling.store.opinions import LlmOpinion
 from labeling.store.policy import OPERATOR, Viewer, unknown_viewer_scope
 from labeling.store.records import (
     CONTRACT_PROVENANCES,
+    EXPORT_COLUMNS,
     HUMAN_PROVENANCES,
     LEAD_ROLES,
     PROVENANCE_SOURCE,
@@ -40,6 +40,7 @@ from labeling.store.records import (
     AuditItem,
     AuditJudgment,
     Disagreement,
+    ExportedLabel,
     HistoryEntry,
     Label,
     PrelabelRun,
@@ -68,6 +69,7 @@ __all__ = [
     "ConflictError",
     "DataImportError",
     "Disagreement",
+    "ExportedLabel",
     "HistoryEntry",
     "HumanVerdict",
     "JudgmentImportError",

@@ -24,33 +24,12 @@ from labeling.store.errors import (
 )
 from labeling.store.models import utcnow
 from labeling.store.policy import OPERATOR, Viewer
-from labeling.store.records import SOURCES, STAGES
+from labeling.store.records import EXPORT_COLUMNS, SOURCES, STAGES, ExportedLabel
 from taxonomy.model import default_taxonomy
 
 if TYPE_CHECKING:
     from labeling.store.repo import Store
 
-EXPORT_COLUMNS = [
-    "trajectory_id",
-    "annotator",
-    "source",
-    "category",
-    "secondary_category",
-    "first_error_step",
-    "confidence",
-    "note",
-    "evidence",  # pre-labels only: the first-divergence evidence as JSON (revision 0006)
-    "taxonomy_version",
-    "created_at",
-    # The history (added last, so readers of the older columns are unaffected): the label's
-    # id in this store, the id of the annotator's next counted label on the item, and for a
-    # label undone by its annotator (or a lead) when and by whom. Pre-label rows leave them
-    # empty. Import ignores the two ids (they are this store's) and keeps retractions.
-    "label_id",
-    "superseded_by",
-    "retracted_at",
-    "retracted_by",
-]
 LABEL_REQUIRED = ("trajectory_id", "annotator", "source", "category")
 JUDGMENT_REQUIRED = ("task_id", "annotator", "valid")
 # Columns people write prose in: kept as written on import (only a blank one is empty).
@@ -82,45 +61,26 @@ def export_labels(
     shows a retracted label only to its author and to leads); without, only current labels.
     """
     rows = [
-        {
-            "trajectory_id": label.trajectory_id,
-            "annotator": label.annotator,
-            "source": label.source,
-            "category": label.category,
-            "secondary_category": label.secondary_category,
-            "first_error_step": label.first_error_step,
-            "confidence": label.confidence,
-            "note": label.note,
-            "evidence": None,
-            "taxonomy_version": label.taxonomy_version,
-            "created_at": label.created_at.isoformat(),
-            "label_id": label.id,
-            "superseded_by": entry.superseded_by,
-            "retracted_at": entry.retracted_at.isoformat() if entry.retracted_at else None,
-            "retracted_by": entry.retracted_by,
-        }
+        ExportedLabel.of_label(entry.label, superseded_by=entry.superseded_by,
+                               retracted_at=entry.retracted_at,
+                               retracted_by=entry.retracted_by).as_dict()
         for entry in store.labels.entries(viewer, history=include_history)
-        for label in (entry.label,)
     ]
     if include_prelabels:
         rows += [
-            {
-                "trajectory_id": p["trajectory_id"],
-                "annotator": p["labeller"],
-                "source": "llm",
-                "category": p["category"],
-                "secondary_category": p["secondary_category"],
-                "first_error_step": p["first_error_step"],
-                "confidence": p["confidence"],
-                "note": p["rationale"],
-                "evidence": p.get("evidence"),
-                "taxonomy_version": p["taxonomy_version"],
-                "created_at": p["created_at"].isoformat(),
-                "label_id": None,
-                "superseded_by": None,
-                "retracted_at": None,
-                "retracted_by": None,
-            }
+            ExportedLabel(
+                trajectory_id=p["trajectory_id"],
+                annotator=p["labeller"],
+                source="llm",
+                category=p["category"],
+                secondary_category=p["secondary_category"],
+                first_error_step=p["first_error_step"],
+                confidence=p["confidence"],
+                note=p["rationale"],
+                evidence=p.get("evidence"),
+                taxonomy_version=p["taxonomy_version"],
+                created_at=p["created_at"].isoformat(),
+            ).as_dict()
             for p in store.prelabels.successful(viewer)
         ]
     if fmt == "jsonl":

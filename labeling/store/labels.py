@@ -26,22 +26,15 @@ LABEL_COLUMNS = [f.name for f in fields(Label)]
 
 
 def label_record(row: LabelRow, names: Mapping[int, str]) -> Label:
-    return Label(
-        id=row.id,
-        trajectory_id=row.trajectory_id,
-        annotator=names.get(row.annotator_id) if row.annotator_id is not None else None,
-        source=row.source,
-        category=row.category,
-        secondary_category=row.secondary_category,
-        first_error_step=row.first_error_step,
-        confidence=row.confidence,
-        note=row.note,
-        taxonomy_version=row.taxonomy_version,
-        prelabel_shown=row.prelabel_shown,
-        step_from_prelabel=row.step_from_prelabel,
-        seconds_on_item=row.seconds_on_item,
-        created_at=row.created_at,
-    )
+    """The record of a stored label: its row's columns under the record's field names, with the
+    annotator's name for their id."""
+    annotator = names.get(row.annotator_id) if row.annotator_id is not None else None
+    return Label(annotator=annotator,
+                 **{name: getattr(row, name) for name in _ROW_FIELDS})
+
+
+# Every field of the record but the annotator is a column of the row under the same name.
+_ROW_FIELDS = tuple(name for name in LABEL_COLUMNS if name != "annotator")
 
 
 #: Only labels that were not retracted count: queues, progress, agreement, statistics and

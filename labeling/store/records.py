@@ -7,7 +7,7 @@ to cache and to pass between threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -139,6 +139,55 @@ class Label:
     created_at: datetime
     # The human accepted the pre-label's step instead of choosing one (revision 0004).
     step_from_prelabel: bool = False
+
+
+@dataclass(frozen=True)
+class ExportedLabel:
+    """One row of a label export (`faillab labels export`, CSV or JSONL): the export contract.
+
+    Its fields, in order, are the export's columns (``EXPORT_COLUMNS``), so the header, the
+    rows and docs/CONTRACTS.md cannot drift apart. People's labels and LLM pre-labels both
+    export as this record; the history columns come last, so readers of the older columns are
+    unaffected, and pre-label rows leave them empty. Import ignores the two ids (they are this
+    store's) and keeps retractions."""
+
+    trajectory_id: str
+    annotator: str | None
+    source: str
+    category: str
+    secondary_category: str | None
+    first_error_step: int | None
+    confidence: float | None
+    note: str | None
+    # Pre-labels only: the first-divergence evidence as JSON (revision 0006).
+    evidence: dict[str, Any] | None
+    taxonomy_version: str
+    created_at: str  # ISO 8601
+    label_id: int | None = None
+    superseded_by: int | None = None
+    retracted_at: str | None = None  # ISO 8601
+    retracted_by: str | None = None
+
+    @classmethod
+    def of_label(cls, label: Label, *, superseded_by: int | None = None,
+                 retracted_at: datetime | None = None,
+                 retracted_by: str | None = None) -> ExportedLabel:
+        """A person's label with its place in the history."""
+        shared = {name: getattr(label, name) for name in _LABEL_FIELDS_EXPORTED}
+        return cls(**shared, evidence=None, created_at=label.created_at.isoformat(),
+                   label_id=label.id, superseded_by=superseded_by,
+                   retracted_at=retracted_at.isoformat() if retracted_at else None,
+                   retracted_by=retracted_by)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in EXPORT_COLUMNS}
+
+
+#: The export's columns, in order: the fields of its record.
+EXPORT_COLUMNS: list[str] = [f.name for f in fields(ExportedLabel)]
+# Fields a person's label carries into its export row under the same name.
+_LABEL_FIELDS_EXPORTED = tuple(f.name for f in fields(Label)
+                               if f.name in EXPORT_COLUMNS and f.name != "created_at")
 
 
 @dataclass(frozen=True)
