@@ -123,9 +123,16 @@ def queue_for(
     return rerank_queue(todo, ranking) if ranking else todo
 
 
-# Features once per (workspace, failures), computed in the background; a fit once per set of
-# confirmed labels: a page asks on every key press, and must never wait for the features.
-_RANKINGS: dict[tuple[object, ...], dict[str, float]] = {}
+# Features once per (workspace, failures), computed in the background; a page asks on every key
+# press, and must never wait for the features. The fit is kept per (workspace, failures) with
+# the confirmed labels it learned from, and redone only when those have changed by a share
+# (`refit_due`): with a team labelling, every key of anyone changes the confirmed set, and a
+# refit per key was half of every label's server time.
+_RANKINGS: dict[tuple[object, ...], tuple[dict[str, str], dict[str, float]]] = {}
+#: A fit stands until the confirmed labels differ from the ones it learned from in at least this
+#: share of them (new, changed or gone; one label at least): the ordering is a guide to what to
+#: label next, which a few newer labels hardly move.
+REFIT_SHARE = 0.1
 # The failures (per workspace state) and confirmed labels (per store revision) a ranking starts
 # from. Reading every failure of the workspace on each label key was most of the key's script
 # run at 50,000 trajectories while the failures had not changed.
@@ -185,7 +192,9 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     still being computed in the background (from the evidence stored beside pre-labels; the
     finder runs only for failures without) unless `wait`: a page keeps the store's order.
     `failed_ids`: the workspace's failures in browse order (``failed_frame``), when the caller
-    has them already; read from the workspace otherwise."""
+    has them already; read from the workspace otherwise. The classifier is fitted again only
+    once the confirmed labels have changed by `REFIT_SHARE` since its last fit (`refit_due`);
+    until then the last fit's ranking stands."""
     if min_labels <= 0:
         return None
     from labeling.learn.proposals import (
@@ -203,20 +212,30 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
         return None
     # A new pre-label run stores new evidence: the features follow it (its count).
     data_key = (str(ws.root), failed, revision[1])
-    key = (*data_key, tuple(sorted(confirmed.items())))
-    ranking = _RANKINGS.get(key)
-    if ranking is None:
-        features = FEATURES.get(
-            data_key,
-            lambda: failure_features(workspace_failures(ws),
-                                     stored_evidence(store.prelabels.successful())),
-            wait=wait,
-        )
-        if features is None:
-            return None
-        ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
-        _remember(_RANKINGS, key, ranking)
+    fit_key = (str(store.engine.url), *data_key)  # the labels learned from are this store's
+    fitted = _RANKINGS.get(fit_key)
+    if fitted is not None and not refit_due(fitted[0], confirmed):
+        return dict(fitted[1])
+    features = FEATURES.get(
+        data_key,
+        lambda: failure_features(workspace_failures(ws),
+                                 stored_evidence(store.prelabels.successful())),
+        wait=wait,
+    )
+    if features is None:
+        return dict(fitted[1]) if fitted is not None else None
+    ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
+    _remember(_RANKINGS, fit_key, (dict(confirmed), ranking))
     return dict(ranking)
+
+
+def refit_due(fitted: Mapping[str, str], confirmed: Mapping[str, str]) -> bool:
+    """Whether `confirmed` differs from the labels a fit learned from (`fitted`) in at least
+    `REFIT_SHARE` of them: items newly confirmed, confirmed differently, or no longer
+    confirmed."""
+    changed = sum(1 for tid, category in confirmed.items() if fitted.get(tid) != category)
+    changed += sum(1 for tid in fitted if tid not in confirmed)
+    return changed >= max(1, math.ceil(REFIT_SHARE * len(fitted)))
 
 
 @dataclass(frozen=True)

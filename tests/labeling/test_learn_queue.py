@@ -15,7 +15,7 @@ from labeling.learn.classifier import MIN_LABELS
 from labeling.learn.proposals import BackgroundFeatures
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.heuristic import HeuristicLabeller
-from labeling.queue import classifier_ranking, failed_frame, queue_for
+from labeling.queue import classifier_ranking, failed_frame, queue_for, refit_due
 from labeling.store import Store
 from tests.labeling.support import sqlite_store_with_annotator
 from trajectories.workspace import Workspace
@@ -88,6 +88,50 @@ def test_ranking_orders_the_queue_least_sure_first(store: Store, demo_workspace:
     _confirm(store, ws, rest[:10])
     again = classifier_ranking(store, ws, min_labels=20, wait=True)
     assert again is not None and set(again) == set(failed) and again != ranking
+
+
+def test_a_fit_stands_until_the_confirmed_labels_change_by_a_share(
+    store: Store, demo_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's every key changes the confirmed labels; refitting on each was half of a label's
+    server time. A fit stands until a tenth of the labels it learned from changed."""
+    import labeling.learn.proposals as proposals_module
+
+    fits: list[int] = []
+    real = proposals_module.proposals
+
+    def counted(features: Any, confirmed: Any) -> Any:
+        fits.append(len(confirmed))
+        return real(features, confirmed)
+
+    monkeypatch.setattr(proposals_module, "proposals", counted)
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    _confirm(store, ws, failed[:30])
+    first = classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert first is not None and fits == [30]
+    _confirm(store, ws, failed[30:32])  # 2 of 30 changed: under a tenth
+    assert classifier_ranking(store, ws, min_labels=20, wait=True) == first
+    assert fits == [30]
+    _confirm(store, ws, failed[32:33])  # 3 of 30: a tenth, so the classifier learns them
+    again = classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert fits == [30, 33] and again is not None and again != first
+    # A changed category counts like a new label; an undo (a label no longer confirmed) too.
+    for tid in failed[:4]:
+        store.labels.retract_latest(tid, annotator="ana")
+    classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert fits == [30, 33, 29]
+
+
+def test_refit_due_counts_new_changed_and_gone_labels() -> None:
+    fitted = {f"t{i}": "a" for i in range(20)}
+    assert not refit_due(fitted, fitted)
+    assert not refit_due(fitted, {**fitted, "t0": "b"})  # 1 of 20 changed
+    assert refit_due(fitted, {**fitted, "t0": "b", "new": "a"})  # 2 of 20: a tenth
+    gone = dict(fitted)
+    del gone["t0"], gone["t1"]
+    assert refit_due(fitted, gone)
+    assert refit_due({}, {"t0": "a"})  # never fitted: any label
 
 
 def _count_finder_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
