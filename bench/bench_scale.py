@@ -121,7 +121,7 @@ for k in range(1, -(-n // len(ids))):
     path = ws.parts_dir / part_name()
     pq.write_table(table, path, **PART_OPTIONS)
     added.append(path)
-ws._publish(added)
+ws.parts.publish(added)
 print(ws.compact())
 """
 

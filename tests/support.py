@@ -218,7 +218,7 @@ def strip_provenance(ws: Any) -> None:
     for part in ws.part_files():
         table = pq.read_table(part)
         pq.write_table(table.drop_columns(list(PROVENANCE_COLUMNS)), part)
-    ws._invalidate()
+    ws.parts.changed()
 
 
 def stored_ids(ws: Any) -> list[str]:

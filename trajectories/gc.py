@@ -3,11 +3,13 @@ under the object-store prefix, listed and removed once it is older than the grac
 
 An import killed with ``kill -9`` leaves the parts it staged: hidden ``.part-*.tmp`` files in a
 folder, ``part-*.parquet`` objects no manifest lists in an object store. Any later writer
-deletes such leftovers too (``Parts._clean_stale_staging``), but a team that only reads (app
+deletes such leftovers too (``Parts.clean_stale_staging``), but a team that only reads (app
 replicas) never writes; this lists them on demand. It is deliberately conservative: nothing
 the current manifest lists (visible or retired within the grace period) and nothing younger
 than the grace period (an import still writing, perhaps on another machine) is touched, and
 the manifest is read again just before deleting.
+
+``GarbageCollection`` is given the workspace's ``Parts`` (the manifest, the write lock).
 """
 
 from __future__ import annotations
@@ -48,15 +50,18 @@ class GarbageReport:
         return sum(item.size for item in self.removed)
 
 
-class GarbageCollection(Parts):
-    """The garbage-collecting side of a ``Workspace``."""
+class GarbageCollection:
+    """The garbage-collecting side of a ``Workspace``, over its ``Parts``."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
 
     def leftovers(self, *, now: float | None = None) -> list[Leftover]:
         """Every part object or staging file that the manifest does not list as visible or
         retired within the grace period (retired parts past it are listed, kind "retired")."""
         now = time.time() if now is None else now
-        manifest = self._read_manifest()
-        if manifest is None and self.remote is not None:
+        manifest = self.parts.read_manifest()
+        if manifest is None and self.parts.remote is not None:
             # No manifest: either nothing was ever published or the manifest was lost; the
             # parts would all look unlisted, so nothing is called a leftover.
             return []
@@ -80,35 +85,35 @@ class GarbageCollection(Parts):
                         now: float | None = None) -> GarbageReport:
         """Remove the leftovers older than ``grace_s`` (list them only, with ``dry_run``)."""
         now = time.time() if now is None else now
-        with self._write_lock(clean=False):
+        with self.parts.write_lock(clean=False):
             found = self.leftovers(now=now)
             old = [item for item in found if item.age_s > grace_s]
             young = [item for item in found if item.age_s <= grace_s]
             if not dry_run and old:
                 # Read again: a part published since the listing is never deleted.
-                manifest = self._read_manifest() or {}
+                manifest = self.parts.read_manifest() or {}
                 listed = set(manifest.get("parts", []))
                 old = [item for item in old if item.name not in listed]
                 for item in old:
                     self._delete_leftover(item.name)
                 gone = {item.name for item in old if item.kind == "retired"}
                 if gone and manifest:
-                    self._write_manifest(manifest["parts"], {
+                    self.parts.write_manifest(manifest["parts"], {
                         n: at for n, at in manifest.get("retired", {}).items()
                         if n not in gone})
-            self._invalidate()
-        return GarbageReport(self.trajectories_location, old, young, dry_run, grace_s)
+            self.parts.changed()
+        return GarbageReport(self.parts.trajectories_location, old, young, dry_run, grace_s)
 
     def _part_entries(self) -> list[tuple[str, float, int]]:
         """(name, modification time, bytes) of the part objects or files and staging files."""
-        if self.remote is not None:
+        if self.parts.remote is not None:
             with store_errors():
-                return [(n, m, s) for n, m, s in self.remote.infos(".parquet")
+                return [(n, m, s) for n, m, s in self.parts.remote.infos(".parquet")
                         if n.startswith("part-")]
-        if not self.parts_dir.is_dir():
+        if not self.parts.parts_dir.is_dir():
             return []
-        paths = [*self.parts_dir.glob(PART_GLOB), *self.parts_dir.glob(".part-*.tmp"),
-                 *self.parts_dir.glob(f".{MANIFEST}.*.tmp")]
+        paths = [*self.parts.parts_dir.glob(PART_GLOB), *self.parts.parts_dir.glob(".part-*.tmp"),
+                 *self.parts.parts_dir.glob(f".{MANIFEST}.*.tmp")]
         entries = []
         for path in paths:
             try:
@@ -119,12 +124,12 @@ class GarbageCollection(Parts):
         return sorted(entries)
 
     def _delete_leftover(self, name: str) -> None:
-        if self.remote is not None:
+        if self.parts.remote is not None:
             with store_errors():
-                self.remote.delete(name)
+                self.parts.remote.delete(name)
             return
         try:
-            (self.parts_dir / name).unlink(missing_ok=True)
+            (self.parts.parts_dir / name).unlink(missing_ok=True)
         except OSError as err:
-            raise WorkspaceError(f"{self.parts_dir / name}: cannot remove: "
+            raise WorkspaceError(f"{self.parts.parts_dir / name}: cannot remove: "
                                  f"{err.strerror or err}") from None

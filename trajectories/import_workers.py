@@ -102,7 +102,7 @@ class FileResult:
 
 #: Ids stored before this import, as each worker was given them.
 _STORED_IDS: set[str] = set()
-#: Keys of files imported whole before (``Workspace.imported_sources``).
+#: Keys of files imported whole before (``Parts.imported_sources``).
 _KNOWN_SOURCES: set[str] = set()
 #: A staged part is written once its rows' payloads reach this size: bounded worker memory.
 _PART_BYTES = 64 * 1024 * 1024
@@ -149,7 +149,7 @@ def _exit_when_ready(sentinel: int) -> None:
 
     wait([sentinel])
     # No cleanup: the import is gone, nothing here is wanted, and the next import removes the
-    # staged parts this worker may leave (``_clean_stale_staging``).
+    # staged parts this worker may leave (``Parts.clean_stale_staging``).
     os._exit(1)
 
 

@@ -5,7 +5,10 @@ Two writers: ``write_scores`` (exact match and the judge's rule layers, for ever
 and ``record_judgements`` (verdicts from beyond the rules, such as an LLM judge's, for some
 trajectories). A verdict from beyond the rules is kept by later ``write_scores`` runs for as
 long as the rules still leave that trajectory undecided: re-running the rules must not throw
-away an answer that was paid for, and it must give way as soon as the rules can decide."""
+away an answer that was paid for, and it must give way as soon as the rules can decide.
+
+``ScoreOverlay`` is given the workspace's ``Parts``: it reads the parts' payloads and writes the
+overlay beside them under their write lock."""
 
 from __future__ import annotations
 
@@ -30,14 +33,17 @@ _SCHEMA = pa.schema([("id", pa.string()), ("exact_match", pa.bool_()),
                      *((c, pa.string()) for c in JUDGE_COLUMNS)])
 
 
-class Scoring(Parts):
-    """The scoring side of a ``Workspace``."""
+class ScoreOverlay:
+    """The scores overlay of a ``Workspace``, over its ``Parts``."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
 
     def iter_payload_batches(self, batch_size: int = 2048
                              ) -> Iterator[list[tuple[str, str, bool]]]:
         """``(id, payload JSON, stored exact_match)`` for every visible row, a batch at a time."""
-        for part in self.part_files():
-            pf = self._parquet_file(part)
+        for part in self.parts.part_files():
+            pf = self.parts.parquet_file(part)
             for rb in pf.iter_batches(batch_size=batch_size,
                                       columns=["id", "payload", "exact_match"]):
                 cols = rb.to_pydict()
@@ -81,10 +87,10 @@ class Scoring(Parts):
         naming who gave them, e.g. the LLM and its prompt) into the overlay, for trajectories
         the rules leave undecided; an ``undecided`` judgement changes nothing. Needs an overlay
         (``write_scores`` first). Returns how many rows changed."""
-        if not self.scores_path.exists():
+        if not self.parts.scores_path.exists():
             raise ValueError("no scores overlay yet: judge with the rules first")
-        with self._write_lock():
-            table = pq.read_table(self.scores_path)
+        with self.parts.write_lock():
+            table = pq.read_table(self.parts.scores_path)
             cols = {name: table.column(name).to_pylist() for name in _SCHEMA.names
                     if name in table.column_names}
             changed = 0
@@ -99,14 +105,14 @@ class Scoring(Parts):
             if changed:
                 self._write_overlay_locked(pa.table(cols, schema=_SCHEMA))
         if changed:
-            self._invalidate()
+            self.parts.changed()
         return changed
 
     def _beyond_rules(self) -> dict[str, dict[str, str]]:
         """The overlay's rows whose verdict came from beyond the rules, by id."""
-        if not self.scores_path.exists():
+        if not self.parts.scores_path.exists():
             return {}
-        table = pq.read_table(self.scores_path)
+        table = pq.read_table(self.parts.scores_path)
         if "judge_method" not in table.column_names:
             return {}
         cols = table.select(["id", *JUDGE_COLUMNS]).to_pydict()
@@ -114,11 +120,11 @@ class Scoring(Parts):
                 for row, tid in enumerate(cols["id"]) if cols["judge_method"][row] in BEYOND_RULES}
 
     def _write_overlay(self, table: pa.Table) -> None:
-        with self._write_lock():
+        with self.parts.write_lock():
             self._write_overlay_locked(table)
-        self._invalidate()
+        self.parts.changed()
 
     def _write_overlay_locked(self, table: pa.Table) -> None:
-        tmp = self.root / ".scores.parquet.tmp"
+        tmp = self.parts.root / ".scores.parquet.tmp"
         pq.write_table(table, tmp)
-        os.replace(tmp, self.scores_path)
+        os.replace(tmp, self.parts.scores_path)

@@ -1,12 +1,19 @@
-"""The visible set of a workspace's Parquet parts: the manifest, the write lock, publishing
-(one manifest replace makes an import, a compaction or a removal visible all at once), cleaning
-what dead writers and retired parts leave behind, and rewriting parts without some rows.
+"""The parts of a workspace: where they are (a folder or an object store), the manifest, the
+write lock, publishing (one manifest replace makes an import, a compaction or a removal visible
+all at once), cleaning what dead writers and retired parts leave behind, and rewriting parts
+without some rows.
 
 Parts are written to a hidden temporary name and renamed into place, then published together
 by replacing the manifest in one rename, so a reader in another process (the app) never sees
 half a file or half an import and never takes a lock; writers serialise on a lock file. In an
 object store (``trajectories.objectstore``) a part is written under its final name and the
 manifest alone keeps it hidden until it is published.
+
+``Parts`` is the one object every other side of a ``trajectories.workspace.Workspace`` is
+given (the queries, compaction, garbage collection, the score overlay, imports): each side
+holds it instead of inheriting from it, so what each side owns is its own. A side that keeps
+what it read (the queries' DuckDB databases) asks to be told when a writer in this process
+changed the data (``when_changed``).
 """
 
 from __future__ import annotations
@@ -15,12 +22,12 @@ import contextlib
 import hashlib
 import json
 import os
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,8 +36,18 @@ import pyarrow.parquet as pq
 
 from faillab.core.errors import FaillabError
 from faillab.core.locks import MachineLock
-from trajectories.objectstore import ObjectStoreError, ObjectStoreUnreachableError, RemoteParts
-from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name
+from trajectories.objectstore import (
+    ObjectStoreError,
+    ObjectStoreUnreachableError,
+    RemoteParts,
+    S3Location,
+    filesystem_from_settings,
+    is_remote,
+)
+from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name, rows_table, stage_rows
+
+if TYPE_CHECKING:
+    from faillab.core.settings import Settings
 
 PART_GLOB = "part-*.parquet"
 MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each writer
@@ -71,20 +88,37 @@ class WorkspaceUnreachableError(WorkspaceError):
 
 
 class Parts:
-    """The parts side of a ``Workspace`` (which sets these attributes)."""
+    """A workspace's parts, their manifest and their write lock (see the module docstring)."""
 
-    root: Path
-    parts_dir: Path
-    _local: threading.local
-    #: The object store holding the parts (None: they are local files under parts_dir).
-    remote: RemoteParts | None
-    #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
-    _fs: pafs.FileSystem | None
-    #: The process's DuckDB database over the current parts (local parts; see
-    #: ``Queries.connect``): (signature, database, the shared tables built or being built
-    #: in it, by name).
-    _shared: tuple[tuple[Any, ...], Any, dict[str, Any]] | None
-    _shared_lock: threading.Lock
+    def __init__(self, root: Path | str, trajectories_url: str = "",
+                 filesystem: pafs.FileSystem | None = None,
+                 settings: Settings | None = None) -> None:
+        """``trajectories_url`` puts the parts and their manifest at ``s3://bucket/prefix``
+        instead of ``root/trajectories`` (empty: the local folder); its S3 client is
+        ``filesystem``, else the one ``settings`` describe."""
+        self.root = Path(root)
+        self.parts_dir = self.root / "trajectories"
+        #: The object store holding the parts (None: they are local files under parts_dir).
+        self.remote: RemoteParts | None = None
+        #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
+        self.fs: pafs.FileSystem | None = None
+        #: Told after each change this process makes (``when_changed``), held weakly.
+        self._listeners: list[weakref.WeakMethod[Callable[[], None]]] = []
+        url = trajectories_url
+        if url:
+            if not is_remote(url):
+                raise WorkspaceError(f"trajectories URL {url!r}: expected s3://bucket/prefix "
+                                     "(leave it empty for the workspace's own folder)")
+            location = S3Location.parse(url)
+            if filesystem is None:
+                if settings is None:
+                    raise WorkspaceError(f"{url}: an object-store workspace needs its S3 "
+                                         "client or the settings that describe it")
+                filesystem = filesystem_from_settings(settings)
+            self.fs = filesystem
+            self.remote = RemoteParts(location, self.fs)
+            # Part paths stay Path objects ("bucket/prefix/part-….parquet") read through fs.
+            self.parts_dir = Path(location.base)
 
     @property
     def trajectories_location(self) -> str:
@@ -92,13 +126,13 @@ class Parts:
         folder of an object-store workspace, which holds only settings and locks)."""
         return self.remote.location.url if self.remote is not None else str(self.parts_dir)
 
-    def _place(self, staged: Path, final: Path) -> None:
+    def place(self, staged: Path, final: Path) -> None:
         """Make a staged part final: a rename on disk; in an object store it was written
         under its final name already (still invisible until the manifest lists it)."""
         if self.remote is None:
             os.replace(staged, final)
 
-    def _discard(self, part: Path) -> None:
+    def discard(self, part: Path) -> None:
         if self.remote is None:
             part.unlink(missing_ok=True)
         else:
@@ -116,26 +150,33 @@ class Parts:
         """The scores overlay (``trajectories.overlay``)."""
         return self.root / "scores.parquet"
 
+    @property
+    def task_fields_path(self) -> Path:
+        """Per-task overrides of intent / scope / template_id (``Workspace.set_task_fields``)."""
+        return self.root / "task_fields.parquet"
+
     def exists(self) -> bool:
         if self.remote is not None:
-            return self._read_manifest() is not None
+            return self.read_manifest() is not None
         return self.parts_dir.is_dir()
 
+    def when_changed(self, listener: Callable[[], None]) -> None:
+        """Have ``listener`` (a bound method) called after each change this process makes to
+        the parts or the overlays beside them. Held weakly: a listener's owner is not kept
+        alive by the parts it reads (no reference cycle between the two)."""
+        self._listeners.append(weakref.WeakMethod(listener))
 
-    def _invalidate(self) -> None:
-        """Forget this thread's DuckDB connection and the process's shared database (their
-        views name the parts they saw); readers still holding them keep reading those."""
-        self._local.__dict__.pop("con", None)
-        self._local.__dict__.pop("signature", None)
-        with self._shared_lock:
-            self._shared = None
-        self._parts_changed()
-
-    def _parts_changed(self) -> None:
-        """Called once this process has changed the parts (the query side warms up)."""
+    def changed(self) -> None:
+        """Tell the listeners that this process changed the data (an import, a compaction,
+        a removal, a re-score, new task fields); readers in other processes see it by the
+        changed signature instead."""
+        for ref in list(self._listeners):
+            listener = ref()
+            if listener is not None:
+                listener()
 
     @contextlib.contextmanager
-    def _write_lock(self, *, clean: bool = True) -> Iterator[None]:
+    def write_lock(self, *, clean: bool = True) -> Iterator[None]:
         """This machine's exclusive write lock; ``clean`` first deletes what dead writers
         left (garbage collection, which only removes what is past the grace period, opts
         out)."""
@@ -145,18 +186,18 @@ class Parts:
         try:
             with lock.held():
                 if clean:
-                    self._clean_stale_staging()
-                if self.remote is None and self._read_manifest() is None:
+                    self.clean_stale_staging()
+                if self.remote is None and self.read_manifest() is None:
                     # Without a manifest every part file is visible, so a writer killed
                     # while renaming its parts into place would show some of them: list
                     # what is visible now, and the manifest write stays the one commit.
-                    self._write_manifest(sorted(p.name for p in
-                                                self.parts_dir.glob(PART_GLOB)), {})
+                    self.write_manifest(sorted(p.name for p in
+                                               self.parts_dir.glob(PART_GLOB)), {})
                 yield
         finally:
             lock.close()
 
-    def _clean_stale_staging(self) -> int:
+    def clean_stale_staging(self) -> int:
         """Delete staging files left by a writer that died (``kill -9``, power loss).
 
         Every writer stages only while it holds the exclusive write lock, so a staging file
@@ -168,7 +209,7 @@ class Parts:
             removed = self._clean_remote_parts()
         elif self.parts_dir.exists():
             stale += self.parts_dir.glob(".part-*.tmp")
-            manifest = self._read_manifest()
+            manifest = self.read_manifest()
             if manifest is not None:
                 # Parts renamed into place by a writer that died before publishing them, and
                 # retired parts past their grace period.
@@ -180,18 +221,18 @@ class Parts:
                           if p.name not in visible and (p.name not in retired
                                                         or p.name in expired)]
                 if expired:
-                    self._write_manifest(manifest["parts"],
-                                         {n: at for n, at in retired.items() if n not in expired})
+                    self.write_manifest(manifest["parts"],
+                                        {n: at for n, at in retired.items() if n not in expired})
         for path in stale:
             path.unlink(missing_ok=True)
         return len(stale) + removed
 
     def _clean_remote_parts(self) -> int:
-        """The object-store side of ``_clean_stale_staging``: retired parts past their grace
+        """The object-store side of ``clean_stale_staging``: retired parts past their grace
         period, and unlisted parts older than it. The write lock is per machine, so an unlisted
         part may belong to an import still running elsewhere: only age makes it stale."""
         assert self.remote is not None
-        manifest = self._read_manifest()
+        manifest = self.read_manifest()
         retired: dict[str, float] = dict(manifest.get("retired", {})) if manifest else {}
         visible = set(manifest["parts"]) if manifest else set()
         now = time.time()
@@ -206,15 +247,15 @@ class Parts:
             for name in gone:
                 self.remote.delete(name)
         if manifest is not None and expired:
-            self._write_manifest(manifest["parts"],
-                                 {n: at for n, at in retired.items() if n not in expired})
+            self.write_manifest(manifest["parts"],
+                                {n: at for n, at in retired.items() if n not in expired})
         return len(gone)
 
     @property
     def manifest_path(self) -> Path:
         return self.parts_dir / MANIFEST
 
-    def _read_manifest(self) -> dict[str, Any] | None:
+    def read_manifest(self) -> dict[str, Any] | None:
         """The list of visible parts (None for a workspace written before manifests: every
         part file is visible).
 
@@ -241,13 +282,13 @@ class Parts:
             else str(self.manifest_path)
         raise WorkspaceError(f"{where}: {problem}")
 
-    def _write_manifest(self, parts: Sequence[str], retired: dict[str, float],
-                        sources: dict[str, int] | None = None) -> None:
+    def write_manifest(self, parts: Sequence[str], retired: dict[str, float],
+                       sources: dict[str, int] | None = None) -> None:
         """Publish a new set of visible parts in one rename: the moment an import or a
         compaction becomes visible to every reader, all at once. ``sources`` (kept when
         None) maps each fully imported file's key to its record count."""
         if sources is None:
-            sources = dict((self._read_manifest() or {}).get("sources", {}))
+            sources = dict((self.read_manifest() or {}).get("sources", {}))
         body = {"parts": sorted(parts), "retired": retired, "sources": sources}
         text = json.dumps({**body, "sha256": _manifest_digest(body)}, indent=0)
         if self.remote is not None:
@@ -259,25 +300,25 @@ class Parts:
     def imported_sources(self) -> dict[str, int]:
         """Files imported whole before (by content, name and import options): a re-import
         of one reports its records as duplicates without parsing it again."""
-        return dict((self._read_manifest() or {}).get("sources", {}))
+        return dict((self.read_manifest() or {}).get("sources", {}))
 
     def part_files(self) -> list[Path]:
         if self.remote is None and not self.parts_dir.exists():
             return []
-        manifest = self._read_manifest()
+        manifest = self.read_manifest()
         if manifest is None:
             # Object-store workspaces always had a manifest: no manifest, nothing published.
             return [] if self.remote is not None else sorted(self.parts_dir.glob(PART_GLOB))
         return [self.parts_dir / name for name in manifest["parts"]]
 
-    def _publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
-                 sources: dict[str, int] | None = None, *,
-                 replace_sources: bool = False) -> None:
+    def publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
+                sources: dict[str, int] | None = None, *,
+                replace_sources: bool = False) -> None:
         """Make staged parts (already renamed to their final names) visible and retire
         ``removed``; retired files stay on disk a grace period for readers still on them.
         ``sources`` is merged into the imported-source list, or replaces it with
         ``replace_sources`` (a removal forgets imports)."""
-        manifest = self._read_manifest()
+        manifest = self.read_manifest()
         if manifest is not None:
             current = list(manifest["parts"])
         elif self.remote is not None:
@@ -292,23 +333,23 @@ class Parts:
         new = [p.name for p in added]
         parts = [n for n in current if n not in gone and n not in new] + new
         known = dict(manifest.get("sources", {})) if manifest and not replace_sources else {}
-        self._write_manifest(parts, retired, {**known, **(sources or {})})
+        self.write_manifest(parts, retired, {**known, **(sources or {})})
 
     def existing_ids(self) -> set[str]:
         files = self.part_files()
         if not files:
             return set()
         table = pq.ParquetDataset([str(f) for f in files],
-                                  filesystem=self._fs).read(columns=["id"])
+                                  filesystem=self.fs).read(columns=["id"])
         return set(table.column("id").to_pylist())
 
-    def _parquet_file(self, part: Path) -> pq.ParquetFile:
-        if self._fs is None:
+    def parquet_file(self, part: Path) -> pq.ParquetFile:
+        if self.fs is None:
             return pq.ParquetFile(part)
-        return pq.ParquetFile(str(part), filesystem=self._fs)
+        return pq.ParquetFile(str(part), filesystem=self.fs)
 
-    def _rewrite_without(self, drop: dict[str, set[str]]) -> tuple[list[tuple[Path, Path]],
-                                                                   list[Path]]:
+    def rewrite_without(self, drop: dict[str, set[str]]) -> tuple[list[tuple[Path, Path]],
+                                                                  list[Path]]:
         """Stage a copy of each named part without the given ids (none when nothing is
         left); returns the staged copies and the parts they replace, for one publish."""
         # Imported here: pyarrow.dataset pulls in pandas, ~150 ms that every CLI start paid.
@@ -320,21 +361,33 @@ class Parts:
             for name, ids in sorted(drop.items()):
                 part = self.parts_dir / name
                 table = ds.dataset(str(part), format="parquet", schema=INDEX_SCHEMA,
-                                   filesystem=self._fs).to_table()
+                                   filesystem=self.fs).to_table()
                 keep = table.filter(pc.invert(pc.is_in(table.column("id"),
                                                        value_set=pa.array(sorted(ids)))))
                 replaced.append(part)
                 if keep.num_rows:
                     final = self.parts_dir / part_name()
                     tmp = final if self.remote else self.parts_dir / f".{final.name}.tmp"
-                    pq.write_table(keep, str(tmp), **PART_OPTIONS, filesystem=self._fs)
+                    pq.write_table(keep, str(tmp), **PART_OPTIONS, filesystem=self.fs)
                     staged.append((tmp, final))
         except BaseException:
             for tmp, _ in staged:
-                self._discard(tmp)
+                self.discard(tmp)
             raise
         return staged, replaced
 
+    def stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+        """Write rows to a hidden temporary part: (staged path, final path), for ``place``
+        and ``publish`` (``trajectories.staged_import.StagedRows.commit``)."""
+        if self.remote is not None:
+            final = stage_rows(self.parts_dir, rows, self.fs)[1]
+            return final, final
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        table = rows_table(rows)
+        name = part_name()
+        tmp = self.parts_dir / f".{name}.tmp"
+        pq.write_table(table, tmp, **PART_OPTIONS)
+        return tmp, self.parts_dir / name
 
 
 @contextlib.contextmanager

@@ -1,10 +1,15 @@
 """The read side of a workspace: a per-thread DuckDB connection whose views read the visible
-parts (rebuilt when they change), and the queries the CLI and the app ask of it."""
+parts (rebuilt when they change), and the queries the CLI and the app ask of it.
+
+``Queries`` is given the workspace's ``Parts`` and reads through it; what it keeps (the
+process's shared database, each thread's connection, the tables kept warm) is its own, and the
+parts tell it when this process changed them (``Parts.when_changed``)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +57,7 @@ def outcome_name(success: bool | None) -> str:
     return "success" if success else "failure"
 
 
-
-class _TableBuild:
+class TableBuild:
     """A shared table being built (``Queries.shared_table``); ``done`` once it is or failed."""
 
     def __init__(self) -> None:
@@ -61,18 +65,54 @@ class _TableBuild:
         self.built = False
 
 
-class Queries(Parts):
-    """The query side of a ``Workspace``."""
+@dataclass(frozen=True)
+class SharedDatabase:
+    """The process's DuckDB database over one state of local parts (``Queries.connect``)."""
 
-    #: Shared tables to build in the background after each change of the parts
-    #: (``keep_warm``): name -> select.
-    _warm_tables: dict[str, str]
-    #: The last background build started (tests and benchmarks wait for it).
-    warm_thread: threading.Thread | None
+    #: The ``Queries.signature`` of the parts it reads.
+    signature: tuple[Any, ...]
+    database: duckdb.DuckDBPyConnection
+    #: The shared tables built or being built in it, by name (``Queries.shared_table``).
+    tables: dict[str, TableBuild]
+
+
+class Queries:
+    """The query side of a ``Workspace``, reading its ``Parts``."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        #: This thread's connection and the signature it was built for, its light database
+        #: (``_outcomes_connection``) and its shared tables.
+        self._local = threading.local()
+        self._shared: SharedDatabase | None = None
+        self._shared_lock = threading.Lock()
+        #: Shared tables to build in the background after each change of the parts
+        #: (``keep_warm``): name -> select.
+        self._warm_tables: dict[str, str] = {}
+        #: The last background build started (tests and benchmarks wait for it).
+        self.warm_thread: threading.Thread | None = None
+        parts.when_changed(self._forget)
 
     @property
-    def task_fields_path(self) -> Path:
-        return self.root / "task_fields.parquet"
+    def shared(self) -> SharedDatabase | None:
+        """The process's database over the current local parts, once a query built it."""
+        return self._shared
+
+    @property
+    def light_database(self) -> duckdb.DuckDBPyConnection | None:
+        """This thread's light database (``_outcomes_connection``), if it built one."""
+        light = getattr(self._local, "light", None)
+        return None if light is None else light[1]
+
+    def _forget(self) -> None:
+        """Forget this thread's DuckDB connection and the process's shared database (their
+        views name the parts they saw; readers still holding them keep reading those), and
+        warm the kept tables again: this process has just changed the parts."""
+        self._local.__dict__.pop("con", None)
+        self._local.__dict__.pop("signature", None)
+        with self._shared_lock:
+            self._shared = None
+        self._warm_in_background()
 
     def signature(self) -> tuple[Any, ...]:
         """Cheap identity of the workspace's data, the one every cache keys on (this class's
@@ -87,14 +127,14 @@ class Queries(Parts):
                 return (0, 0)
             return (int(st.st_size), int(st.st_mtime_ns))
 
-        if self.remote is not None:
+        if self.parts.remote is not None:
             # Listed parts are immutable objects with unique names: the names say it all.
-            parts: tuple[Any, ...] = (self.remote.location.url,
-                                      *(f.name for f in self.part_files()))
+            listed: tuple[Any, ...] = (self.parts.remote.location.url,
+                                       *(f.name for f in self.parts.part_files()))
         else:
-            parts = tuple((f.name, *stamp(f)) for f in self.part_files())
-        return (str(self.root.resolve()), parts, stamp(self.scores_path),
-                stamp(self.task_fields_path))
+            listed = tuple((f.name, *stamp(f)) for f in self.parts.part_files())
+        return (str(self.parts.root.resolve()), listed, stamp(self.parts.scores_path),
+                stamp(self.parts.task_fields_path))
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """This thread's DuckDB connection whose views read the Parquet parts.
@@ -109,7 +149,7 @@ class Queries(Parts):
         con: duckdb.DuckDBPyConnection | None = getattr(self._local, "con", None)
         if con is not None and getattr(self._local, "signature", None) == signature:
             return con
-        if self.remote is not None:
+        if self.parts.remote is not None:
             # A new connection per change of the parts: an Arrow dataset cannot be registered
             # while a caller's result is still open on the old one, and whoever holds the old
             # connection keeps reading the old parts.
@@ -117,12 +157,12 @@ class Queries(Parts):
             self._local.tables = {}
         else:
             with self._shared_lock:
-                changed = self._shared is None or self._shared[0] != signature
+                changed = self._shared is None or self._shared.signature != signature
                 if changed:
-                    self._shared = (signature, self._build_database(), {})
+                    self._shared = SharedDatabase(signature, self._build_database(), {})
                 assert self._shared is not None
-                con = self._shared[1].cursor()
-                self._local.tables = self._shared[2]
+                con = self._shared.database.cursor()
+                self._local.tables = self._shared.tables
             if changed:
                 self._warm_in_background()
         self._local.con = con
@@ -135,7 +175,7 @@ class Queries(Parts):
         database without the task consensus and the ``trajectories`` view, kept per thread.
         The consensus's window functions over every row were most of a fresh process's
         ``faillab summary`` at a million rows (1-2.5 s before its first count)."""
-        if self.remote is not None:
+        if self.parts.remote is not None:
             # Each database there reads every part's footer from the store: one per thread.
             return self.connect()
         signature = self.signature()
@@ -143,7 +183,7 @@ class Queries(Parts):
         if con is not None and getattr(self._local, "signature", None) == signature:
             return con
         with self._shared_lock:
-            full = self._shared is not None and self._shared[0] == signature
+            full = self._shared is not None and self._shared.signature == signature
         if full:
             return self.connect()
         light = getattr(self._local, "light", None)
@@ -159,8 +199,8 @@ class Queries(Parts):
         # statistics) can be kept: a fetch by id then prunes to one row group without
         # reading any footer again (13 -> 4 ms at 300,000 rows; summary and Browse gain too).
         con.execute("SET GLOBAL parquet_metadata_cache = true")  # cursors too
-        files = [str(f) for f in self.part_files()] if self.exists() else []
-        if files and self.remote is not None:
+        files = [str(f) for f in self.parts.part_files()] if self.parts.exists() else []
+        if files and self.parts.remote is not None:
             # DuckDB reads the objects through an Arrow dataset (module docstring of
             # trajectories.objectstore says why not httpfs); projections and filters are
             # pushed into the scan, so a lookup by id reads one row group per part.
@@ -179,18 +219,18 @@ class Queries(Parts):
         else:
             cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in INDEX_SCHEMA)
             con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT {cols} WHERE false")
-        if self.scores_path.exists():
+        if self.parts.scores_path.exists():
             con.execute(
                 "CREATE OR REPLACE VIEW scores AS SELECT * FROM read_parquet("
-                f"{_sql_str(str(self.scores_path))})"
+                f"{_sql_str(str(self.parts.scores_path))})"
             )
         else:
             con.execute("CREATE OR REPLACE VIEW scores AS SELECT NULL::VARCHAR AS id, "
                         "NULL::BOOLEAN AS exact_match WHERE false")
-        if self.task_fields_path.exists():
+        if self.parts.task_fields_path.exists():
             con.execute(
                 "CREATE OR REPLACE VIEW task_overrides AS SELECT * FROM read_parquet("
-                f"{_sql_str(str(self.task_fields_path))})"
+                f"{_sql_str(str(self.parts.task_fields_path))})"
             )
         else:
             con.execute("CREATE OR REPLACE VIEW task_overrides AS SELECT NULL::VARCHAR AS task_id, "
@@ -199,7 +239,7 @@ class Queries(Parts):
         exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
         scored = "LEFT JOIN scores s USING (id)"
         judge = {c: f"p.{c}" for c in JUDGE_COLUMNS}
-        if not self.scores_path.exists():
+        if not self.parts.scores_path.exists():
             # No overlay (nothing re-scored): no join. Probing a million ids against an
             # empty table still cost a hash join per query (60 ms of a Browse count).
             exact, scored = "p.exact_match", ""
@@ -230,7 +270,7 @@ class Queries(Parts):
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
                            if c != "exact_match" and c not in resolved
                            and c not in PROVENANCE_COLUMNS and c not in JUDGE_COLUMNS)
-        overridden = self.task_fields_path.exists()  # else no join with the empty overlay
+        overridden = self.parts.task_fields_path.exists()  # else no join with the empty overlay
         fields = ", ".join(
             f"coalesce({f'o.{c}, ' if overridden else ''}t.{c}, p.{c}) AS {c}"
             for c in TASK_FIELDS
@@ -275,12 +315,12 @@ class Queries(Parts):
         sorted by run). The build holds no lock other readers take: a thread that needs the
         same table waits for it, every other query goes on."""
         con = self.connect()
-        builds: dict[str, _TableBuild] = self._local.tables
+        builds: dict[str, TableBuild] = self._local.tables
         with self._shared_lock:
             build = builds.get(name)
             mine = build is None
             if build is None:
-                build = builds[name] = _TableBuild()
+                build = builds[name] = TableBuild()
         if not mine:
             build.done.wait()
             if build.built:
@@ -303,20 +343,17 @@ class Queries(Parts):
         process's), so the first reader that needs it does not wait for the whole build.
         Returns the thread started now (``build_now`` and the table not built or being built
         for the current parts)."""
-        if self.remote is not None:
+        if self.parts.remote is not None:
             return None  # a connection per thread there: a table built aside would go unused
         self._warm_tables[name] = select
         return self._warm_in_background() if build_now else None
-
-    def _parts_changed(self) -> None:
-        self._warm_in_background()
 
     def _warm_in_background(self) -> threading.Thread | None:
         if not self._warm_tables:
             return None
         with self._shared_lock:
-            if self._shared is not None and self._shared[0] == self.signature() and all(
-                    name in self._shared[2] for name in self._warm_tables):
+            if self._shared is not None and self._shared.signature == self.signature() and all(
+                    name in self._shared.tables for name in self._warm_tables):
                 return None
         thread = threading.Thread(target=self._build_warm_tables, daemon=True,
                                   name="faillab-warm-tables")
@@ -335,21 +372,21 @@ class Queries(Parts):
         """The listed parts as one Arrow dataset whose footers are read once, here: every
         later query then skips a HEAD and a footer GET per part (parts never change), and row
         groups are pruned by their id statistics without touching the store."""
-        import pyarrow.dataset as ds  # here, not at the top: see Parts._rewrite_without
+        import pyarrow.dataset as ds  # here, not at the top: see Parts.rewrite_without
 
-        assert self.remote is not None
+        assert self.parts.remote is not None
         fmt = ds.ParquetFileFormat()
         fragments = []
         with store_errors():
-            sizes = self.remote.sizes()
+            sizes = self.parts.remote.sizes()
         with store_errors_from_os():
             for path in files:
-                fragment = fmt.make_fragment(path, filesystem=self._fs,
+                fragment = fmt.make_fragment(path, filesystem=self.parts.fs,
                                              file_size=sizes.get(Path(path).name))
                 fragment.ensure_complete_metadata()
                 fragments.append(fragment)
         return ds.FileSystemDataset(fragments, schema=INDEX_SCHEMA, format=fmt,
-                                    filesystem=self._fs)
+                                    filesystem=self.parts.fs)
 
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run a read query over the ``trajectories`` view and return a pandas DataFrame."""
@@ -431,8 +468,6 @@ class Queries(Parts):
         keys = ("id", "run", "model", "task_id", "success")
         return [{**dict(zip(keys, r, strict=True)), "outcome": outcome_name(r[4])}
                 for r in rows]
-
-
 
 
 def _sql_str(value: str) -> str:

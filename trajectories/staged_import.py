@@ -9,6 +9,10 @@ the lock, tries a *compaction*, whose failure is only a warning: the import stan
 before the publish deletes exactly what this import staged, so nothing of it is ever visible.
 
 ``StagedRows`` is the same for ``Workspace.add`` (trajectories already in memory).
+
+Both are given the workspace's ``Parts`` (the write lock, staging, publishing), not the
+workspace: an import needs nothing else of it but the compaction to try afterwards, which it is
+handed as a function.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,14 +37,20 @@ from trajectories.importers import ImportProblem
 from trajectories.importers.errors import ImportProblems
 from trajectories.model import Trajectory
 from trajectories.objectstore import ObjectStoreError
-from trajectories.parts import WorkspaceError, atomic_write_text
+from trajectories.parts import Parts, WorkspaceError, atomic_write_text
 from trajectories.prior_rows import PriorRows, Replacement, match_records
 from trajectories.rows import PART_OPTIONS, index_row, reject_line, remove_part
 
-if TYPE_CHECKING:
-    from trajectories.workspace import Workspace
+__all__ = ["ImportReport", "StagedImport", "StagedRows", "pending_rekeys"]
 
-__all__ = ["ImportReport", "StagedImport", "StagedRows"]
+
+def pending_rekeys(root: Path) -> rekey_journal.PendingRekeys:
+    """The re-keys published whose labels the annotation store has not taken yet (a damaged
+    journal is a ``WorkspaceError``: nothing is written over it)."""
+    try:
+        return rekey_journal.read(root)
+    except rekey_journal.JournalError as err:
+        raise WorkspaceError(str(err)) from None
 
 
 @dataclass
@@ -87,12 +97,15 @@ class StagedImport:
 
     It holds the import's state between the steps: the staged parts (hidden until published),
     the source files to list in the manifest, the stored rows it replaces, the rejected
-    records, and the report it returns."""
+    records, and the report it returns. ``maybe_compact`` is called once the import is
+    published (``Compaction.maybe_compact``; its failure is a warning)."""
 
-    def __init__(self, ws: Workspace, paths: Sequence[Path], spec: FileSpec, *,
+    def __init__(self, parts: Parts, paths: Sequence[Path], spec: FileSpec, *,
+                 maybe_compact: Callable[[], object],
                  workers: int | None = None,
                  progress: Callable[[int, int, int], None] | None = None) -> None:
-        self.ws = ws
+        self.parts = parts
+        self.maybe_compact = maybe_compact
         self.paths = [Path(p) for p in paths]
         self.spec = spec
         self.workers = workers
@@ -119,12 +132,12 @@ class StagedImport:
 
     def run(self) -> ImportReport:
         """Stage, validate and publish under the write lock, then compact; the report."""
-        ws = self.ws
-        with ws._write_lock():
+        parts = self.parts
+        with parts.write_lock():
             # Read first: a damaged journal stops the import before anything changes.
-            pending = ws._pending_rekeys()
-            self.known = ws.imported_sources()
-            prior = PriorRows.read(ws.part_files(), ws._fs, self.paths, set(self.known))
+            pending = pending_rekeys(parts.root)
+            self.known = parts.imported_sources()
+            prior = PriorRows.read(parts.part_files(), parts.fs, self.paths, set(self.known))
             self.seen = prior.ids
             try:
                 self.stage(prior)
@@ -134,7 +147,7 @@ class StagedImport:
                 self.clean_up()
                 raise
             finally:
-                ws._invalidate()
+                parts.changed()
             self.record_rekeys(pending)
             self.write_rejects()
         self.fill_report()
@@ -192,7 +205,7 @@ class StagedImport:
         # holds is a duplicate too (first file wins, as in a single-process import).
         again = [i for i in ids if i in self.seen]
         if again:
-            if not _drop_rows(tmp, set(again), self.ws._fs):
+            if not _drop_rows(tmp, set(again), self.parts.fs):
                 self.emptied.add(tmp)
             self.duplicates += len(again)
         self.seen.update(ids)
@@ -209,38 +222,38 @@ class StagedImport:
 
     # --- publish ---------------------------------------------------------------------------
     def publish(self) -> None:
-        ws = self.ws
+        parts = self.parts
         retired: list[Path] = []
         if self.replacement.retire:
             # The parts holding replaced rows are written again without them and retired in
             # the same publish: readers see the old rows or the new ones.
-            kept, retired = ws._rewrite_without(self.replacement.retire)
+            kept, retired = parts.rewrite_without(self.replacement.retire)
             self.staged.extend(kept)
         published = []
         for tmp, final in self.staged:
-            if ws.remote is not None:
+            if parts.remote is not None:
                 if tmp not in self.emptied:
                     published.append(final)
             elif tmp.exists():
                 os.replace(tmp, final)
                 published.append(final)
         if published or self.sources or retired:
-            ws._publish(published, removed=retired, sources=self.sources)
+            parts.publish(published, removed=retired, sources=self.sources)
 
     def clean_up(self) -> None:
         """After a failure before (or during) the publish: delete what this import staged."""
-        if self.ws.remote is not None:
+        if self.parts.remote is not None:
             # Unlisted objects are only aged out, so delete what this import staged.
             for tmp, _ in self.staged:
                 if tmp not in self.emptied:
-                    self.ws.remote.delete(tmp.name)
+                    self.parts.remote.delete(tmp.name)
         # Every worker has stopped: any staged part left is this import's.
-        self.ws._clean_stale_staging()
+        self.parts.clean_stale_staging()
 
     def record_rekeys(self, pending: rekey_journal.PendingRekeys) -> None:
         if self.replacement.rekeyed or self.replacement.orphaned:
             # Published; the annotation store must still take these (rekey_journal).
-            rekey_journal.write(self.ws.root, rekey_journal.merged(
+            rekey_journal.write(self.parts.root, rekey_journal.merged(
                 pending, self.replacement.rekeyed, self.replacement.orphaned))
 
     def write_rejects(self) -> None:
@@ -248,7 +261,7 @@ class StagedImport:
             # Written under the lock with a unique name: two imports in the same second each
             # keep their own rejects file.
             stamp = time.strftime("%Y%m%dT%H%M%S")
-            rejects_path = self.ws.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
+            rejects_path = self.parts.root / f"rejects-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
             atomic_write_text(rejects_path, "".join(reject_line(r) for r in self.rejects))
             self.report.rejects_file = rejects_path
 
@@ -264,7 +277,7 @@ class StagedImport:
         if not self.added:
             return
         try:
-            self.ws.maybe_compact()
+            self.maybe_compact()
         except (WorkspaceError, ObjectStoreError, OSError) as err:
             # The import is published and visible: it succeeded. A compaction that fails is
             # its own problem (the next import or `faillab workspace compact` tries again),
@@ -279,8 +292,8 @@ class StagedRows:
 
     CHUNK = 10_000
 
-    def __init__(self, ws: Workspace, seen: set[str]) -> None:
-        self.ws = ws
+    def __init__(self, parts: Parts, seen: set[str]) -> None:
+        self.parts = parts
         self.seen = seen
         self.rows: list[dict[str, Any]] = []
         self.staged: list[tuple[Path, Path]] = []
@@ -302,20 +315,20 @@ class StagedRows:
 
     def _flush(self) -> None:
         if self.rows:
-            self.staged.append(self.ws._stage_part(self.rows))
+            self.staged.append(self.parts.stage_part(self.rows))
             self.rows = []
 
     def commit(self) -> None:
         self._flush()
         for tmp, final in self.staged:
-            self.ws._place(tmp, final)
+            self.parts.place(tmp, final)
         if self.staged:
-            self.ws._publish([final for _, final in self.staged])
+            self.parts.publish([final for _, final in self.staged])
         self.staged = []
 
     def abort(self) -> None:
         for tmp, _ in self.staged:
-            self.ws._discard(tmp)
+            self.parts.discard(tmp)
         self.staged = []
         self.rows = []
 

@@ -11,10 +11,18 @@ Layout under the workspace root::
 
 Imports parse files in worker processes (``trajectories.import_workers``; one part per file or
 per 64 MB of payloads) and publish what they staged in one manifest replace, each run as a
-``trajectories.staged_import.StagedImport`` transaction. The rest lives in modules by concern,
-joined here: ``trajectories.parts`` (the manifest, the write lock,
-publishing), ``trajectories.compaction`` (merging small parts), ``trajectories.queries`` (the
-DuckDB views and the queries) and ``trajectories.objectstore`` (parts in an S3 bucket).
+``trajectories.staged_import.StagedImport`` transaction.
+
+A ``Workspace`` is composed of one object per concern, each in its own module, as the annotation
+store is (``store.labels``, ``store.verdicts``...): ``parts`` (``trajectories.parts``: where the
+parts are, the manifest, the write lock, publishing; parts in an S3 bucket through
+``trajectories.objectstore``), ``queries`` (``trajectories.queries``: the DuckDB views and the
+queries), ``compaction`` (``trajectories.compaction``: merging small parts), ``garbage``
+(``trajectories.gc``: leftovers of killed writers) and ``overlay`` (``trajectories.overlay``: the
+re-score overlay). Each of the others is given the ``parts`` object and owns only its own
+state, so no class sets attributes another declares and each can be read (and tested) alone;
+the queries are told by the parts when this process changed them. The methods the rest of the
+code calls are kept here as thin delegations; the rest is reached on the object that owns it.
 """
 
 from __future__ import annotations
@@ -24,11 +32,12 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -37,21 +46,19 @@ import pyarrow.parquet as pq
 from faillab.core.settings import Settings, sqlite_store_url
 from trajectories import rekey_journal
 from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_ROWS, Compaction
+from trajectories.gc import GarbageCollection, GarbageReport
 from trajectories.import_workers import FileSpec
-from trajectories.importers.mapping import Mapping
+from trajectories.importers.mapping import Mapping as FieldMapping
 from trajectories.importers.tasks import TaskFile
+from trajectories.judge import Judgement
 from trajectories.model import Trajectory
-from trajectories.objectstore import (
-    RemoteParts,
-    S3Location,
-    filesystem_from_settings,
-    is_remote,
-)
-from trajectories.overlay import Scoring
+from trajectories.objectstore import RemoteParts
+from trajectories.overlay import ScoreOverlay
 from trajectories.parts import (
     MANIFEST,
     PART_GLOB,
     RETIRED_GRACE_S,
+    Parts,
     WorkspaceError,
     atomic_write_text,
 )
@@ -64,8 +71,7 @@ from trajectories.queries import (
     outcome_name,
     success_expression,
 )
-from trajectories.rows import PART_OPTIONS, part_name, rows_table, stage_rows
-from trajectories.staged_import import ImportReport, StagedImport, StagedRows
+from trajectories.staged_import import ImportReport, StagedImport, StagedRows, pending_rekeys
 
 __all__ = [
     "COMPACT_AT_PARTS", "COMPACT_PART_MB", "COMPACT_ROWS", "DEFAULT_SUCCESS_SOURCE", "MANIFEST",
@@ -83,7 +89,10 @@ class RemovalReport:
     parts_rewritten: int = 0
 
 
-class Workspace(Queries, Compaction, Scoring):
+class Workspace:
+    """Imported trajectories and what is asked of them: the parts, their queries, compaction,
+    garbage collection and the score overlay, composed (see the module docstring)."""
+
     def __init__(self, root: Path | str, trajectories_url: str = "",
                  filesystem: pafs.FileSystem | None = None,
                  settings: Settings | None = None) -> None:
@@ -91,32 +100,11 @@ class Workspace(Queries, Compaction, Scoring):
         instead of ``root/trajectories`` (empty: the local folder); its S3 client is
         ``filesystem``, else the one ``settings`` describe. Nothing here reads the
         environment: the faces build a workspace from their settings (``from_settings``)."""
-        self.root = Path(root)
-        self.parts_dir = self.root / "trajectories"
-        self._local = threading.local()
-        self._shared = None
-        self._shared_lock = threading.Lock()
-        self._warm_tables = {}
-        self.warm_thread = None
-        url = trajectories_url
-        #: The object store holding the parts (None: they are local files under parts_dir).
-        self.remote: RemoteParts | None = None
-        #: pyarrow filesystem for part paths (None: local paths, as plain Path objects).
-        self._fs: pafs.FileSystem | None = None
-        if url:
-            if not is_remote(url):
-                raise WorkspaceError(f"trajectories URL {url!r}: expected s3://bucket/prefix "
-                                     "(leave it empty for the workspace's own folder)")
-            location = S3Location.parse(url)
-            if filesystem is None:
-                if settings is None:
-                    raise WorkspaceError(f"{url}: an object-store workspace needs its S3 "
-                                         "client or the settings that describe it")
-                filesystem = filesystem_from_settings(settings)
-            self._fs = filesystem
-            self.remote = RemoteParts(location, self._fs)
-            # Part paths stay Path objects ("bucket/prefix/part-….parquet") read through _fs.
-            self.parts_dir = Path(location.base)
+        self.parts = Parts(root, trajectories_url, filesystem, settings)
+        self.queries = Queries(self.parts)
+        self.compaction = Compaction(self.parts)
+        self.garbage = GarbageCollection(self.parts)
+        self.overlay = ScoreOverlay(self.parts)
 
     @classmethod
     def from_settings(cls, settings: Settings, root: Path | str | None = None) -> Workspace:
@@ -125,10 +113,38 @@ class Workspace(Queries, Compaction, Scoring):
         return cls(settings.workspace if root is None else root, settings.trajectories_url,
                    settings=settings)
 
+    # --- the parts (``Parts``) -------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self.parts.root
+
+    @property
+    def parts_dir(self) -> Path:
+        """The parts' folder, or their ``bucket/prefix`` in an object store."""
+        return self.parts.parts_dir
+
+    @property
+    def remote(self) -> RemoteParts | None:
+        """The object store holding the parts (None: they are local files under parts_dir)."""
+        return self.parts.remote
+
     @property
     def trajectories_location(self) -> str:
         """Where the parts are, for messages: a folder or an s3:// URL."""
-        return self.remote.location.url if self.remote else str(self.parts_dir)
+        return self.parts.trajectories_location
+
+    def create(self) -> Self:
+        self.parts.create()
+        return self
+
+    def exists(self) -> bool:
+        return self.parts.exists()
+
+    def part_files(self) -> list[Path]:
+        return self.parts.part_files()
+
+    def existing_ids(self) -> set[str]:
+        return self.parts.existing_ids()
 
     # --- layout and settings ---------------------------------------------------------------
     @property
@@ -149,11 +165,11 @@ class Workspace(Queries, Compaction, Scoring):
             schema=pa.schema([("task_id", pa.string()),
                               *[(c, pa.string()) for c in TASK_FIELDS]]),
         )
-        with self._write_lock():
+        with self.parts.write_lock():
             tmp = self.root / ".task_fields.parquet.tmp"
             pq.write_table(table, tmp)
-            os.replace(tmp, self.task_fields_path)
-        self._invalidate()
+            os.replace(tmp, self.parts.task_fields_path)
+        self.parts.changed()
         return len(rows)
 
     @property
@@ -194,8 +210,8 @@ class Workspace(Queries, Compaction, Scoring):
         self, trajectories: Iterable[tuple[Trajectory, str | None]]
     ) -> tuple[int, int]:
         """Store new trajectories; returns (added, duplicates). Never rewrites existing parts."""
-        with self._write_lock():
-            batch = StagedRows(self, self.existing_ids())
+        with self.parts.write_lock():
+            batch = StagedRows(self.parts, self.parts.existing_ids())
             try:
                 for traj, source in trajectories:
                     batch.offer(traj, source)
@@ -204,20 +220,8 @@ class Workspace(Queries, Compaction, Scoring):
                 batch.abort()
                 raise
             finally:
-                self._invalidate()
+                self.parts.changed()
             return batch.added, batch.duplicates
-
-    def _stage_part(self, rows: list[dict[str, Any]]) -> tuple[Path, Path]:
-        """Write rows to a hidden temporary part; ``StagedRows.commit`` renames it in."""
-        if self.remote is not None:
-            final = stage_rows(self.parts_dir, rows, self._fs)[1]
-            return final, final
-        self.parts_dir.mkdir(parents=True, exist_ok=True)
-        table = rows_table(rows)
-        name = part_name()
-        tmp = self.parts_dir / f".{name}.tmp"
-        pq.write_table(table, tmp, **PART_OPTIONS)
-        return tmp, self.parts_dir / name
 
     def import_files(
         self,
@@ -228,7 +232,7 @@ class Workspace(Queries, Compaction, Scoring):
         model: str | None = None,
         skip_invalid: bool = False,
         progress: Callable[[int, int, int], None] | None = None,
-        mapping: Mapping | None = None,
+        mapping: FieldMapping | None = None,
         tasks: TaskFile | None = None,
         workers: int | None = None,
         require_tasks: bool = False,
@@ -245,24 +249,20 @@ class Workspace(Queries, Compaction, Scoring):
         ``progress(files_done, files, records_read)`` is called after each file (and every
         1,000 records with one worker)."""
         spec = FileSpec(str(self.parts_dir), fmt, run, model, mapping, tasks, skip_invalid,
-                        self._fs, require_tasks)
-        return StagedImport(self, paths, spec, workers=workers, progress=progress).run()
-
-    def _pending_rekeys(self) -> rekey_journal.PendingRekeys:
-        try:
-            return rekey_journal.read(self.root)
-        except rekey_journal.JournalError as err:
-            raise WorkspaceError(str(err)) from None
+                        self.parts.fs, require_tasks)
+        return StagedImport(self.parts, paths, spec, maybe_compact=self.maybe_compact,
+                            workers=workers, progress=progress).run()
 
     def pending_rekeys(self) -> rekey_journal.PendingRekeys:
         """Re-keys published by imports whose labels the annotation store has not taken yet
         (all of this import's until the caller settles them)."""
-        return self._pending_rekeys()
+        return pending_rekeys(self.root)
 
     def settle_rekeys(self, old_ids: Iterable[str]) -> None:
         """Forget pending re-keys the annotation store has taken (carried or reported)."""
-        with self._write_lock():
-            rekey_journal.write(self.root, rekey_journal.without(self._pending_rekeys(), old_ids))
+        with self.parts.write_lock():
+            rekey_journal.write(self.root, rekey_journal.without(pending_rekeys(self.root),
+                                                                 old_ids))
 
     def remove(self, *, ids: Sequence[str] = (), runs: Sequence[str] = (),
                sources: Sequence[str] = (), confirm: bool = True) -> RemovalReport:
@@ -283,13 +283,14 @@ class Workspace(Queries, Compaction, Scoring):
                 if Path(source).is_file():
                     shas.append(_content_sha(Path(source)))
         report = RemovalReport()
-        with self._write_lock():
+        parts = self.parts
+        with parts.write_lock():
             drop: dict[str, set[str]] = {}
             forgotten: set[str] = set()
             forget_all = False
-            for part in self.part_files():
+            for part in parts.part_files():
                 table = read_part_columns(part, ("id", "run", "source_file", "source_sha",
-                                                 "import_key"), self._fs)
+                                                 "import_key"), parts.fs)
                 mask = pc.or_(pc.is_in(table.column("id"), value_set=wanted_ids),
                               pc.is_in(table.column("run"), value_set=wanted_runs))
                 mask = pc.or_(mask, pc.is_in(table.column("source_file"),
@@ -310,22 +311,90 @@ class Workspace(Queries, Compaction, Scoring):
             report.parts_rewritten = len(drop)
             if not confirm or not drop:
                 return report
-            staged, retired = self._rewrite_without(drop)
+            staged, retired = parts.rewrite_without(drop)
             try:
                 for tmp, final in staged:
-                    self._place(tmp, final)
-                known = self.imported_sources()
+                    parts.place(tmp, final)
+                known = parts.imported_sources()
                 left = {} if forget_all else {k: n for k, n in known.items()
                                               if k not in forgotten}
-                self._publish([f for _, f in staged], retired, left, replace_sources=True)
+                parts.publish([f for _, f in staged], retired, left, replace_sources=True)
             except BaseException:
                 for tmp, final in staged:
-                    self._discard(tmp)
-                    self._discard(final)
+                    parts.discard(tmp)
+                    parts.discard(final)
                 raise
             finally:
-                self._invalidate()
+                parts.changed()
         return report
+
+
+    # --- compaction (``Compaction``), garbage (``GarbageCollection``) ----------------------
+    def compact(self, *, part_mb: int = COMPACT_PART_MB) -> dict[str, int]:
+        return self.compaction.compact(part_mb=part_mb)
+
+    def maybe_compact(self) -> dict[str, int] | None:
+        return self.compaction.maybe_compact()
+
+    def collect_garbage(self, *, dry_run: bool = False, grace_s: float = RETIRED_GRACE_S,
+                        now: float | None = None) -> GarbageReport:
+        return self.garbage.collect_garbage(dry_run=dry_run, grace_s=grace_s, now=now)
+
+    # --- the score overlay (``ScoreOverlay``) ----------------------------------------------
+    def iter_payload_batches(self, batch_size: int = 2048
+                             ) -> Iterator[list[tuple[str, str, bool]]]:
+        return self.overlay.iter_payload_batches(batch_size)
+
+    def write_scores(self, rerun: Callable[[str], list[list[Any]] | None] | None = None
+                     ) -> dict[str, int]:
+        return self.overlay.write_scores(rerun)
+
+    def record_judgements(self, judgements: Mapping[str, Judgement], version: str) -> int:
+        return self.overlay.record_judgements(judgements, version)
+
+    # --- queries (``Queries``) -------------------------------------------------------------
+    @property
+    def warm_thread(self) -> threading.Thread | None:
+        """The last background build of the kept-warm tables (tests and benchmarks wait)."""
+        return self.queries.warm_thread
+
+    def signature(self) -> tuple[Any, ...]:
+        return self.queries.signature()
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        return self.queries.connect()
+
+    def shared_table(self, name: str, select: str) -> duckdb.DuckDBPyConnection:
+        return self.queries.shared_table(name, select)
+
+    def keep_warm(self, name: str, select: str, *,
+                  build_now: bool = True) -> threading.Thread | None:
+        return self.queries.keep_warm(name, select, build_now=build_now)
+
+    def query_df(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        return self.queries.query_df(sql, params)
+
+    def frame(self) -> Any:
+        return self.queries.frame()
+
+    def get(self, trajectory_id: str) -> Trajectory | None:
+        return self.queries.get(trajectory_id)
+
+    def get_many(self, trajectory_ids: Sequence[str]) -> dict[str, Trajectory]:
+        return self.queries.get_many(trajectory_ids)
+
+    def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
+        return self.queries.verdict_of(trajectory_id)
+
+    def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE) -> dict[str, int]:
+        return self.queries.summary(success_source)
+
+    # Last in the class: below it, ``list`` would name this method.
+    def list(self, *, failed: bool = False, unscored: bool = False, run: str | None = None,
+             limit: int | None = None,
+             success_source: str = DEFAULT_SUCCESS_SOURCE) -> list[dict[str, Any]]:
+        return self.queries.list(failed=failed, unscored=unscored, run=run, limit=limit,
+                                 success_source=success_source)
 
 
 def _content_sha(path: Path) -> str:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import trajectories.workspace as workspace_module
 from faillab.cli import main
 from tests.deploy.support import S3Server, free_port, s3_workspace
 from tests.support import write_native_run
 from trajectories.objectstore import S3Location
+from trajectories.parts import Parts
 from trajectories.staged_import import StagedImport
 from trajectories.workspace import Workspace
 
@@ -120,8 +120,8 @@ def test_store_stopped_mid_import_is_one_line_and_a_retry_completes(
     args = ["import", str(run), "--workspace", str(tmp_path / "ws")]
     # The store goes away after the import has read the workspace under its lock: before any
     # part is written, or with the parts written and the manifest not yet naming them.
-    target = StagedImport if when == "stage" else workspace_module.Workspace
-    step = "stage" if when == "stage" else "_publish"
+    target = StagedImport if when == "stage" else Parts
+    step = "stage" if when == "stage" else "publish"
     real = getattr(target, step)
 
     def store_stops_first(self: object, *a: object, **kw: object) -> object:

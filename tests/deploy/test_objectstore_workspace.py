@@ -200,7 +200,7 @@ def test_reimport_and_remove_replace_rows_in_the_bucket(
     new = ids_by_position(ws, src)
     assert report.replaced == 1 and report.rekeyed == {old[3]: new[3]}
     assert stored_ids(ws) == sorted(new + ids_by_position(ws, other))
-    manifest = ws._read_manifest()
+    manifest = ws.parts.read_manifest()
     assert manifest is not None
     retired = set(manifest["retired"])
     assert retired and retired <= before <= set(_objects(s3_env, url))

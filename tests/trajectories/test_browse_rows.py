@@ -74,7 +74,7 @@ def test_threads_share_one_copy(tmp_path: Path) -> None:
         t.join()
     assert totals == [7, 7, 7, 7]
     # One database for the process's threads, holding one Browse table.
-    assert ws._shared is not None and set(ws._shared[2]) == {"browse_rows"}
+    assert ws.queries.shared is not None and set(ws.queries.shared.tables) == {"browse_rows"}
 
 
 def test_the_browse_table_is_built_in_the_background_once_a_workspace_is_opened(
@@ -84,11 +84,12 @@ def test_the_browse_table_is_built_in_the_background_once_a_workspace_is_opened(
     overview_by_run(ws)  # the first page: starts building the Browse table aside
     assert ws.warm_thread is not None
     ws.warm_thread.join(30)
-    assert ws._shared is not None
-    build = ws._shared[2]["browse_rows"]
+    shared = ws.queries.shared
+    assert shared is not None
+    build = shared.tables["browse_rows"]
     assert build.built
     assert browse(ws, BrowseFilter(runs=["r2"]))[1] == 7
-    assert ws._shared[2]["browse_rows"] is build  # read, not built again
+    assert shared.tables["browse_rows"] is build  # read, not built again
 
 
 def test_an_import_in_this_process_rebuilds_the_browse_table_in_the_background(
@@ -99,26 +100,28 @@ def test_an_import_in_this_process_rebuilds_the_browse_table_in_the_background(
     ws.import_files([write_native_run(tmp_path / "r4.jsonl", 2, run="r4")])
     assert ws.warm_thread is not None and ws.warm_thread is not first
     ws.warm_thread.join(30)
-    assert ws._shared is not None and ws._shared[0] == ws.signature()
-    assert ws._shared[2]["browse_rows"].built
+    shared = ws.queries.shared
+    assert shared is not None and shared.signature == ws.signature()
+    assert shared.tables["browse_rows"].built
     assert browse(ws, BrowseFilter(runs=["r4"]))[1] == 2
 
 
 def test_a_table_being_built_blocks_no_other_reader(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     ws.connect()
-    assert ws._shared is not None
+    shared = ws.queries.shared
+    assert shared is not None
     release = threading.Event()
 
     def held(x: int) -> int:
         release.wait(30)
         return x
 
-    ws._shared[1].create_function("held_until_released", held)
+    shared.database.create_function("held_until_released", held)
     builder = ws.keep_warm("held", "SELECT held_until_released(1) AS x")
     assert builder is not None
     deadline = time.monotonic() + 30
-    while "held" not in ws._shared[2] and time.monotonic() < deadline:
+    while "held" not in shared.tables and time.monotonic() < deadline:
         time.sleep(0.01)  # the builder has claimed the table (a second caller then waits)
     waiter_saw: list[int] = []
     waiter = threading.Thread(target=lambda: waiter_saw.append(

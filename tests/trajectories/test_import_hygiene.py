@@ -39,8 +39,8 @@ from tests.support import make_trajectory
 from trajectories.rows import index_row
 from trajectories.workspace import Workspace
 ws = Workspace(sys.argv[1])
-with ws._write_lock():
-    ws._stage_part([index_row(make_trajectory().with_id(), None)])
+with ws.parts.write_lock():
+    ws.parts.stage_part([index_row(make_trajectory().with_id(), None)])
     print("staged", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 """

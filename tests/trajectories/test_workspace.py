@@ -171,8 +171,9 @@ def test_summary_list_and_fetch_need_no_task_consensus(tmp_path: Path) -> None:
     counts = fresh.summary()
     listed = fresh.list()
     assert counts["trajectories"] == 5 and fresh.get(listed[0]["id"]) is not None
-    assert fresh._shared is None  # no full database (nor its task consensus) was built
-    light = fresh._local.light[1]
+    assert fresh.queries.shared is None  # no full database (nor its task consensus) was built
+    light = fresh.queries.light_database
+    assert light is not None
     tables = {r[0] for r in light.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert "task_consensus" not in tables
     # The same answers as the full database gives, and a new import is seen.
