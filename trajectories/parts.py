@@ -57,6 +57,10 @@ RETIRED_GRACE_S = 300.0
 
 #: Reads of a manifest that fails its checksum before giving up (about 1.5 s in all).
 MANIFEST_READS = 5
+#: How long readers reuse an object store's manifest (``Parts.visible_parts``): a page run asks
+#: the workspace's signature from each loader it calls, and each ask was a GET of the manifest.
+#: Another process's import shows up at most this much later; this process's own at once.
+REMOTE_MANIFEST_REUSE_S = 1.0
 
 
 def _manifest_digest(body: dict[str, Any]) -> str:
@@ -104,6 +108,10 @@ class Parts:
         self.fs: pafs.FileSystem | None = None
         #: Told after each change this process makes (``when_changed``), held weakly.
         self._listeners: list[weakref.WeakMethod[Callable[[], None]]] = []
+        # The object store's manifest as last read for readers: (generation, when, manifest);
+        # the generation counts this process's changes, so a read begun before one is not kept.
+        self._recent_manifest: tuple[int, float, dict[str, Any] | None] | None = None
+        self._generation = 0
         url = trajectories_url
         if url:
             if not is_remote(url):
@@ -170,6 +178,8 @@ class Parts:
         """Tell the listeners that this process changed the data (an import, a compaction,
         a removal, a re-score, new task fields); readers in other processes see it by the
         changed signature instead."""
+        self._generation += 1
+        self._recent_manifest = None
         for ref in list(self._listeners):
             listener = ref()
             if listener is not None:
@@ -310,6 +320,23 @@ class Parts:
             # Object-store workspaces always had a manifest: no manifest, nothing published.
             return [] if self.remote is not None else sorted(self.parts_dir.glob(PART_GLOB))
         return [self.parts_dir / name for name in manifest["parts"]]
+
+    def visible_parts(self) -> list[Path]:
+        """``part_files`` for readers: in an object store, a manifest read less than
+        ``REMOTE_MANIFEST_REUSE_S`` ago (and since this process last changed the parts) is
+        used again instead of another GET. Writers read the manifest itself."""
+        if self.remote is None:
+            return self.part_files()
+        recent = self._recent_manifest
+        now = time.monotonic()
+        if (recent is None or recent[0] != self._generation
+                or now - recent[1] > REMOTE_MANIFEST_REUSE_S):
+            generation = self._generation
+            recent = (generation, now, self.read_manifest())
+            if generation == self._generation:
+                self._recent_manifest = recent
+        manifest = recent[2]
+        return [] if manifest is None else [self.parts_dir / name for name in manifest["parts"]]
 
     def publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
                 sources: dict[str, int] | None = None, *,

@@ -130,7 +130,7 @@ class Queries:
         if self.parts.remote is not None:
             # Listed parts are immutable objects with unique names: the names say it all.
             listed: tuple[Any, ...] = (self.parts.remote.location.url,
-                                       *(f.name for f in self.parts.part_files()))
+                                       *(f.name for f in self.parts.visible_parts()))
         else:
             listed = tuple((f.name, *stamp(f)) for f in self.parts.part_files())
         return (str(self.parts.root.resolve()), listed, stamp(self.parts.scores_path),
@@ -199,7 +199,8 @@ class Queries:
         # statistics) can be kept: a fetch by id then prunes to one row group without
         # reading any footer again (13 -> 4 ms at 300,000 rows; summary and Browse gain too).
         con.execute("SET GLOBAL parquet_metadata_cache = true")  # cursors too
-        files = [str(f) for f in self.parts.part_files()] if self.parts.exists() else []
+        # The parts the signature names (an object store's manifest is read once for both).
+        files = [str(f) for f in self.parts.visible_parts()]
         if files and self.parts.remote is not None:
             # DuckDB reads the objects through an Arrow dataset (module docstring of
             # trajectories.objectstore says why not httpfs); projections and filters are

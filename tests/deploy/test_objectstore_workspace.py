@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +97,12 @@ def test_readers_see_new_imports_and_compaction_keeps_rows(
     url = s3_env.new_bucket()
     writer = s3_workspace(tmp_path / "w", url)
     reader = s3_workspace(tmp_path / "r", url)
+    monkeypatch.setattr(parts_module, "REMOTE_MANIFEST_REUSE_S", 0.2)
     writer.import_files(files[:1], workers=1)
     first = reader.summary()["trajectories"]
     for path in files[1:]:
         writer.import_files([path], workers=1)
+    time.sleep(0.3)  # past the reader's reuse of the manifest it read
     before = _rows(reader)  # the long-lived reader picked up the new parts
     assert len(before) > first
     old_parts = writer.part_files()
@@ -113,6 +116,37 @@ def test_readers_see_new_imports_and_compaction_keeps_rows(
     writer.import_files(files[:1], workers=1)  # any write cleans up
     assert not {p.name for p in old_parts} & set(_objects(s3_env, url))
     assert _rows(reader) == before
+
+
+def test_readers_reuse_the_manifest_briefly_and_writers_see_their_own_at_once(
+        tmp_path: Path, s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page run asks the signature of every loader; each ask was a GET of the manifest. A
+    reader reuses what it read for REMOTE_MANIFEST_REUSE_S; its own process's writes show at
+    once, another process's once that time has passed."""
+    files = _files(tmp_path)[:2]
+    url = s3_env.new_bucket()
+    monkeypatch.setattr(parts_module, "REMOTE_MANIFEST_REUSE_S", 0.5)
+    writer = s3_workspace(tmp_path / "w", url)
+    reader = s3_workspace(tmp_path / "r", url)
+    writer.import_files(files[:1], workers=1)
+    gets: list[str] = []
+    assert reader.parts.remote is not None
+    read_text = reader.parts.remote.read_text
+
+    def counted(name: str) -> str | None:
+        gets.append(name)
+        return read_text(name)
+
+    monkeypatch.setattr(reader.parts.remote, "read_text", counted)
+    first = reader.signature()
+    assert [reader.signature() for _ in range(5)] == [first] * 5
+    assert len(gets) == 1  # six asks, one read
+    writer.import_files(files[1:], workers=1)
+    assert writer.signature() != first  # the writer's own import: at once
+    assert reader.signature() == first  # another process's: not yet
+    time.sleep(0.6)
+    assert reader.signature() != first and len(gets) == 2
+    assert reader.summary()["trajectories"] == writer.summary()["trajectories"]
 
 
 def test_a_bad_record_leaves_nothing_in_the_bucket(tmp_path: Path, s3_env: S3Server) -> None:
