@@ -270,7 +270,7 @@ def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
     waiting = queue_for(store, failed_ids, user, prelabel_threshold=prelabel_threshold,
                         spot_check_share=spot_check_share, seed=seed, ranking=ranking)
     # One aggregate read (not a scan of every label), so it can run on each key press.
-    mine = next((p for p in store.queues.progress() if p.annotator == user), None)
+    mine = next(iter(store.queues.progress(user=user)), None)
     if mine is None:
         return QueueState(waiting, 0, 0)
     return QueueState(waiting, mine.assigned, mine.done)

@@ -21,7 +21,7 @@ MIN_CONFIRMED = MIN_LABELS
 
 def confirmed_gold(store: Store, taxonomy_version: str | None = None) -> dict[str, GoldLabel]:
     """Final labels that a human made or confirmed (never LLM-only or disputed items)."""
-    frame = store.adjudications.final_labels(taxonomy_version)
+    frame = store.adjudications.final_labels(taxonomy_version, people_only=True)
     out: dict[str, GoldLabel] = {}
     for row in frame.to_dict("records"):
         if row["provenance"] not in CONFIRMED or not row["category"]:

@@ -209,9 +209,11 @@ class Adjudications(Part):
             return [self._adjudication_record(r, names[r.decided_by]) for r in rows]
 
     def _visible_inputs(
-        self, s: Session, viewer: Viewer, taxonomy_version: str | None
+        self, s: Session, viewer: Viewer, taxonomy_version: str | None, *,
+        with_opinions: bool = True,
     ) -> tuple[dict[str, dict[str, LabelRow]], dict[str, LlmOpinion], dict[str, AdjudicationRow]]:
-        """Latest human labels, LLM opinions and adjudications, cut to what `viewer` may see."""
+        """Latest human labels, LLM opinions (none unless `with_opinions`) and adjudications,
+        cut to what `viewer` may see."""
         scope = self._gate.scope(s, viewer)
         humans = {
             tid: seen
@@ -228,7 +230,7 @@ class Adjudications(Part):
             tid: o
             for tid, o in latest_opinions(s, taxonomy_version).items()
             if scope.may_see_llm(tid)
-        }
+        } if with_opinions else {}
         adjudicated = {
             a.trajectory_id: a
             for a in s.scalars(select(AdjudicationRow))
@@ -237,7 +239,8 @@ class Adjudications(Part):
         return humans, opinions, adjudicated
 
     def final_labels(
-        self, taxonomy_version: str | None = None, *, viewer: Viewer = policy.OPERATOR
+        self, taxonomy_version: str | None = None, *, viewer: Viewer = policy.OPERATOR,
+        people_only: bool = False,
     ) -> pd.DataFrame:
         """One row per labelled item: the label analysis should use, and where it came from,
         computed only from what `viewer` may see (a blind annotator: their own labels and
@@ -249,9 +252,12 @@ class Adjudications(Part):
         picking one human (or the LLM) would silently bias the statistics.
         For agreed items the secondary category and first error step are the most common
         values among the humans (ties: the smallest, i.e. the earliest error step).
+        With `people_only` the llm_only rows are left out (the pre-labels are then not read):
+        what a person made or confirmed needs no LLM opinion to decide.
         """
         with self._read() as s:
-            humans, opinions, adjudicated = self._visible_inputs(s, viewer, taxonomy_version)
+            humans, opinions, adjudicated = self._visible_inputs(
+                s, viewer, taxonomy_version, with_opinions=not people_only)
         rows: list[dict[str, Any]] = []
         for tid in sorted(set(humans) | set(opinions) | set(adjudicated)):
             if tid in adjudicated:

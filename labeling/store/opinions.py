@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import literal, select, union_all
+from sqlalchemy import Select, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from labeling.store.models import LabelRow, PrelabelRow
@@ -30,9 +30,12 @@ class LlmOpinion:
 
 
 def latest_opinions(
-    s: Session, taxonomy_version: str | None = None, trajectory_id: str | None = None
+    s: Session, taxonomy_version: str | None = None, trajectory_id: str | None = None,
+    *, among: Select[str] | None = None,
 ) -> dict[str, LlmOpinion]:
-    """trajectory -> the latest successful pre-label or llm-source label on it.
+    """trajectory -> the latest successful pre-label or llm-source label on it; only on the
+    items `among` selects (a query of trajectory ids) when given, so a page asking about one
+    person's queue does not read every pre-label of the store on each key.
 
     At equal timestamps an llm-source label wins over a pre-label (`kind` orders them), so the
     answer does not depend on which table a backend happens to return first.
@@ -67,6 +70,9 @@ def latest_opinions(
     if trajectory_id is not None:
         pre = pre.where(PrelabelRow.trajectory_id == trajectory_id)
         llm = llm.where(LabelRow.trajectory_id == trajectory_id)
+    if among is not None:
+        pre = pre.where(PrelabelRow.trajectory_id.in_(among))
+        llm = llm.where(LabelRow.trajectory_id.in_(among))
     both = union_all(pre, llm).subquery()
     rows = s.execute(select(both).order_by(both.c.created_at, both.c.kind, both.c.row_id))
     found: dict[str, LlmOpinion] = {}

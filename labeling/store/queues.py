@@ -145,7 +145,8 @@ class Queues(Part):
                     )
                 )
             )
-            opinions = latest_opinions(s)
+            opinions = latest_opinions(s, among=select(AssignmentRow.trajectory_id).where(
+                AssignmentRow.user_id == user_row.id))
 
         low: list[tuple[float, str]] = []
         unlabelled: list[str] = []
@@ -164,21 +165,26 @@ class Queues(Part):
         todo = [tid for tid in ordered if tid not in done]
         return todo[:limit] if limit is not None else todo
 
-    def progress(self, queue: str | None = None) -> list[QueueProgress]:
-        """Per annotator: items assigned and how many of those they have labelled."""
+    def progress(self, queue: str | None = None, *,
+                 user: str | None = None) -> list[QueueProgress]:
+        """Per annotator: items assigned and how many of those they have labelled; only
+        `user`'s (one entry, or none when nothing is assigned to them) when given, which is
+        what a page asks on every key and costs a read of their rows, not everyone's."""
         with self._read() as s:
             query = select(AssignmentRow.trajectory_id, AssignmentRow.user_id)
+            labels = select(LabelRow.trajectory_id, LabelRow.annotator_id).where(
+                LabelRow.annotator_id.is_not(None), LabelRow.retracted_at.is_(None))
             if queue is not None:
                 query = query.where(AssignmentRow.queue == queue)
+            if user is not None:
+                user_id = self._user_row(s, user).id
+                query = query.where(AssignmentRow.user_id == user_id)
+                labels = labels.where(LabelRow.annotator_id == user_id)
             assigned: dict[int, set[str]] = defaultdict(set)
             for tid, uid in s.execute(query):
                 assigned[uid].add(tid)
             labelled: dict[int, set[str]] = defaultdict(set)
-            for tid, annotator_id in s.execute(
-                select(LabelRow.trajectory_id, LabelRow.annotator_id).where(
-                    LabelRow.annotator_id.is_not(None), LabelRow.retracted_at.is_(None)
-                )
-            ):
+            for tid, annotator_id in s.execute(labels):
                 if annotator_id is not None:
                     labelled[annotator_id].add(tid)
             names = self._user_names(s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -171,3 +172,29 @@ def test_history_table_names_every_actor_and_shows_no_none(team: Store) -> None:
     assert [(r["by"], r["category"], r["note / reason"]) for r in rows] == [
         ("ana", "BAD_JOIN", "mine"), ("LLM", "OTHER", ""), ("lea", "BAD_JOIN", "ana was right")]
     assert all(value not in ("None", "") for r in rows for value in (r["by"], r["at"]))
+
+
+def test_people_only_final_labels_are_the_rows_a_person_stands_behind(team: Store) -> None:
+    """What counts as confirmed needs no pre-label: the people-only read leaves out exactly the
+    LLM-only rows, and answers the same for every other item."""
+    _prelabel(team, "llm", "bad_join", 0.9)
+    _prelabel(team, "single", "wrong_table", 0.9)
+    _label(team, "single", "ana", "bad_join", step=2)
+    _label(team, "agree", "ana", "bad_join")
+    _label(team, "agree", "ben", "bad_join")
+    _label(team, "split", "ana", "bad_join")
+    _label(team, "split", "ben", "wrong_table")
+    team.adjudications.decide("decided", "other", "read it", "lea", expected_version=None,
+                              taxonomy_version="v1")
+    every = team.adjudications.final_labels()
+    people = team.adjudications.final_labels(people_only=True)
+    expected = every[every["provenance"] != "llm_only"].reset_index(drop=True)
+    assert _records(people) == _records(expected)
+    assert set(people["trajectory_id"]) == {"single", "agree", "split", "decided"}
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows as plain values, every kind of missing value as None (a filtered string column
+    holds NaN where a fresh one holds None)."""
+    return [{str(k): (None if pd.isna(v) else v) for k, v in row.items()}
+            for row in frame.astype(object).to_dict("records")]

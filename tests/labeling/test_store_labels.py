@@ -125,3 +125,22 @@ def test_queue_low_confidence_first_then_unlabelled_then_spot_checks(team: Store
     assert after == [t for t in queue if t not in {"l3", spot[0]}]
     assert team.queues.next_items("ana", spot_check_share=0.0, limit=2) == ["l1", "l2"]
     assert {p.annotator: (p.assigned, p.done) for p in team.queues.progress()} == {"ana": (25, 2)}
+
+
+def test_a_persons_queue_and_progress_read_their_items_only(team: Store) -> None:
+    """A page asks both on every key: they read the person's own rows, and answer as the
+    store-wide reads do for that person. A pre-label on an item of someone else's queue does
+    not move theirs."""
+    _prelabel(team, "a1", 0.3)
+    _prelabel(team, "b1", 0.1)  # ben's item, less sure than any of ana's
+    team.queues.assign(["a1", "a2", "a3"], ["ana"], overlap=1, seed=0)
+    team.queues.assign(["b1", "b2"], ["ben"], overlap=1, seed=0)
+    team.labels.add("a3", "bad_join", annotator="ana", taxonomy_version="v1")
+    team.labels.add("b2", "bad_join", annotator="ben", taxonomy_version="v1")
+    assert team.queues.next_items("ana", prelabel_threshold=0.8,
+                                  spot_check_share=0.0) == ["a1", "a2"]
+    assert team.queues.next_items("ben", prelabel_threshold=0.8, spot_check_share=0.0) == ["b1"]
+    everyone = {p.annotator: p for p in team.queues.progress()}
+    for name in ("ana", "ben"):
+        assert team.queues.progress(user=name) == [everyone[name]]
+    assert team.queues.progress(user="lea") == []  # nothing assigned to her
