@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -48,6 +49,8 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 POSTGRES_URL = os.environ.get("FAILLAB_TEST_POSTGRES_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REGION, ACCESS_KEY, SECRET_KEY = "us-east-1", "bench-key", "bench-secret"
+#: The annotator of an earlier session (``--labelled-before``), not one of the team timed.
+EARLIER = "earlier-session"
 
 _IDLE = """() => {
   const app = document.querySelector("[data-testid='stApp']");
@@ -98,7 +101,7 @@ async def wait_idle(page: Page) -> None:
 
 
 async def annotator(browser: Browser, url: str, name: str, seconds: float,
-                    everyone_in: asyncio.Barrier) -> dict[str, Any]:
+                    everyone_in: asyncio.Barrier, think: float, seed: int) -> dict[str, Any]:
     context = await browser.new_context(viewport={"width": 1440, "height": 900})
     page = await context.new_page()
     await page.goto(f"{url}/annotate")
@@ -115,10 +118,15 @@ async def annotator(browser: Browser, url: str, name: str, seconds: float,
     latencies: list[float] = []
     errors = 0
     n = 0
+    pace = random.Random(seed)
     while time.monotonic() < deadline:
         before = await page.evaluate(ITEM_KEY)
         if before is None:
             break  # the queue is done
+        if think > 0:  # reading the item before the key: between half and one and a half times
+            await asyncio.sleep(pace.uniform(0.5 * think, 1.5 * think))
+            if time.monotonic() >= deadline:
+                break
         start = time.perf_counter()
         await page.keyboard.press(str(1 + n % 6))
         try:
@@ -134,15 +142,50 @@ async def annotator(browser: Browser, url: str, name: str, seconds: float,
             "errors": errors}
 
 
-async def team(urls: list[str], names: list[str], seconds: float) -> list[dict[str, Any]]:
+async def warm_up(urls: list[str], servers: list[int], annotator: str | None,
+                  idle_share: float = 0.05, window_s: float = 3.0,
+                  limit_s: float = 300.0) -> float:
+    """Open Annotate on each replica (signed in as `annotator`, when given: the queue's
+    ranking is then fitted there), then wait until the replicas use under `idle_share` of a
+    core over `window_s` (a server starts its warm-ups at its first page run): the seconds
+    that took. A running team's server has long done them."""
+    started = time.monotonic()
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        for url in urls:
+            page = await browser.new_page()
+            await page.goto(f"{url}/annotate")
+            await wait_idle(page)
+            if annotator is not None:
+                field = page.get_by_label("Your name", exact=True).and_(page.locator("input"))
+                await field.fill(annotator)
+                await field.press("Enter")
+                await wait_idle(page)
+            await page.close()
+        await browser.close()
+    before = tree_cpu(servers)["server"]
+    while time.monotonic() - started < limit_s:
+        await asyncio.sleep(window_s)
+        now = tree_cpu(servers)["server"]
+        if now - before < idle_share * window_s:
+            break
+        before = now
+    return time.monotonic() - started
+
+
+async def team(urls: list[str], names: list[str], seconds: float, think: float,
+               servers: list[int]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Each annotator's results, and the CPU seconds so far of the servers and of the browsers
+    (read before the browser closes: a process that has ended is no longer counted)."""
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         everyone_in = asyncio.Barrier(len(names))
-        tasks = [annotator(browser, urls[i % len(urls)], name, seconds, everyone_in)
+        tasks = [annotator(browser, urls[i % len(urls)], name, seconds, everyone_in, think, i)
                  for i, name in enumerate(names)]
         results = await asyncio.gather(*tasks)
+        cpu = tree_cpu(servers)
         await browser.close()
-    return list(results)
+    return list(results), cpu
 
 
 def main() -> None:
@@ -151,6 +194,22 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=180)
     parser.add_argument("--tasks", type=int, default=240, help="Demo tasks (sets the items).")
+    parser.add_argument("--prelabel", action=argparse.BooleanOptionalAction, default=True,
+                        help="Pre-label the failures (heuristic) before serving, as a team "
+                             "does; without, each replica runs the evidence finder over every "
+                             "failure at start for the Clusters view and the queue's ranking.")
+    parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
+                        help="Open a page on each replica and wait until the replicas are "
+                             "idle (their start-up warm-ups done) before anyone signs in: the "
+                             "figures are then a running server's; without, its first minutes.")
+    parser.add_argument("--labelled-before", type=int, default=40,
+                        help="Items an earlier session labelled (confirmed labels, so the "
+                             "queue's ranking is on from the start); 0 for none.")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="Mean seconds each annotator spends on an item before its key "
+                             "(each wait drawn between half and one and a half times it); 0 "
+                             "presses the next key as soon as the item shows (a stress test: "
+                             "the machine is then saturated whatever its speed).")
     args = parser.parse_args()
 
     import logging
@@ -189,8 +248,29 @@ def main() -> None:
         demo = generate_demo(importer.root, seed=5, n_tasks=args.tasks, rollouts=2,
                              n_patients=300)
         importer.add((t, "demo") for t in demo.trajectories)
+        faillab = str(Path(sys.executable).parent / "faillab")
+        if args.prelabel:
+            # As a team works (and `make run` does): failures pre-labelled before anyone
+            # annotates, their evidence stored beside the pre-labels for the servers to reuse.
+            subprocess.run([faillab, "prelabel", "--workspace", str(importer.root),
+                            "--labeler", "heuristic", "--json"],
+                           env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL)
         items = [str(i) for i in failed_frame(importer)["id"]]
         names = [f"annotator-{i + 1}" for i in range(args.annotators)]
+        if args.labelled_before:
+            # What an earlier session left: enough confirmed labels for the queue's ranking to
+            # be on (a running team's servers have fitted it long ago).
+            from taxonomy import default_taxonomy
+
+            taxonomy = default_taxonomy()
+            earlier = open_store(database)
+            earlier.taxonomies.save(taxonomy.version, taxonomy.name, taxonomy.to_dict())
+            earlier.users.add(EARLIER, "annotator")
+            keys = [c.key for c in taxonomy.categories]
+            for n, tid in enumerate(items[:args.labelled_before]):
+                earlier.labels.add(tid, keys[n % len(keys)], annotator=EARLIER,
+                                   taxonomy_version=taxonomy.version)
+            earlier.close()
         store = open_store(database)
         for name in names:
             store.users.add(name, "annotator")
@@ -202,18 +282,22 @@ def main() -> None:
             root = scratch / f"replica-{r}"
             root.mkdir()
             log = open(scratch / f"replica-{r}.log", "w")  # noqa: SIM115 - lives with the run
-            faillab = str(Path(sys.executable).parent / "faillab")
             replicas.append(subprocess.Popen(
                 [faillab, "serve", "--workspace", str(root), "--port", str(port)],
                 env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT))
             urls.append(f"http://127.0.0.1:{port}")
         for proc, replica_url in zip(replicas, urls, strict=True):
             wait_health(replica_url, proc)
+        warm_up_s = 0.0
+        if args.warm:
+            warm_up_s = asyncio.run(warm_up(urls, [p.pid for p in replicas],
+                                            EARLIER if args.labelled_before else None))
         started = time.monotonic()
         cpu_before = tree_cpu(p.pid for p in replicas)
-        results = asyncio.run(team(urls, names, args.seconds))
+        results, cpu_after = asyncio.run(team(urls, names, args.seconds, args.think,
+                                              [p.pid for p in replicas]))
         elapsed = time.monotonic() - started
-        cpu = {k: v - cpu_before[k] for k, v in tree_cpu(p.pid for p in replicas).items()}
+        cpu = {k: v - cpu_before[k] for k, v in cpu_after.items()}
 
         labels = [lab for lab in store.labels.all() if lab.annotator in names]
         store.close()
@@ -222,7 +306,9 @@ def main() -> None:
         latencies = sorted(s for r in results for s in r["seconds"])
         acknowledged = sum(r["acknowledged"] for r in results)
         out = {
-            "annotators": args.annotators, "replicas": args.replicas,
+            "annotators": args.annotators, "replicas": args.replicas, "think_s": args.think,
+            "prelabelled": args.prelabel, "labelled_before": args.labelled_before,
+            "warm_up_s": round(warm_up_s, 1),
             "seconds_requested": args.seconds, "seconds_elapsed": round(elapsed, 1),
             "items": len(items),
             "acknowledged": acknowledged, "stored": sum(stored.values()),
@@ -239,9 +325,11 @@ def main() -> None:
                 "max": round(latencies[-1], 3) if latencies else None,
             },
             # The replicas' share of the machine (sign-ins and their start-up warm-ups
-            # included), per acknowledged label. The browsers' share is not read: Chromium's
-            # renderers are not all in this process's tree.
+            # included), and the browsers' (Chromium and Playwright's driver, sign-ins
+            # included), per acknowledged label.
             "replica_cpu_s_per_label": round(cpu["server"] / max(acknowledged, 1), 3),
+            "browser_cpu_s_per_label": round(cpu["browser"] / max(acknowledged, 1), 3),
+            "labels_per_s": round(acknowledged / args.seconds, 2),  # over the labelling time
             "cores": os.cpu_count(),
         }
         print(json.dumps(out, indent=2))
