@@ -128,7 +128,7 @@ def queue_for(
 # the confirmed labels it learned from, and redone only when those have changed by a share
 # (`refit_due`): with a team labelling, every key of anyone changes the confirmed set, and a
 # refit per key was half of every label's server time.
-_RANKINGS: dict[tuple[object, ...], tuple[dict[str, str], dict[str, float]]] = {}
+_RANKINGS: dict[tuple[object, ...], _Fit] = {}
 #: A fit stands until the confirmed labels differ from the ones it learned from in at least this
 #: share of them (new, changed or gone; one label at least): the ordering is a guide to what to
 #: label next, which a few newer labels hardly move.
@@ -161,26 +161,39 @@ def store_revision(store: Store) -> tuple[int, int]:
     return int(newest or 0), store.prelabels.count()
 
 
-def _ranking_inputs(store: Store, ws: Workspace, revision: tuple[int, int],
-                    failed_ids: Sequence[str] | None) -> tuple[tuple[str, ...], dict[str, str]]:
+def _failures(ws: Workspace, failed_ids: Sequence[str] | None) -> tuple[str, ...]:
     """The workspace's failures (cached on its root and signature: a scan of every
-    trajectory) and their confirmed categories (cached on the store's URL and revision)."""
-    from labeling.learn.confirmed import confirmed_gold
-
+    trajectory)."""
     failed_key = ("failed", str(ws.root), ws.signature())
     failed: tuple[str, ...] | None = _INPUTS.get(failed_key)
     if failed is None:
         failed = tuple(str(t) for t in (failed_frame(ws)["id"] if failed_ids is None
                                         else failed_ids))
         _remember(_INPUTS, failed_key, failed)
-    confirmed_key = ("confirmed", str(store.engine.url), failed_key, revision)
+    return failed
+
+
+def _confirmed(store: Store, failed: tuple[str, ...], revision: tuple[int, int]) -> dict[str, str]:
+    """The failures' confirmed categories (cached on the store's URL and revision)."""
+    from labeling.learn.confirmed import confirmed_gold
+
+    confirmed_key = ("confirmed", str(store.engine.url), failed, revision)
     confirmed: dict[str, str] | None = _INPUTS.get(confirmed_key)
     if confirmed is None:
         wanted = set(failed)
         confirmed = {tid: g.category for tid, g in confirmed_gold(store).items()
                      if tid in wanted}
         _remember(_INPUTS, confirmed_key, confirmed)
-    return failed, confirmed
+    return confirmed
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A fitted ranking, the confirmed labels it learned and the change-log row it saw last."""
+
+    revision: int
+    confirmed: dict[str, str]
+    ranking: dict[str, float]
 
 
 def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bool = False,
@@ -194,7 +207,8 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     `failed_ids`: the workspace's failures in browse order (``failed_frame``), when the caller
     has them already; read from the workspace otherwise. The classifier is fitted again only
     once the confirmed labels have changed by `REFIT_SHARE` since its last fit (`refit_due`);
-    until then the last fit's ranking stands."""
+    until then the last fit's ranking stands, and while fewer changes than that were logged
+    at all since the fit, the labels are not even read."""
     if min_labels <= 0:
         return None
     from labeling.learn.proposals import (
@@ -207,15 +221,20 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     from labeling.pool import workspace_failures
 
     revision = store_revision(store)
-    failed, confirmed = _ranking_inputs(store, ws, revision, failed_ids)
-    if not ready(confirmed, min_labels):
-        return None
+    failed = _failures(ws, failed_ids)
     # A new pre-label run stores new evidence: the features follow it (its count).
     data_key = (str(ws.root), failed, revision[1])
     fit_key = (str(store.engine.url), *data_key)  # the labels learned from are this store's
-    fitted = _RANKINGS.get(fit_key)
-    if fitted is not None and not refit_due(fitted[0], confirmed):
-        return dict(fitted[1])
+    fitted: _Fit | None = _RANKINGS.get(fit_key)
+    # Every change of a label writes one change-log row: fewer rows since the fit than a
+    # refit needs, fewer changed labels.
+    if fitted is not None and revision[0] - fitted.revision < _refit_after(fitted.confirmed):
+        return dict(fitted.ranking)
+    confirmed = _confirmed(store, failed, revision)
+    if not ready(confirmed, min_labels):
+        return None
+    if fitted is not None and not refit_due(fitted.confirmed, confirmed):
+        return dict(fitted.ranking)
     features = FEATURES.get(
         data_key,
         lambda: failure_features(workspace_failures(ws),
@@ -223,10 +242,15 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
         wait=wait,
     )
     if features is None:
-        return dict(fitted[1]) if fitted is not None else None
+        return dict(fitted.ranking) if fitted is not None else None
     ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
-    _remember(_RANKINGS, fit_key, (dict(confirmed), ranking))
+    _remember(_RANKINGS, fit_key, _Fit(revision[0], dict(confirmed), ranking))
     return dict(ranking)
+
+
+def _refit_after(fitted: Mapping[str, str]) -> int:
+    """How many labels must have changed since a fit on `fitted` for a refit."""
+    return max(1, math.ceil(REFIT_SHARE * len(fitted)))
 
 
 def refit_due(fitted: Mapping[str, str], confirmed: Mapping[str, str]) -> bool:
@@ -235,7 +259,7 @@ def refit_due(fitted: Mapping[str, str], confirmed: Mapping[str, str]) -> bool:
     confirmed."""
     changed = sum(1 for tid, category in confirmed.items() if fitted.get(tid) != category)
     changed += sum(1 for tid in fitted if tid not in confirmed)
-    return changed >= max(1, math.ceil(REFIT_SHARE * len(fitted)))
+    return changed >= _refit_after(fitted)
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,24 @@ def test_enough_labels_after_cached_reads_give_a_ranking(
     _label(store, failed[MIN_LABELS - 1], keys[0])  # the label that makes it ready
     ranking = classifier_ranking(store, ws, min_labels=MIN_LABELS, wait=True, failed_ids=failed)
     assert ranking is not None and set(ranking) == set(failed)
+
+
+def test_after_a_fit_the_labels_are_read_only_once_enough_changes_are_logged(
+    store: Store, demo_workspace: Path, reads: dict[str, int]
+) -> None:
+    """Each key of a team changes the store; while fewer changes were logged since the fit
+    than a refit needs (a tenth of the labels it learned), the labels are not read at all."""
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    keys = ["sql_logic_error", "semantic_misunderstanding"]
+    for n, tid in enumerate(failed[:30]):
+        _label(store, tid, keys[n % 2])
+    first = classifier_ranking(store, ws, min_labels=MIN_LABELS, wait=True, failed_ids=failed)
+    assert first is not None and reads["confirmed"] == 1
+    for tid in failed[30:32]:  # two changes logged: a refit needs three
+        _label(store, tid)
+    assert classifier_ranking(store, ws, min_labels=MIN_LABELS, failed_ids=failed) == first
+    assert reads["confirmed"] == 1
+    _label(store, failed[32])  # the third: read, and fitted again on 33 labels
+    again = classifier_ranking(store, ws, min_labels=MIN_LABELS, wait=True, failed_ids=failed)
+    assert reads["confirmed"] == 2 and again is not None and again != first
