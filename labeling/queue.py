@@ -9,9 +9,10 @@ unit-tested against a plain store.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,8 @@ def queue_for(
 # (`refit_due`): with a team labelling, every key of anyone changes the confirmed set, and a
 # refit per key was half of every label's server time.
 _RANKINGS: dict[tuple[object, ...], _Fit] = {}
+# The fit running in the background per ranking key (at most one each).
+_FITTING: dict[tuple[object, ...], threading.Thread] = {}
 #: A fit stands until the confirmed labels differ from the ones it learned from in at least this
 #: share of them (new, changed or gone; one label at least): the ordering is a guide to what to
 #: label next, which a few newer labels hardly move.
@@ -201,14 +204,15 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     """The classifier's confidence in its proposal for each failure (confirmed ones too, see
     `labeling.learn.proposals.proposals`), once at least `min_labels` confirmed labels (in two
     or more categories) exist; None before that, or when `min_labels` is 0 (the setting
-    `rerank_min_labels` turns the ordering off). Also None while the failures' features are
-    still being computed in the background (from the evidence stored beside pre-labels; the
-    finder runs only for failures without) unless `wait`: a page keeps the store's order.
+    `rerank_min_labels` turns the ordering off). Also None while the failures' features
+    (from the evidence stored beside pre-labels; the finder runs only for failures without)
+    or the first fit are still being computed in the background, unless `wait`: a page keeps
+    the store's order.
     `failed_ids`: the workspace's failures in browse order (``failed_frame``), when the caller
     has them already; read from the workspace otherwise. The classifier is fitted again only
-    once the confirmed labels have changed by `REFIT_SHARE` since its last fit (`refit_due`);
-    until then the last fit's ranking stands, and while fewer changes than that were logged
-    at all since the fit, the labels are not even read."""
+    once the confirmed labels have changed by `REFIT_SHARE` since its last fit (`refit_due`),
+    in the background; until that fit is done the last one's ranking stands, and while fewer
+    changes than that were logged at all since the fit, the labels are not even read."""
     if min_labels <= 0:
         return None
     from labeling.learn.proposals import (
@@ -243,9 +247,39 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     )
     if features is None:
         return dict(fitted.ranking) if fitted is not None else None
-    ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
-    _remember(_RANKINGS, fit_key, _Fit(revision[0], dict(confirmed), ranking))
-    return dict(ranking)
+
+    def fit() -> None:
+        ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
+        _remember(_RANKINGS, fit_key, _Fit(revision[0], dict(confirmed), ranking))
+
+    # The fit runs beside the page (a refit in the key's own run was the slowest keys of a
+    # team): the page keeps the last ranking, or the store's order, until it is done.
+    with _LOCK:
+        for done in [key for key, thread in _FITTING.items() if not thread.is_alive()]:
+            del _FITTING[done]
+        running = _FITTING.get(fit_key)
+        if running is None or not running.is_alive():
+            running = _FITTING[fit_key] = threading.Thread(
+                target=_quietly(fit), name="faillab-ranking-fit", daemon=True)
+            running.start()
+    if wait:
+        running.join()
+        fitted = _RANKINGS.get(fit_key)
+        if fitted is None or refit_due(fitted.confirmed, confirmed):
+            fit()  # the running fit had begun on older labels
+            fitted = _RANKINGS.get(fit_key)
+    return dict(fitted.ranking) if fitted is not None else None
+
+
+def _quietly(work: Callable[[], None]) -> Callable[[], None]:
+    """`work` for a background thread: a ranking is optional, so a failed fit leaves the last
+    one (or the store's order) and the queue stays usable."""
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            work()
+
+    return run
 
 
 def _refit_after(fitted: Mapping[str, str]) -> int:

@@ -123,6 +123,36 @@ def test_a_fit_stands_until_the_confirmed_labels_change_by_a_share(
     assert fits == [30, 33, 29]
 
 
+def test_a_key_never_waits_for_a_refit(
+    store: Store, demo_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A due refit runs beside the page: the key's run gets the last ranking at once, and the
+    next run after the fit the new one."""
+    import labeling.learn.proposals as proposals_module
+    import labeling.queue as queue_module
+
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    _confirm(store, ws, failed[:30])
+    first = classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert first is not None
+    release = threading.Event()
+    real = proposals_module.proposals
+
+    def slow(features: Any, confirmed: Any) -> Any:
+        assert release.wait(60)
+        return real(features, confirmed)
+
+    monkeypatch.setattr(proposals_module, "proposals", slow)
+    _confirm(store, ws, failed[30:40])
+    assert classifier_ranking(store, ws, min_labels=20) == first  # the fit is still running
+    [fitting] = [t for t in queue_module._FITTING.values() if t.is_alive()]
+    release.set()
+    fitting.join(60)
+    again = classifier_ranking(store, ws, min_labels=20)
+    assert again is not None and again != first and set(again) == set(first)
+
+
 def test_refit_due_counts_new_changed_and_gone_labels() -> None:
     fitted = {f"t{i}": "a" for i in range(20)}
     assert not refit_due(fitted, fitted)
