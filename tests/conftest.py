@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support import REAL_TRAJECTORIES, in_ci, make_trajectory, require_shared
+from tests.support import (
+    REAL_TRAJECTORIES,
+    ImportedWorkspace,
+    in_ci,
+    make_trajectory,
+    require_shared,
+)
 from trajectories.model import Trajectory
 
 if TYPE_CHECKING:
@@ -60,6 +67,50 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = generate_demo(root, seed=0, n_tasks=72, rollouts=2, n_patients=300)
     ws.add((t, "demo") for t in result.trajectories)
     return root
+
+
+@pytest.fixture(scope="session")
+def prelabelled_demo_workspace(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+                               ) -> Path:
+    """The demo workspace after `faillab prelabel --labeler heuristic` (the offline heuristic's
+    pre-label of every failure, in the workspace's own annotations.sqlite), built once per
+    session.
+
+    Tests must not modify it; copy it (shutil.copytree copies the store with it) when a test
+    needs to write."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from click.testing import CliRunner
+
+    from faillab.cli import main
+
+    root = tmp_path_factory.mktemp("prelabelled") / "ws"
+    shutil.copytree(demo_workspace, root)
+    args = ["prelabel", "--labeler", "heuristic", "--workspace", str(root)]
+    # The pre-labels go to the workspace's own store, whatever the developer's shell points at.
+    env: dict[str, str | None] = {
+        k: None for k in ("FAILLAB_DATABASE_URL", "FAILLAB_WORKSPACE", "FAILLAB_TRAJECTORIES_URL")}
+    # In a thread of its own: the command calls asyncio.run(), which fails in a thread with a
+    # running event loop (a browser test's Playwright keeps one open in the main thread).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        result = pool.submit(CliRunner().invoke, main, args, env=env).result()
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert (root / "annotations.sqlite").exists(), result.output
+    return root
+
+
+@pytest.fixture(scope="session")
+def real_workspace(tmp_path_factory: pytest.TempPathFactory) -> ImportedWorkspace:
+    """Every real ai612 tau-bench log (../shared/data) imported into one workspace once per
+    session, with the import's report.
+
+    Tests must not modify it; copy it (shutil.copytree) when a test needs to write."""
+    from trajectories.workspace import Workspace
+
+    files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))
+    root = tmp_path_factory.mktemp("real") / "ws"
+    report = Workspace(root).import_files(files)
+    return ImportedWorkspace(root, report)
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,14 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
+
+if TYPE_CHECKING:
+    from trajectories.workspace import ImportReport
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("FAILLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -28,6 +31,13 @@ LMSTUDIO_SAMPLE = SHARED_DATA / "trajectories" / "m3-lmstudio-sample"
 CLAUDE_ANSWERS = SHARED_DATA / "trajectories" / "m3-claude-sonnet-4" / "EHRSQL_benchmark.csv"
 EHRSQL_SQLITE = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
 MIMIC_DEMO = SHARED_DATA / "mimic-iv-demo-2.2"
+
+
+class ImportedWorkspace(NamedTuple):
+    """A workspace folder built by one import, and that import's report."""
+
+    root: Path
+    report: ImportReport
 
 
 def in_ci() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from math import comb
 from pathlib import Path
 
@@ -9,13 +10,15 @@ import pytest
 
 from analysis.passk import pass_k_paper
 from analysis.sources import load_frame
-from tests.support import REAL_TRAJECTORIES, require_shared
+from tests.support import ImportedWorkspace
 from trajectories.workspace import Workspace
 
 
-def test_paper_layout_matches_independent_pass_hat(tmp_path: Path) -> None:
+def test_paper_layout_matches_independent_pass_hat(real_workspace: ImportedWorkspace,
+                                                   tmp_path: Path) -> None:
+    # Every real log, from the session's import (copied: nothing here may touch the shared one).
+    shutil.copytree(real_workspace.root, tmp_path / "ws")
     ws = Workspace(tmp_path / "ws")
-    ws.import_files(sorted(require_shared(REAL_TRAJECTORIES).glob("*.json")))
     frame = load_frame(ws)
     table = pass_k_paper(frame)
     overall = table[(table["scope"] == "all") & (table["intent"] == "all")]

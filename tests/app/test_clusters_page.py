@@ -13,18 +13,26 @@ from faillab.core.settings import Settings
 from labeling.clusters import build_clusters, default_embedder, workspace_failures
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
-from tests.app.support import serve_workspace
+from tests.app.support import copy_of, serve_workspace
 from tests.support import REAL_TRAJECTORIES, REPO, require_shared
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real logs, imported once for the module; each test gets a copy (they label)."""
     files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[:2]
-    ws = Workspace(tmp_path / "ws")
-    ws.import_files(files)
+    root = tmp_path_factory.mktemp("clusters-page") / "ws"
+    Workspace(root).import_files(files)
+    return root
+
+
+@pytest.fixture
+def env(imported: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
+    ws = Workspace(copy_of(imported, tmp_path))
     serve_workspace(ws.root, monkeypatch)
     store = open_store(Settings.from_env().annotations_url())
     store.users.add("ana", "annotator")

@@ -27,12 +27,11 @@ from trajectories.workspace import Workspace
 
 
 @pytest.fixture(scope="module")
-def prelabelled(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def prelabelled(prelabelled_demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+                ) -> Path:
+    """A copy of the session's demo with heuristic pre-labels (its store included)."""
     root = tmp_path_factory.mktemp("stats-agree") / "ws"
-    shutil.copytree(demo_workspace, root)
-    result = CliRunner().invoke(main, ["prelabel", "--labeler", "heuristic", "--workspace",
-                                       str(root)])
-    assert result.exit_code == 0, result.stderr
+    shutil.copytree(prelabelled_demo_workspace, root)
     return root
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,14 +131,11 @@ VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 
 
 @pytest.fixture(scope="module")
-def solo(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+def solo(prelabelled_demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
          ) -> Iterator[tuple[StreamlitServer, Store]]:
     """A workspace with pre-labels and one annotator whose queue starts empty."""
     root = tmp_path_factory.mktemp("solo") / "ws"
-    shutil.copytree(demo_workspace, root)
-    faillab = str(Path(sys.executable).parent / "faillab")
-    subprocess.run([faillab, "prelabel", "--workspace", str(root)], check=True,
-                   capture_output=True)
+    shutil.copytree(prelabelled_demo_workspace, root)  # the demo, pre-labelled (its store too)
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
     store.users.add("sol", "annotator")
     server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})

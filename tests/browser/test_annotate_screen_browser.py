@@ -8,7 +8,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,11 +35,11 @@ BROKEN_SQL = "SELECT no_such_column FROM no_such_table"
 
 
 @pytest.fixture(scope="module")
-def screen(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
+def screen(prelabelled_demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
            ) -> Iterator[tuple[StreamlitServer, Store, str]]:
     """The demo with heuristic pre-labels, plus one failure whose SQL step errors on re-run."""
     root = tmp_path_factory.mktemp("screen") / "ws"
-    shutil.copytree(demo_workspace, root)
+    shutil.copytree(prelabelled_demo_workspace, root)  # pre-labelled, its store included
     broken = make_trajectory(
         task=Task(id="broken-1", question="How many patients are there?", intent="Demographics",
                   scope="population", reference_sql="SELECT count(*) FROM patients",
@@ -50,9 +49,6 @@ def screen(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
                     observation="Catalog Error: Table with name no_such_table does not exist!"),
                Step(kind=StepKind.MESSAGE, role="assistant", content="I could not tell.")],
         final_answer=None, outcome=Outcome(success=False)).with_id()
-    faillab = str(Path(sys.executable).parent / "faillab")
-    subprocess.run([faillab, "prelabel", "--workspace", str(root)], check=True,
-                   capture_output=True)
     # Added after pre-labelling: with no pre-label it always waits for a person.
     Workspace(root).add([(broken, "broken")])
     store = open_store(Settings.from_env({}, workspace=root).annotations_url())
@@ -184,6 +180,7 @@ def test_rerun_error_is_told_apart_from_the_recorded_error(
     page.context.close()
 
 
+@pytest.mark.slow
 def test_make_run_serves_a_demo_with_prelabels(browser: Browser,
                                                 tmp_path: Path) -> None:
     """`make run` builds the demo with offline pre-labels, so Annotate shows them."""

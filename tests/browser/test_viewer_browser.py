@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
@@ -16,7 +16,7 @@ from tests.browser.support import (
     screenshot,
     wait_idle,
 )
-from tests.support import EHRSQL_SQLITE, make_trajectory, require_shared
+from tests.support import EHRSQL_SQLITE, ImportedWorkspace, make_trajectory, require_shared
 from trajectories.model import Step, StepKind, Task
 from trajectories.workspace import Workspace
 
@@ -71,13 +71,11 @@ def long_trajectory() -> object:
 
 
 @pytest.fixture(scope="module")
-def viewer_server(tmp_path_factory: pytest.TempPathFactory,
+def viewer_server(real_workspace: ImportedWorkspace, tmp_path_factory: pytest.TempPathFactory,
                   ) -> Iterator[tuple[StreamlitServer, Workspace, str]]:
-    files = sorted(require_shared(Path(str(EHRSQL_SQLITE)).parent.parent / "trajectories"
-                                  / "ai612-student").glob("*.json"))
     root = tmp_path_factory.mktemp("viewer") / "ws"
+    shutil.copytree(real_workspace.root, root)  # every real log, imported once per session
     ws = Workspace(root)
-    ws.import_files(files)
     hostile = hostile_trajectory()
     ws.add([(hostile, None), (long_trajectory(), None)])  # type: ignore[list-item]
     ws.set_ehr_database(require_shared(EHRSQL_SQLITE))

@@ -22,7 +22,7 @@ from tests.support import free_port_in, postgres_database, wait_for_health
 from trajectories.demo import generate_demo
 from trajectories.workspace import Workspace
 
-pytestmark = [pytest.mark.browser, pytest.mark.postgres]
+pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.slow]
 
 SERVER_PORTS = range(8710, 8720)
 ITEMS = 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,12 +22,20 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three real logs, imported once for the module; tests get a copy (they may write)."""
     files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))[:3]
-    workspace = Workspace(tmp_path / "ws")
-    workspace.import_files(files)
-    return workspace
+    root = tmp_path_factory.mktemp("clusters") / "ws"
+    Workspace(root).import_files(files)
+    return root
+
+
+@pytest.fixture
+def ws(imported: Path, tmp_path: Path) -> Workspace:
+    root = tmp_path / "ws"
+    shutil.copytree(imported, root)
+    return Workspace(root)
 
 
 def _failed(ws: Workspace) -> list[str]:
@@ -88,6 +97,7 @@ def test_evaluate_refuses_a_missing_database(tmp_path: Path) -> None:
     assert code == 1 and "no such EHR database" in err
 
 
+@pytest.mark.slow
 def test_evaluate_with_db_executes_the_finder(tmp_path: Path) -> None:
     """--db runs the reference of every item on the database and says which one it used."""
     db = require_shared(EHRSQL_SQLITE)

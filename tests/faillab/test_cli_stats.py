@@ -23,6 +23,7 @@ from analysis.tables import TABLES
 from faillab.cli import main
 from labeling.store import open_store
 from taxonomy.model import default_taxonomy
+from tests.support import ImportedWorkspace
 from trajectories.workspace import Workspace
 
 TEXT_FORMATS = ("json", "csv", "md", "latex")
@@ -326,9 +327,12 @@ def _pass_hat(outcomes: dict[Any, list[bool]], k: int) -> float:
 
 
 def test_real_taubench_passk_matches_rewards(real_trajectory_files: list[Path],
+                                             real_workspace: ImportedWorkspace,
                                              tmp_path: Path) -> None:
+    # The session's import of every real log (the same files), copied.
+    shutil.copytree(real_workspace.root, tmp_path / "ws")
     ws = Workspace(tmp_path / "ws")
-    report = ws.import_files(real_trajectory_files)
+    report = real_workspace.report
     assert report.imported > 0
     code, out, err = invoke("passk", "--format", "json", "--workspace", str(ws.root))
     assert code == 0, err

@@ -123,6 +123,7 @@ def test_limited_run_resumes_without_duplicate_calls(
     assert len(sent) == len(set(sent)) == n
 
 
+@pytest.mark.slow
 def test_killed_worker_resumes_without_duplicate_calls(
     ws: Workspace, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,7 @@ def test_parallel_wrong_passwords_in_one_server_check_at_most_the_free_limit(
     _check_counts(store, _threads(store, ATTEMPTS, start))
 
 
+@pytest.mark.slow
 def test_parallel_wrong_passwords_across_server_processes_check_at_most_the_free_limit(
     store: Store,
 ) -> None:

@@ -52,6 +52,7 @@ def test_twenty_threads_lose_no_label(store: Store) -> None:
     assert len(store.history.entries(entity="label")) == THREADS * PER_WRITER
 
 
+@pytest.mark.slow
 def test_processes_lose_no_label(db_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     procs = [

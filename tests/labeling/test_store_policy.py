@@ -256,6 +256,7 @@ def _import_as_newcomer(url: str, n: int) -> None:
         store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_eight_processes_importing_the_same_new_annotator(postgres_database: str) -> None:
     from tests.labeling.support import fresh_postgres_url

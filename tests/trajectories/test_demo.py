@@ -77,6 +77,7 @@ def test_ehr_is_deterministic_by_seed(tmp_path: Path) -> None:
     assert table_content_hash(a) != table_content_hash(c)
 
 
+@pytest.mark.slow
 def test_trajectory_ids_are_deterministic_by_seed(tmp_path: Path, demo: DemoResult) -> None:
     same = generate_demo(tmp_path / "same", seed=7, n_patients=N_PATIENTS)
     assert [t.id for t in same.trajectories] == [t.id for t in demo.trajectories]

@@ -281,6 +281,7 @@ def _check(base: Path, name: str, data: bytes, skip_invalid: bool) -> None:
             assert _state(ws) == before, "a failed import changed the workspace"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_hostile_files_import_or_fail_in_one_line(fmt: str, base_workspace: Path) -> None:
     @FUZZ

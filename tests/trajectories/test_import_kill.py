@@ -29,8 +29,9 @@ import pytest
 from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.workspace import Workspace
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="reads /proc and uses inotify (Linux)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="reads /proc and uses inotify (Linux)")]
 
 FAILLAB = str(Path(sys.executable).parent / "faillab")
 #: The promise: nothing the import started is alive this long after it was killed.

@@ -78,6 +78,7 @@ for run in (run_isolated, run_readonly):
 """
 
 
+@pytest.mark.slow
 def test_duckdb_draws_no_progress_bar(duck_db: Path) -> None:
     """Neither the worker nor an in-process query writes anything to stdout or stderr (a
     query over two seconds drew DuckDB's bar on the worker's stdout, the caller's
