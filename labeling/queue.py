@@ -10,6 +10,7 @@ unit-tested against a plain store.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -192,11 +193,13 @@ def _confirmed(store: Store, failed: tuple[str, ...], revision: tuple[int, int])
 
 @dataclass(frozen=True)
 class _Fit:
-    """A fitted ranking, the confirmed labels it learned and the change-log row it saw last."""
+    """A fitted ranking, the confirmed labels it learned, and the change-log row up to which
+    the labels were last compared with them (`revision`) with how many had changed then."""
 
     revision: int
     confirmed: dict[str, str]
     ranking: dict[str, float]
+    changed: int = 0
 
 
 def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bool = False,
@@ -230,14 +233,18 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     data_key = (str(ws.root), failed, revision[1])
     fit_key = (str(store.engine.url), *data_key)  # the labels learned from are this store's
     fitted: _Fit | None = _RANKINGS.get(fit_key)
-    # Every change of a label writes one change-log row: fewer rows since the fit than a
-    # refit needs, fewer changed labels.
-    if fitted is not None and revision[0] - fitted.revision < _refit_after(fitted.confirmed):
+    # Every change of a label writes one change-log row: fewer rows since the last comparison
+    # than a refit still needs, fewer changed labels.
+    if fitted is not None and (revision[0] - fitted.revision
+                               < _refit_after(fitted.confirmed) - fitted.changed):
         return dict(fitted.ranking)
     confirmed = _confirmed(store, failed, revision)
     if not ready(confirmed, min_labels):
         return None
     if fitted is not None and not refit_due(fitted.confirmed, confirmed):
+        # Rows that changed no label (assignments, verdicts) are not counted again.
+        _remember(_RANKINGS, fit_key, dataclasses.replace(
+            fitted, revision=revision[0], changed=_changed(fitted.confirmed, confirmed)))
         return dict(fitted.ranking)
     features = FEATURES.get(
         data_key,
@@ -291,9 +298,13 @@ def refit_due(fitted: Mapping[str, str], confirmed: Mapping[str, str]) -> bool:
     """Whether `confirmed` differs from the labels a fit learned from (`fitted`) in at least
     `REFIT_SHARE` of them: items newly confirmed, confirmed differently, or no longer
     confirmed."""
+    return _changed(fitted, confirmed) >= _refit_after(fitted)
+
+
+def _changed(fitted: Mapping[str, str], confirmed: Mapping[str, str]) -> int:
+    """Items newly confirmed, confirmed differently, or no longer confirmed."""
     changed = sum(1 for tid, category in confirmed.items() if fitted.get(tid) != category)
-    changed += sum(1 for tid in fitted if tid not in confirmed)
-    return changed >= _refit_after(fitted)
+    return changed + sum(1 for tid in fitted if tid not in confirmed)
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,28 @@ def test_after_a_fit_the_labels_are_read_only_once_enough_changes_are_logged(
     _label(store, failed[32])  # the third: read, and fitted again on 33 labels
     again = classifier_ranking(store, ws, min_labels=MIN_LABELS, wait=True, failed_ids=failed)
     assert reads["confirmed"] == 2 and again is not None and again != first
+
+
+def test_logged_rows_that_change_no_label_are_counted_once(
+    store: Store, demo_workspace: Path, reads: dict[str, int]
+) -> None:
+    """Verdicts log rows too but change no label: once the labels were compared after them,
+    the next keys do not read the labels again until a refit's worth of changes is logged."""
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    keys = ["sql_logic_error", "semantic_misunderstanding"]
+    for n, tid in enumerate(failed[:30]):
+        _label(store, tid, keys[n % 2])
+    first = classifier_ranking(store, ws, min_labels=MIN_LABELS, wait=True, failed_ids=failed)
+    assert first is not None and reads["confirmed"] == 1
+    for tid in failed[40:45]:  # five logged rows, no label changed
+        store.verdicts.record(tid, "incorrect", "ana")
+    assert classifier_ranking(store, ws, min_labels=MIN_LABELS, failed_ids=failed) == first
+    assert reads["confirmed"] == 2  # compared once: nothing changed
+    for tid in failed[30:32]:  # two label changes: a refit needs three
+        _label(store, tid)
+        assert classifier_ranking(store, ws, min_labels=MIN_LABELS, failed_ids=failed) == first
+    assert reads["confirmed"] == 2
+    _label(store, failed[32])
+    again = classifier_ranking(store, ws, min_labels=MIN_LABELS, wait=True, failed_ids=failed)
+    assert reads["confirmed"] == 3 and again is not None and again != first
