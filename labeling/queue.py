@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -114,15 +115,8 @@ def queue_for(
     first, where a person's label teaches it most; items it has no proposal for follow in the
     store's order. Which items are shown is the store's decision either way; only the order moves.
     """
-    from labeling.learn import rerank_queue
-
-    failed = set(failed_ids)
-    # A trajectory the person (or a lead) judged right is no failure to label any more.
-    right = {tid for tid, ok in store.verdicts.for_queue(user).items() if ok}
-    todo = store.queues.next_items(user, prelabel_threshold=prelabel_threshold,
-                                   spot_check_share=spot_check_share, seed=seed)
-    todo = [tid for tid in todo if tid in failed and tid not in right]
-    return rerank_queue(todo, ranking) if ranking else todo
+    return queue_state(store, failed_ids, user, prelabel_threshold=prelabel_threshold,
+                       spot_check_share=spot_check_share, seed=seed, ranking=ranking).waiting
 
 
 # Features once per (workspace, failures), computed in the background; a page asks on every key
@@ -137,6 +131,11 @@ _FITTING: dict[tuple[object, ...], threading.Thread] = {}
 #: share of them (new, changed or gone; one label at least): the ordering is a guide to what to
 #: label next, which a few newer labels hardly move.
 REFIT_SHARE = 0.1
+#: ...and no sooner than this after the last fit began: with a team on a replica, a tenth of
+#: the confirmed labels changed every few seconds early on, and each fit (0.2-1.5 s) took the
+#: interpreter from the keys beside it (a third of the slowest keys ran beside one). The
+#: ordering follows the team's labels within this time.
+REFIT_INTERVAL_S = 30.0
 # The failures (per workspace state) and confirmed labels (per store revision) a ranking starts
 # from. Reading every failure of the workspace on each label key was most of the key's script
 # run at 50,000 trajectories while the failures had not changed.
@@ -153,16 +152,8 @@ def _remember(cache: dict[tuple[object, ...], Any], key: tuple[object, ...], val
 
 
 def store_revision(store: Store) -> tuple[int, int]:
-    """A token that changes whenever the store's labels could have: the newest change-log row
-    (every label, re-label, retraction, import and adjudication writes one) and the number of
-    pre-labels (they are not logged). Two indexed reads, cheap enough for every key press."""
-    from sqlalchemy import func, select
-
-    from labeling.store.models import HistoryRow
-
-    with store.engine.connect() as conn:
-        newest = conn.execute(select(func.max(HistoryRow.id))).scalar()
-    return int(newest or 0), store.prelabels.count()
+    """A token that changes whenever the store's labels could have (``History.revision``)."""
+    return store.history.revision()
 
 
 def _failures(ws: Workspace, failed_ids: Sequence[str] | None) -> tuple[str, ...]:
@@ -200,6 +191,8 @@ class _Fit:
     confirmed: dict[str, str]
     ranking: dict[str, float]
     changed: int = 0
+    #: When the fit began (``time.monotonic``).
+    fitted_at: float = 0.0
 
 
 def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bool = False,
@@ -213,9 +206,10 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     the store's order.
     `failed_ids`: the workspace's failures in browse order (``failed_frame``), when the caller
     has them already; read from the workspace otherwise. The classifier is fitted again only
-    once the confirmed labels have changed by `REFIT_SHARE` since its last fit (`refit_due`),
-    in the background; until that fit is done the last one's ranking stands, and while fewer
-    changes than that were logged at all since the fit, the labels are not even read."""
+    once the confirmed labels have changed by `REFIT_SHARE` since its last fit (`refit_due`)
+    and `REFIT_INTERVAL_S` has passed since it began (unless `wait`), in the background;
+    until that fit is done the last one's ranking stands, and while fewer changes than that
+    were logged at all since the fit, the labels are not even read."""
     if min_labels <= 0:
         return None
     from labeling.learn.proposals import (
@@ -233,6 +227,9 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
     data_key = (str(ws.root), failed, revision[1])
     fit_key = (str(store.engine.url), *data_key)  # the labels learned from are this store's
     fitted: _Fit | None = _RANKINGS.get(fit_key)
+    if fitted is not None and not wait \
+            and time.monotonic() - fitted.fitted_at < REFIT_INTERVAL_S:
+        return dict(fitted.ranking)
     # Every change of a label writes one change-log row: fewer rows since the last comparison
     # than a refit still needs, fewer changed labels.
     if fitted is not None and (revision[0] - fitted.revision
@@ -256,8 +253,10 @@ def classifier_ranking(store: Store, ws: Workspace, *, min_labels: int, wait: bo
         return dict(fitted.ranking) if fitted is not None else None
 
     def fit() -> None:
+        began = time.monotonic()
         ranking = {tid: p.confidence for tid, p in proposals(features, confirmed).items()}
-        _remember(_RANKINGS, fit_key, _Fit(revision[0], dict(confirmed), ranking))
+        _remember(_RANKINGS, fit_key, _Fit(revision[0], dict(confirmed), ranking,
+                                           fitted_at=began))
 
     # The fit runs beside the page (a refit in the key's own run was the slowest keys of a
     # team): the page keeps the last ranking, or the store's order, until it is done.
@@ -336,12 +335,16 @@ class QueueState:
 def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
                 prelabel_threshold: float, spot_check_share: float,
                 seed: int = 0, ranking: Mapping[str, float] | None = None) -> QueueState:
-    waiting = queue_for(store, failed_ids, user, prelabel_threshold=prelabel_threshold,
-                        spot_check_share=spot_check_share, seed=seed, ranking=ranking)
-    # One aggregate read (not a scan of every label), so it can run on each key press.
-    mine = next(iter(store.queues.progress(user=user)), None)
-    if mine is None:
-        return QueueState(waiting, 0, 0)
+    """`user`'s waiting items (``queue_for``) and progress, from one read of the store."""
+    from labeling.learn import rerank_queue
+
+    mine = store.queues.queue_of(user, prelabel_threshold=prelabel_threshold,
+                                 spot_check_share=spot_check_share, seed=seed)
+    failed = set(failed_ids)
+    # A trajectory the person (or a lead) judged right is no failure to label any more.
+    waiting = [tid for tid in mine.todo if tid in failed and tid not in mine.judged_right]
+    if ranking:
+        waiting = rerank_queue(waiting, ranking)
     return QueueState(waiting, mine.assigned, mine.done)
 
 

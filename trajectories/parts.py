@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import time
 import uuid
 import weakref
@@ -61,6 +62,10 @@ MANIFEST_READS = 5
 #: the workspace's signature from each loader it calls, and each ask was a GET of the manifest.
 #: Another process's import shows up at most this much later; this process's own at once.
 REMOTE_MANIFEST_REUSE_S = 1.0
+#: A reader asking after this share of the reuse time gets the kept manifest and starts one
+#: read of the next in the background: with a team labelling, a page run came every few
+#: tenths of a second and one in three waited for the GET (5% of a key's time on a replica).
+REMOTE_MANIFEST_REFRESH_SHARE = 0.5
 
 
 def _manifest_digest(body: dict[str, Any]) -> str:
@@ -112,6 +117,11 @@ class Parts:
         # the generation counts this process's changes, so a read begun before one is not kept.
         self._recent_manifest: tuple[int, float, dict[str, Any] | None] | None = None
         self._generation = 0
+        #: Whether a background read of the manifest is under way (at most one).
+        self._refreshing = False
+        #: The clock the manifest's age is told by (a test sets its own).
+        self.clock: Callable[[], float] = time.monotonic
+        self._refresh_lock = threading.Lock()
         url = trajectories_url
         if url:
             if not is_remote(url):
@@ -322,21 +332,49 @@ class Parts:
         return [self.parts_dir / name for name in manifest["parts"]]
 
     def visible_parts(self) -> list[Path]:
-        """``part_files`` for readers: in an object store, a manifest read less than
-        ``REMOTE_MANIFEST_REUSE_S`` ago (and since this process last changed the parts) is
-        used again instead of another GET. Writers read the manifest itself."""
+        """``part_files`` for readers: in an object store, a manifest whose read began less
+        than ``REMOTE_MANIFEST_REUSE_S`` ago (and since this process last changed the parts)
+        is used again instead of another GET; past half that age, the next is read in the
+        background meanwhile. Writers read the manifest itself."""
         if self.remote is None:
             return self.part_files()
         recent = self._recent_manifest
-        now = time.monotonic()
-        if (recent is None or recent[0] != self._generation
-                or now - recent[1] > REMOTE_MANIFEST_REUSE_S):
-            generation = self._generation
-            recent = (generation, now, self.read_manifest())
-            if generation == self._generation:
-                self._recent_manifest = recent
+        if recent is None or recent[0] != self._generation \
+                or self.clock() - recent[1] > REMOTE_MANIFEST_REUSE_S:
+            recent = self._read_recent()
+        elif self.clock() - recent[1] > REMOTE_MANIFEST_REFRESH_SHARE * REMOTE_MANIFEST_REUSE_S:
+            self._refresh_ahead()
         manifest = recent[2]
         return [] if manifest is None else [self.parts_dir / name for name in manifest["parts"]]
+
+    def _read_recent(self) -> tuple[int, float, dict[str, Any] | None]:
+        """Read the manifest for readers and keep it, unless this process changed the parts
+        meanwhile or a read begun later was kept first. Its age counts from before the GET."""
+        generation = self._generation
+        recent = (generation, self.clock(), self.read_manifest())
+        with self._refresh_lock:
+            kept = self._recent_manifest
+            if generation == self._generation and (
+                    kept is None or kept[0] != generation or kept[1] < recent[1]):
+                self._recent_manifest = recent
+        return recent
+
+    def _refresh_ahead(self) -> None:
+        """One background read of the manifest at a time, for the readers that come next."""
+        with self._refresh_lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+
+        def refresh() -> None:
+            try:
+                self._read_recent()
+            except Exception:  # the next reader past the reuse time reads it, and says why
+                pass
+            finally:
+                self._refreshing = False
+
+        threading.Thread(target=refresh, name="faillab-manifest-refresh", daemon=True).start()
 
     def publish(self, added: Sequence[Path], removed: Sequence[Path] = (),
                 sources: dict[str, int] | None = None, *,

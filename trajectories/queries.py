@@ -8,6 +8,7 @@ parts tell it when this process changed them (``Parts.when_changed``)."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,15 @@ def outcome_name(success: bool | None) -> str:
     return "success" if success else "failure"
 
 
+#: Outcomes kept per state of the data (``Queries.verdict_of``). The Annotate page asks one on
+#: every label key; in an object store each ask read a row group of every part over the network
+#: (a third of the key's server time with a team on two replicas). An outcome is a few short
+#: fields, so thousands cost little.
+OUTCOMES_KEPT = 4096
+_OUTCOME_KEYS = ("recorded_success", "exact_match", "judge_verdict", "judge_method",
+                 "judge_evidence")
+
+
 class TableBuild:
     """A shared table being built (``Queries.shared_table``); ``done`` once it is or failed."""
 
@@ -91,6 +101,11 @@ class Queries:
         self._warm_tables: dict[str, str] = {}
         #: The last background build started (tests and benchmarks wait for it).
         self.warm_thread: threading.Thread | None = None
+        #: Outcomes read (``verdict_of``) and the signature they were read under: parts are
+        #: immutable, so an outcome holds until the signature changes.
+        self._outcomes: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
+        self._outcomes_signature: tuple[Any, ...] | None = None
+        self._outcomes_lock = threading.Lock()
         parts.when_changed(self._forget)
 
     @property
@@ -112,6 +127,9 @@ class Queries:
         self._local.__dict__.pop("signature", None)
         with self._shared_lock:
             self._shared = None
+        with self._outcomes_lock:
+            self._outcomes.clear()
+            self._outcomes_signature = None
         self._warm_in_background()
 
     def signature(self) -> tuple[Any, ...]:
@@ -420,15 +438,27 @@ class Queries:
     def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
         """The recorded and judged outcome of one trajectory (``judge_verdict``,
         ``judge_method``, ``judge_evidence``, ``recorded_success``, ``exact_match``), or None
-        when the id is unknown. Reads the light ``outcomes`` view: cheap on every key press."""
+        when the id is unknown. Kept per state of the data (``OUTCOMES_KEPT``): asked on every
+        key press, it is read once per item."""
+        signature = self.signature()
+        with self._outcomes_lock:
+            if self._outcomes_signature == signature and trajectory_id in self._outcomes:
+                self._outcomes.move_to_end(trajectory_id)
+                known = self._outcomes[trajectory_id]
+                return None if known is None else dict(known)
         row = self._outcomes_connection().execute(
-            "SELECT recorded_success, exact_match, judge_verdict, judge_method, judge_evidence "
-            "FROM outcomes WHERE id = ? LIMIT 1", [trajectory_id]).fetchone()
-        if row is None:
-            return None
-        keys = ("recorded_success", "exact_match", "judge_verdict", "judge_method",
-                "judge_evidence")
-        return dict(zip(keys, row, strict=True))
+            f"SELECT {', '.join(_OUTCOME_KEYS)} FROM outcomes WHERE id = ? LIMIT 1",
+            [trajectory_id]).fetchone()
+        outcome = None if row is None else dict(zip(_OUTCOME_KEYS, row, strict=True))
+        with self._outcomes_lock:
+            if self._outcomes_signature != signature:
+                # Read under a newer state than the kept ones (or a first read): start over.
+                self._outcomes.clear()
+                self._outcomes_signature = signature
+            self._outcomes[trajectory_id] = outcome
+            while len(self._outcomes) > OUTCOMES_KEPT:
+                self._outcomes.popitem(last=False)
+        return None if outcome is None else dict(outcome)
 
     def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE) -> dict[str, int]:
         """Counts; ``failed`` and ``unscored`` follow ``success_source`` (see docs/scoring.md)."""

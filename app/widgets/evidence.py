@@ -8,7 +8,14 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from faillab.app.state import EhrKey, ehr_key, in_background, load_trajectory, workspace
+from faillab.app.state import (
+    EhrKey,
+    ehr_key,
+    in_background,
+    load_trajectory,
+    on_reader,
+    workspace,
+)
 from faillab.app.widgets.answer import outcome_of
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.steps import steps_css
@@ -100,15 +107,18 @@ _WARMING_LOCK = threading.Lock()
 
 
 def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
-    """Warm the trajectory and evidence caches for the items the annotator will see next.
+    """Warm the trajectory, outcome and evidence caches for the items the annotator will see
+    next.
 
     A new item's evidence executes the agent's SQL in the sandbox (0.2-0.8 s at 50K
-    trajectories) and loading the item costs another 0.1-0.4 s; done in a background thread
-    while the annotator reads the current item, the next label key finds both cached. The
+    trajectories), loading the item costs another 0.1-0.4 s and its outcome a read of every
+    part (over the network in an object store); done in a background thread
+    while the annotator reads the current item, the next label key finds them cached. The
     caches are Streamlit's process-wide ones, so the thread needs no session; an item already
     being warmed is not queued twice.
     """
-    ehr = workspace().ehr_path
+    ws = workspace()
+    ehr = ws.ehr_path
     key = ehr_key(ehr) if ehr is not None and ehr.is_file() else None
     with _WARMING_LOCK:
         todo = [tid for tid in trajectory_ids if tid not in _WARMING]
@@ -120,6 +130,7 @@ def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
         for tid in todo:
             try:
                 traj = load_trajectory(tid)
+                on_reader(lambda: ws.verdict_of(tid))  # noqa: B023 - called at once
                 if traj is not None and _failed(traj):
                     _evidence(traj.model_dump_json(), key)
             except Exception:  # a warm-up failure only means a cold cache later

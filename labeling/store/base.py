@@ -19,7 +19,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeling.store import policy
-from labeling.store.engine import SqliteWriteLock, is_sqlite, write_engine
+from labeling.store.engine import SqliteWriteLock, is_sqlite, read_engine, write_engine
 from labeling.store.errors import ConflictError, NotFoundError, StoreUnavailableError
 from labeling.store.models import Base, HistoryRow, UserRow, utcnow
 
@@ -54,7 +54,9 @@ class StoreCore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._writer = write_engine(engine)
-        self._read_sessions = sessionmaker(engine, expire_on_commit=False)
+        #: Where reads connect (``read_engine``: no transaction round trips on PostgreSQL).
+        self.reader = read_engine(engine)
+        self._read_sessions = sessionmaker(self.reader, expire_on_commit=False)
         self._write_sessions = sessionmaker(self._writer, expire_on_commit=False)
         # SQLite has one write lock per file; see SqliteWriteLock for why writers queue on
         # our own lock first. PostgreSQL has row locks and needs none of this.

@@ -126,6 +126,17 @@ def write_engine(engine: Engine) -> Engine:
     return engine.execution_options(**{WRITE_OPTION: True})
 
 
+def read_engine(engine: Engine) -> Engine:
+    """The same engine (same pool) for reads. On PostgreSQL its connections are in autocommit:
+    at the default READ COMMITTED every statement takes its own snapshot anyway, so a read
+    transaction only added a BEGIN and a ROLLBACK round trip around the statements (psycopg
+    sends each on its own), a third or more of a short read's trips. SQLite keeps its BEGIN,
+    which pins one snapshot for the read in WAL mode."""
+    if engine.dialect.name != "postgresql":
+        return engine
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
 def alembic_config(url: str | None = None) -> Config:
     """An Alembic config built in code: no alembic.ini needs to ship with the package."""
     cfg = Config()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from labeling.store import policy
 from labeling.store.base import Part
-from labeling.store.models import HistoryRow
+from labeling.store.models import HistoryRow, PrelabelRow
 from labeling.store.policy import Scope, Viewer
 from labeling.store.records import HistoryEntry
 
@@ -30,6 +30,17 @@ def _visible(scope: Scope, h: HistoryRow) -> bool:
 
 class History(Part):
     """`store.history`."""
+
+    def revision(self) -> tuple[int, int]:
+        """A token that changes whenever the store's labels could have: the newest change-log
+        row (every label, re-label, retraction, import and adjudication writes one) and the
+        number of pre-labels (they are not logged). One statement over two indexed reads,
+        cheap enough for every key press."""
+        with self._read() as s:
+            row = s.execute(select(
+                select(func.max(HistoryRow.id)).scalar_subquery(),
+                select(func.count()).select_from(PrelabelRow).scalar_subquery())).one()
+        return int(row[0] or 0), int(row[1] or 0)
 
     def entries(
         self,

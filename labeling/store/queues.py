@@ -13,7 +13,8 @@ from labeling.store.base import Part
 from labeling.store.errors import StoreError
 from labeling.store.models import AssignmentRow, LabelRow, UserRow
 from labeling.store.opinions import latest_opinions
-from labeling.store.records import QueueProgress
+from labeling.store.records import PersonQueue, QueueProgress
+from labeling.store.verdicts import queue_verdicts
 
 
 def unit_hash(seed: int | str, key: str) -> float:
@@ -117,8 +118,25 @@ class Queues(Part):
         queue: str | None = None,
         limit: int | None = None,
     ) -> list[str]:
-        """What `user` should label next, in order.
+        """What `user` should label next, in order (``queue_of``'s ``todo``)."""
+        todo = self.queue_of(user, prelabel_threshold=prelabel_threshold,
+                             spot_check_share=spot_check_share, seed=seed, queue=queue).todo
+        return todo[:limit] if limit is not None else todo
 
+    def queue_of(
+        self,
+        user: str,
+        *,
+        prelabel_threshold: float = 0.8,
+        spot_check_share: float = 0.1,
+        seed: int = 0,
+        queue: str | None = None,
+    ) -> PersonQueue:
+        """`user`'s queue in one read: what to label next, how far they got, and the items a
+        verdict says the agent got right (a page asks this on every key; it was three reads
+        and a scan of every verdict in the store).
+
+        The order of ``todo``:
         1. items whose pre-label confidence is below the threshold, least confident first;
         2. items with no (successful) pre-label, in assignment order;
         3. a seeded spot-check sample of the confidently pre-labelled items.
@@ -130,11 +148,8 @@ class Queues(Part):
             raise StoreError("spot_check_share must be between 0 and 1")
         with self._read() as s:
             user_row = self._user_row(s, user)
-            query = (
-                select(AssignmentRow.trajectory_id)
-                .where(AssignmentRow.user_id == user_row.id)
-                .order_by(AssignmentRow.id)
-            )
+            mine = select(AssignmentRow.trajectory_id).where(AssignmentRow.user_id == user_row.id)
+            query = mine.order_by(AssignmentRow.id)
             if queue is not None:
                 query = query.where(AssignmentRow.queue == queue)
             assigned = list(s.scalars(query))
@@ -145,8 +160,8 @@ class Queues(Part):
                     )
                 )
             )
-            opinions = latest_opinions(s, among=select(AssignmentRow.trajectory_id).where(
-                AssignmentRow.user_id == user_row.id))
+            opinions = latest_opinions(s, among=mine)
+            right = queue_verdicts(s, user_row.id, mine)
 
         low: list[tuple[float, str]] = []
         unlabelled: list[str] = []
@@ -162,8 +177,10 @@ class Queues(Part):
         confident.sort(key=lambda tid: unit_hash(seed, tid))
         spot = confident[: round(spot_check_share * len(confident))]
         ordered = [tid for _, tid in sorted(low)] + unlabelled + spot
-        todo = [tid for tid in ordered if tid not in done]
-        return todo[:limit] if limit is not None else todo
+        items = set(assigned)
+        return PersonQueue(todo=[tid for tid in ordered if tid not in done],
+                           assigned=len(items), done=len(items & done),
+                           judged_right=frozenset(t for t, ok in right.items() if ok))
 
     def progress(self, queue: str | None = None, *,
                  user: str | None = None) -> list[QueueProgress]:

@@ -220,6 +220,18 @@ class QueueProgress:
 
 
 @dataclass(frozen=True)
+class PersonQueue:
+    """One person's queue as one read gives it (``Queues.queue_of``): what to label next, in
+    order (labelled items left out), how many items are assigned and labelled, and the items a
+    verdict took out of the failures (a lead's latest verdict, else their own, says right)."""
+
+    todo: list[str]
+    assigned: int
+    done: int
+    judged_right: frozenset[str]
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
     id: int
     entity: str

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, or_, select, update
+from sqlalchemy.orm import Session
 
 from labeling.store.base import Part, snapshot
 from labeling.store.errors import StoreError
@@ -132,17 +133,11 @@ class Verdicts(Part):
         return {tid: decide(verdicts) for tid, verdicts in by_item.items()}
 
     def for_queue(self, user: str) -> dict[str, bool]:
-        """What decides ``user``'s queue: a lead's latest verdict on an item, else the
-        user's own (a colleague's verdict never moves another annotator's item: blind
-        double annotation stays blind)."""
-        mine: dict[str, bool] = {}
-        leads: dict[str, bool] = {}
-        for verdict in self.visible(OPERATOR):
-            if verdict.role in LEAD_ROLES:
-                leads[verdict.trajectory_id] = verdict.success
-            if verdict.annotator == user:
-                mine[verdict.trajectory_id] = verdict.success
-        return {**mine, **leads}
+        """What decides ``user``'s queue, over every item (``queue_verdicts``)."""
+        with self._read() as s:
+            found = s.scalar(select(UserRow.id).where(UserRow.name == user))
+            return queue_verdicts(s, -1 if found is None else int(found),
+                                  select(VerdictRow.trajectory_id))
 
     def frame(self, viewer: Viewer = OPERATOR, *, history: bool = False) -> pd.DataFrame:
         """The visible verdicts as a table (``VERDICT_COLUMNS``)."""
@@ -153,6 +148,28 @@ class Verdicts(Part):
                  "created_at": v.created_at, "retracted_at": v.retracted_at}
                 for v in self.visible(viewer, history=history)]
         return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
+def queue_verdicts(session: Session, user_id: int, among: Select[Any]) -> dict[str, bool]:
+    """What decides a person's queue on the items `among` selects (``Verdicts.for_queue``'s
+    rule, in the caller's read): a lead's latest verdict on an item, else the person's own
+    latest; a colleague's verdict never moves another annotator's item."""
+    rows = session.execute(
+        select(VerdictRow.trajectory_id, VerdictRow.verdict, VerdictRow.annotator_id)
+        .join(UserRow, UserRow.id == VerdictRow.annotator_id)
+        .where(VerdictRow.retracted_at.is_(None), VerdictRow.trajectory_id.in_(among),
+               or_(VerdictRow.annotator_id == user_id, UserRow.role.in_(LEAD_ROLES)))
+        .add_columns(UserRow.role)
+        .order_by(VerdictRow.id))
+    mine: dict[str, bool] = {}
+    leads: dict[str, bool] = {}
+    for trajectory_id, verdict, annotator_id, role in rows:
+        right = verdict == PersonVerdict.CORRECT
+        if role in LEAD_ROLES:
+            leads[trajectory_id] = right
+        if annotator_id == user_id:
+            mine[trajectory_id] = right
+    return {**mine, **leads}
 
 
 def decide(verdicts: list[HumanVerdict]) -> bool | None:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -125,9 +126,10 @@ def test_readers_reuse_the_manifest_briefly_and_writers_see_their_own_at_once(
     once, another process's once that time has passed."""
     files = _files(tmp_path)[:2]
     url = s3_env.new_bucket()
-    monkeypatch.setattr(parts_module, "REMOTE_MANIFEST_REUSE_S", 0.5)
     writer = s3_workspace(tmp_path / "w", url)
     reader = s3_workspace(tmp_path / "r", url)
+    now = [100.0]  # the reader's clock: the import's own time does not age its manifest
+    reader.parts.clock = lambda: now[0]
     writer.import_files(files[:1], workers=1)
     gets: list[str] = []
     assert reader.parts.remote is not None
@@ -144,9 +146,45 @@ def test_readers_reuse_the_manifest_briefly_and_writers_see_their_own_at_once(
     writer.import_files(files[1:], workers=1)
     assert writer.signature() != first  # the writer's own import: at once
     assert reader.signature() == first  # another process's: not yet
-    time.sleep(0.6)
+    now[0] += parts_module.REMOTE_MANIFEST_REUSE_S + 0.1
     assert reader.signature() != first and len(gets) == 2
     assert reader.summary()["trajectories"] == writer.summary()["trajectories"]
+
+
+def test_readers_read_the_next_manifest_ahead_while_they_reuse_the_last(
+        tmp_path: Path, s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past half the reuse time, an ask is answered from the kept manifest while one
+    background GET reads the next: with a team, one page run in three waited for that GET.
+    Another process's import still shows within the reuse time of its publication."""
+    files = _files(tmp_path)[:2]
+    url = s3_env.new_bucket()
+    writer = s3_workspace(tmp_path / "w", url)
+    reader = s3_workspace(tmp_path / "r", url)
+    writer.import_files(files[:1], workers=1)
+    remote = reader.parts.remote
+    assert remote is not None
+    now = [100.0]
+    reader.parts.clock = lambda: now[0]
+    gets: list[bool] = []  # per GET: whether the asking thread itself waited for it
+    read_text = remote.read_text
+
+    def counted(name: str) -> str | None:
+        gets.append(threading.current_thread() is threading.main_thread())
+        return read_text(name)
+
+    monkeypatch.setattr(remote, "read_text", counted)
+    first = reader.signature()
+    writer.import_files(files[1:], workers=1)
+    now[0] += 0.4 * parts_module.REMOTE_MANIFEST_REUSE_S
+    assert reader.signature() == first and gets == [True]  # young: reused, nothing read
+    now[0] += 0.2 * parts_module.REMOTE_MANIFEST_REUSE_S  # past half the reuse time
+    assert [reader.signature() for _ in range(4)] == [first] * 4  # nobody waits...
+    deadline = time.monotonic() + 30
+    while reader.signature() == first and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gets == [True, False]  # ...while one read ran beside them
+    assert reader.summary()["trajectories"] == writer.summary()["trajectories"]
+    assert len(gets) == 2  # the manifest read ahead is reused in turn
 
 
 def test_a_bad_record_leaves_nothing_in_the_bucket(tmp_path: Path, s3_env: S3Server) -> None:

@@ -144,6 +144,7 @@ def test_a_key_never_waits_for_a_refit(
         return real(features, confirmed)
 
     monkeypatch.setattr(proposals_module, "proposals", slow)
+    monkeypatch.setattr(queue_module, "REFIT_INTERVAL_S", 0.0)  # a refit is due at once
     _confirm(store, ws, failed[30:40])
     assert classifier_ranking(store, ws, min_labels=20) == first  # the fit is still running
     [fitting] = [t for t in queue_module._FITTING.values() if t.is_alive()]
@@ -151,6 +152,43 @@ def test_a_key_never_waits_for_a_refit(
     fitting.join(60)
     again = classifier_ranking(store, ws, min_labels=20)
     assert again is not None and again != first and set(again) == set(first)
+
+
+def test_a_fit_stands_for_the_refit_interval_however_many_labels_change(
+    store: Store, demo_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a team, a tenth of the labels changed every few seconds and each refit took the
+    interpreter from the keys beside it: a page keeps a fit for `REFIT_INTERVAL_S` after it
+    began, then refits as soon as the share has changed."""
+    import labeling.learn.proposals as proposals_module
+    import labeling.queue as queue_module
+
+    fits: list[int] = []
+    real = proposals_module.proposals
+
+    def counted(features: Any, confirmed: Any) -> Any:
+        fits.append(len(confirmed))
+        return real(features, confirmed)
+
+    monkeypatch.setattr(proposals_module, "proposals", counted)
+    clock = [1000.0]
+    monkeypatch.setattr(queue_module.time, "monotonic", lambda: clock[0])
+    ws = Workspace(demo_workspace)
+    failed = [str(t) for t in failed_frame(ws)["id"]]
+    _confirm(store, ws, failed[:30])
+    first = classifier_ranking(store, ws, min_labels=20, wait=True)
+    assert first is not None and fits == [30]
+    _confirm(store, ws, failed[30:45])  # half as many again: far past a tenth
+    clock[0] += queue_module.REFIT_INTERVAL_S - 1
+    assert classifier_ranking(store, ws, min_labels=20) == first
+    for thread in list(queue_module._FITTING.values()):
+        thread.join(60)
+    assert fits == [30]  # inside the interval: no fit started
+    clock[0] += 2
+    classifier_ranking(store, ws, min_labels=20)  # past it: the due refit starts
+    for thread in list(queue_module._FITTING.values()):
+        thread.join(60)
+    assert fits == [30, 45]
 
 
 def test_refit_due_counts_new_changed_and_gone_labels() -> None:

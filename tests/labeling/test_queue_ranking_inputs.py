@@ -40,6 +40,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return real_confirmed(store, *args)
 
     monkeypatch.setattr(queue, "_INPUTS", {})
+    # What is read when a refit is considered (the interval between fits has its own test).
+    monkeypatch.setattr(queue, "REFIT_INTERVAL_S", 0.0)
     monkeypatch.setattr(queue, "failed_frame", failures)
     monkeypatch.setattr(confirmed_module, "confirmed_gold", confirmed)
     return counts

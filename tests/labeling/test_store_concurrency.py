@@ -123,3 +123,32 @@ def test_two_leads_racing_on_the_first_decision(team: Store) -> None:
     assert len(wins) == 1 and len(losses) == 1
     assert f"changed by {wins[0].decided_by}" in str(losses[0])
     assert len(team.history.entries("adjudication", "t-race")) == 1
+
+
+def test_reads_open_no_transaction_on_postgresql_and_writes_still_do(store: Store) -> None:
+    """At READ COMMITTED every statement takes its own snapshot, so a read transaction only
+    added a BEGIN and a ROLLBACK round trip: PostgreSQL reads run in autocommit. SQLite
+    reads keep theirs (one snapshot per read). A write on the same pool after such reads is
+    still one transaction: an error inside it leaves nothing."""
+    from sqlalchemy import select
+
+    from labeling.store.models import UserRow, utcnow
+
+    core = store._core
+    with core._read() as session:
+        session.execute(select(1))
+        driver = session.connection().connection.dbapi_connection
+        assert driver is not None
+        if store.dialect == "postgresql":
+            from psycopg.pq import TransactionStatus
+
+            assert driver.info.transaction_status == TransactionStatus.IDLE
+        else:
+            assert driver.in_transaction
+    for _ in range(5):
+        store.users.all()
+    with pytest.raises(RuntimeError), core._write() as session:
+        session.add(UserRow(name="ghost", role="annotator", created_at=utcnow()))
+        session.flush()
+        raise RuntimeError("a failure after the insert")
+    assert "ghost" not in {user.name for user in store.users.all()}

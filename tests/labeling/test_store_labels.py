@@ -144,3 +144,44 @@ def test_a_persons_queue_and_progress_read_their_items_only(team: Store) -> None
     for name in ("ana", "ben"):
         assert team.queues.progress(user=name) == [everyone[name]]
     assert team.queues.progress(user="lea") == []  # nothing assigned to her
+
+
+def test_a_persons_queue_is_one_read_that_agrees_with_the_separate_reads(team: Store) -> None:
+    """`queue_of` is what a page asks on every key: its order, counts and verdict-decided items
+    equal `next_items`, `progress(user=)` and `verdicts.for_queue` (a lead's verdict over the
+    person's own, a colleague's never), and it costs a handful of statements whatever the
+    store holds."""
+    from sqlalchemy import event
+
+    _prelabel(team, "a1", 0.3)
+    _prelabel(team, "a4", 0.95)
+    team.queues.assign(["a1", "a2", "a3", "a4", "a5", "a6"], ["ana"], overlap=1, seed=0)
+    team.queues.assign(["a1", "b1"], ["ben"], overlap=1, seed=0, queue="second")
+    team.labels.add("a3", "bad_join", annotator="ana", taxonomy_version="v1")
+    team.verdicts.record("a2", "correct", "ana")      # her own: right
+    team.verdicts.record("a5", "correct", "ana")
+    team.verdicts.record("a5", "incorrect", "lea")    # a lead's latest wins over hers
+    team.verdicts.record("a6", "correct", "ben")      # a colleague's moves nothing of hers
+    team.verdicts.record("b1", "correct", "lea")      # not her item
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(team.engine, "before_cursor_execute", count)
+    try:
+        mine = team.queues.queue_of("ana", prelabel_threshold=0.8, spot_check_share=1.0)
+    finally:
+        event.remove(team.engine, "before_cursor_execute", count)
+    assert mine.todo == team.queues.next_items("ana", prelabel_threshold=0.8,
+                                               spot_check_share=1.0)
+    [progress] = team.queues.progress(user="ana")
+    assert (mine.assigned, mine.done) == (progress.assigned, progress.done) == (6, 1)
+    decided = team.verdicts.for_queue("ana")  # over every item: b1 is not hers
+    assert mine.judged_right == {t for t, right in decided.items()
+                                 if right and t.startswith("a")} == {"a2"}
+    assert decided["a5"] is False and "a6" not in decided
+    # The user, the assignments, the labels, the pre-labels (two at most) and the verdicts.
+    assert len(statements) <= 6, statements
+    assert team.queues.queue_of("ben", prelabel_threshold=0.8,
+                                spot_check_share=0.0).judged_right == frozenset({"b1"})

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -182,3 +183,35 @@ def test_summary_list_and_fetch_need_no_task_consensus(tmp_path: Path) -> None:
     assert full.summary() == counts and full.list() == listed
     fresh.import_files([write_native_run(tmp_path / "r2.jsonl", 3, run="r2")])
     assert fresh.summary()["trajectories"] == 8
+
+
+def test_an_outcome_is_read_once_per_state_of_the_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Annotate asks an item's outcome on every key; in an object store each ask read every
+    part over the network. It is kept until the data changes: another writer's import shows
+    (an id unknown before is found), and the caller's copy is its own."""
+    root = tmp_path / "ws"
+    reader = Workspace(root)
+    first, later = (make_trajectory(final_answer=7).with_id(),
+                    make_trajectory(final_answer=52, task=make_trajectory().task.model_copy(
+                        update={"id": "t2"})).with_id())
+    reader.add([(first, None)])
+    reads: list[str] = []
+    real = reader.queries._outcomes_connection
+
+    def counted() -> Any:
+        reads.append("read")
+        return real()
+
+    monkeypatch.setattr(reader.queries, "_outcomes_connection", counted)
+    outcome = reader.verdict_of(str(first.id))
+    assert outcome is not None and outcome["exact_match"] is False
+    outcome["exact_match"] = True  # the caller's copy
+    assert [reader.verdict_of(str(first.id)) for _ in range(3)] == [
+        {**outcome, "exact_match": False}] * 3
+    assert len(reads) == 1
+    assert reader.verdict_of(str(later.id)) is None  # not there yet
+    Workspace(root).add([(later, None)])  # another writer (process) imports it
+    found = reader.verdict_of(str(later.id))
+    assert found is not None and found["exact_match"] is True
+    assert reader.verdict_of(str(first.id)) == {**outcome, "exact_match": False}
