@@ -103,19 +103,20 @@ class Verdicts(Part):
         wanted = None if ids is None else set(ids)
         with self._read() as s:
             scope = self._gate.scope(s, viewer)
-            users = {u.id: (u.name, u.role) for u in s.scalars(select(UserRow))}
-            query = select(VerdictRow).order_by(VerdictRow.id)
+            # Who gave each verdict in the same statement (a page asks this on every key).
+            query = (select(VerdictRow, UserRow.name, UserRow.role)
+                     .outerjoin(UserRow, UserRow.id == VerdictRow.annotator_id)
+                     .order_by(VerdictRow.id))
             if wanted is not None and len(wanted) <= 500:
                 query = query.where(VerdictRow.trajectory_id.in_(sorted(wanted)))
             out = []
-            for row in s.scalars(query):
+            for row, name, role in s.execute(query):
                 if wanted is not None and row.trajectory_id not in wanted:
                     continue
                 if row.retracted_at is not None and not history:
                     continue
                 if not scope.may_see_human(row.trajectory_id, row.annotator_id):
                     continue
-                name, role = users.get(row.annotator_id or -1, (None, None))
                 out.append(_record(row, name, role))
             return out
 
