@@ -218,7 +218,8 @@ class Labels(Part):
                 .where(LabelRow.trajectory_id == trajectory_id, LIVE)
                 .order_by(LabelRow.created_at, LabelRow.id)
             ).all()
-            names = {row.annotator_id: name for row, name in rows if name is not None}
+            names = {row.annotator_id: name for row, name in rows
+                     if row.annotator_id is not None and name is not None}
             return [label_record(r, names) for r, _ in rows if _visible(scope, r, include_llm)]
 
     def retract_latest(self, trajectory_id: str, *, annotator: str) -> Label | None:
