@@ -142,18 +142,28 @@ def _log_tail(run_id: int, lines: int = 5) -> str:
         return ""
 
 
-@st.fragment(run_every=1.0)
-def live_run() -> None:
-    """The run started from this session (else the newest one), refreshed every second."""
+def _shown_run() -> PrelabelRun | None:
+    """The run started from this session, else the newest one."""
     run_id = st.session_state.get("prelabel_run_id")
     run = store.prelabels.get_run(int(run_id)) if run_id is not None else None
     if run is None:
         recent = store.prelabels.latest_runs(1)
         run = recent[0] if recent else None
+    return None if run is None else _check_alive(run)
+
+
+def _live_run() -> None:
+    """The shown run, refreshed every second while it runs (`live_run`)."""
+    run = _shown_run()
     if run is None:
         st.caption("No pre-labelling run yet.")
         return
-    run = _check_alive(run)
+    if st.session_state.get(LIVE_STATUS) == "running" and run.status != "running":
+        # Finished: one whole run of the page shows the end everywhere (the recent runs and
+        # the distribution below) and stops the refresh.
+        st.session_state[LIVE_STATUS] = run.status
+        st.rerun()
+    st.session_state[LIVE_STATUS] = run.status
     st.subheader(f"Run {run.id}: {run.labeller} ({run.model}) — {run.status}")
     proc = _workers().get(run.id)
     running_here = proc is not None and proc.poll() is None
@@ -184,7 +194,17 @@ def live_run() -> None:
             st.code(tail, language=None)
 
 
+#: The shown run's status at the panel's last refresh (a change from running ends the refresh).
+LIVE_STATUS = "prelabel_live_status"
+# The panel refreshes itself only while its run runs: a page left open on a finished run does
+# not poll the store every second, and a timer firing as the page's own run ended now and then
+# left the elements drawn below the panel undrawn (the table of recent runs never appeared).
+_running = (shown := _shown_run()) is not None and shown.status == "running"
+live_run = st.fragment(run_every=1.0 if _running else None)(_live_run)
 live_run()
+if not _running:
+    st.caption("A run started elsewhere (the command line) shows when the page is opened "
+               "again.")
 
 # -- recent runs --------------------------------------------------------------------------------
 st.subheader("Recent runs")

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +140,33 @@ def test_no_control_or_table_column_is_cut_on_the_lead_pages(
     finally:
         page.context.close()
     assert problems == {}
+
+
+def test_the_pre_label_page_is_quiet_when_no_run_is_running(
+        browser: Browser, lead_server: StreamlitServer) -> None:
+    """The live panel refreshed every second for as long as the page was open, a finished run
+    too: a store read per second per open page, and now and then the elements below it were
+    never drawn. With its run finished the page sends nothing while nobody acts."""
+    from playwright.sync_api import WebSocket
+
+    page = local_sign_in(browser, lead_server, "lee", "", {"width": 1280, "height": 800})
+    frames: list[float] = []
+
+    def listen(socket: WebSocket) -> None:
+        socket.on("framereceived", lambda _frame: frames.append(time.monotonic()))
+
+    try:
+        page.on("websocket", listen)
+        page.goto(f"{lead_server.url}/prelabel")
+        settled(page)
+        assert "done" in page.get_by_text(re.compile(r"^Run \d+: ")).first.inner_text()
+        page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").first.wait_for(
+            timeout=60_000)
+        quiet_from = time.monotonic()
+        page.wait_for_timeout(3_500)
+        assert frames and [t for t in frames if t > quiet_from] == []
+    finally:
+        page.context.close()
 
 
 @pytest.mark.parametrize(("path", "expected"), [
