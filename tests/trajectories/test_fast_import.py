@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-import trajectories.importers.detect as detect_module
+import trajectories.importers.builtin as chat_format
 from tests.support import REAL_TRAJECTORIES, require_shared
 from trajectories.demo import iter_demo_trajectories
 from trajectories.importers.chat_steps import STEP_DEFAULTS
@@ -272,7 +272,7 @@ def test_import_stores_the_same_rows_with_and_without_the_fast_path(
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in records), "utf-8")
     files.append(jsonl)
     fast = Workspace(tmp_path / "fast").import_files(files, workers=1)
-    monkeypatch.setattr(detect_module, "prepare_chat", lambda record, identity: None)
+    monkeypatch.setattr(chat_format, "prepare_chat", lambda record, identity: None)
     slow = Workspace(tmp_path / "slow").import_files(files, workers=1)
     assert fast.as_json() == slow.as_json() and fast.imported > 100
     assert _rows(Workspace(tmp_path / "fast")) == _rows(Workspace(tmp_path / "slow"))

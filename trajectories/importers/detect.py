@@ -7,17 +7,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from trajectories.importers.errors import ImportProblem
-from trajectories.importers.fast_chat import Prepared, prepare_chat
-from trajectories.importers.inspect_ai import (
-    eval_archive_samples,
-    is_eval_archive,
-    json_log_samples,
-    looks_like_inspect_log,
-    parse_inspect_sample,
+# Every format module, imported so that it registers its format (registration order is the
+# order ``--format`` lists them in). A new format: a module that calls ``registry.register``,
+# imported here.
+from trajectories.importers import (
+    builtin,  # noqa: F401
+    registry,
 )
+from trajectories.importers.errors import ImportProblem
 from trajectories.importers.json_documents import (
     DocumentText,
     document_problem,
@@ -28,17 +27,28 @@ from trajectories.importers.json_documents import (
     nests_within,
     read_document,
 )
-from trajectories.importers.lmstudio import looks_like_lmstudio, parse_lmstudio
 from trajectories.importers.mapping import Mapping, parse_mapped
-from trajectories.importers.native import parse_native
-from trajectories.importers.openai_chat import identity_from_filename, parse_openai_chat
-from trajectories.importers.results import is_results_table, results_items
+from trajectories.importers.registry import (
+    AUTO,
+    FileSniff,
+    ImportFormat,
+    Parsed,
+    ReadOptions,
+    RecordContext,
+    rejected,
+)
 from trajectories.importers.run_names import run_for_file
 from trajectories.importers.tasks import TaskFile, apply_task
 from trajectories.model import Trajectory
 
-Format = Literal["auto", "native", "openai-chat", "lmstudio", "inspect", "results"]
-FORMATS: tuple[str, ...] = ("auto", "native", "openai-chat", "lmstudio", "inspect", "results")
+
+def formats() -> tuple[str, ...]:
+    """What ``--format`` takes: ``auto`` and every registered format."""
+    return (AUTO, *registry.names())
+
+
+#: ``formats()`` once every format module above has registered.
+FORMATS = formats()
 
 
 @dataclass
@@ -162,19 +172,6 @@ def _surrogate_field(value: Any, path: str = "") -> str | None:
     return None
 
 
-def _sniff(record: Any) -> str:
-    if looks_like_inspect_log(record):
-        return "inspect"
-    if looks_like_lmstudio(record):
-        return "lmstudio"
-    if isinstance(record, dict):
-        if "messages" in record and "steps" not in record:
-            return "openai-chat"
-        if "task" in record or "steps" in record:
-            return "native"
-    return "native"
-
-
 def _first_char(path: Path) -> str:
     """Check the start of a file and return its first non-blank character ('[' or '{')."""
     try:
@@ -197,19 +194,6 @@ def _first_char(path: Path) -> str:
             raise ImportProblem(str(path), "binary file, not JSON or JSONL")
         raise ImportProblem(str(path), "not JSON or JSONL: expected '[' or '{' at the start")
     return first
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """One record's outcome: a trajectory, or a problem with the raw text kept for rejects."""
-
-    location: str
-    trajectory: Trajectory | None
-    problem: ImportProblem | None
-    raw: str
-    #: The stored document, when ``iter_file(prepare=True)`` took the fast path (then
-    #: ``trajectory`` is None: ``prepared.trajectory()`` builds it).
-    prepared: Prepared | None = None
 
 
 def iter_file(
@@ -241,24 +225,23 @@ def iter_file(
             traj = apply_task(item.trajectory, tasks, path,
                               names=[extra.get("conversation_name")])
         except ValueError as err:
-            yield _rejected(path, item.location, err, item.raw)
+            yield rejected(path, item.location, err, item.raw)
             continue
         yield Parsed(item.location, traj, None, item.raw)
 
 
 def _items(path: Path, fmt: str, *, run: str | None, model: str | None,
            mapping: Mapping | None, prepare: bool) -> Iterator[Parsed]:
-    if fmt not in FORMATS:
+    if fmt != AUTO and fmt not in registry.names():
         raise ImportProblem(str(path), f"unknown format '{fmt}' (use one of {', '.join(FORMATS)})")
-    if fmt in ("auto", "inspect") and mapping is None and is_eval_archive(path):
-        yield from _inspect_items(path, eval_archive_samples(path), run, model)
-        return
-    if fmt == "results" or (fmt == "auto" and is_results_table(path)):
-        yield from _results(path, run, model, mapping)
+    options = ReadOptions(run=run, model=model, mapping=mapping, prepare=prepare)
+    chosen = registry.get(fmt) if fmt != AUTO else None
+    whole = _file_reader(path, chosen, mapping)
+    if whole is not None:
+        yield from whole(path, options)
         return
     records = _records(path, _first_char(path))
-    identity = identity_from_filename(path, run, model)
-    detected = fmt
+    state: dict[str, Any] = {}
     for location, record, line, source in records:
         if isinstance(record, _BadJson):
             yield Parsed(location, None, ImportProblem(str(path), record.message, location),
@@ -278,72 +261,43 @@ def _items(path: Path, fmt: str, *, run: str | None, model: str | None,
                 str(path), "lone surrogate escape (e.g. \\ud800) is not valid Unicode text",
                 location, bad_text), line if line is not None else _raw(record))
             continue
-        if detected == "auto":
-            detected = _sniff(record)
-        if detected == "inspect" and mapping is None:
-            if not looks_like_inspect_log(record):
-                yield Parsed(location, None, ImportProblem(
-                    str(path), "expected an Inspect eval log (an object with 'eval' naming task "
-                    "and model, and 'samples')", location),
-                    line if line is not None else _raw(record))
+        if mapping is not None:
+            try:
+                traj = parse_mapped(record, mapping, run or _mapped_run(path, location), model)
+            except ValueError as err:
+                yield rejected(path, location, err, line if line is not None else _raw(record))
                 continue
-            yield from _inspect_items(path, json_log_samples(record), run, model)
+            yield Parsed(location, traj, None, "")
             continue
-        try:
-            if mapping is not None:
-                traj = parse_mapped(record, mapping, run or _mapped_run(path, location),
-                                    model)
-            elif detected == "lmstudio":
-                traj = parse_lmstudio(record, path=path, run=run, model=model)
-            elif detected == "openai-chat":
-                prepared = prepare_chat(record, identity) if prepare and plain else None
-                if prepared is not None:
-                    yield Parsed(location, None, None, "", prepared)
-                    continue
-                traj = parse_openai_chat(record, identity)
-            else:
-                if run or model:
-                    record = _override_run(record, run, model)
-                traj = parse_native(record)
-        except ValueError as err:
-            yield _rejected(path, location, err, line if line is not None else _raw(record))
-            continue
-        yield Parsed(location, traj, None, "")
+        if chosen is None:  # the first record decides the file's format
+            chosen = registry.record_format(record)
+        if chosen.read_record is None:
+            raise ImportProblem(str(path), f"the {chosen.name} format does not read JSON "
+                                "records one by one")
+        yield from chosen.read_record(record, RecordContext(path, location, options, line,
+                                                            plain, state))
+
+
+def _file_reader(path: Path, chosen: ImportFormat | None,
+                 mapping: Mapping | None) -> registry.FileReader | None:
+    """The reader that reads this file whole, or None when its records are read one by one:
+    the named format's file reader (for a format that reads records too, only when its file
+    detector claims the file), else under ``auto`` the first format whose detector does."""
+    if chosen is None:
+        found = registry.file_format(FileSniff(path), mapping=mapping is not None)
+        return found.read_file if found is not None else None
+    if chosen.read_file is None or (mapping is not None and not chosen.takes_mapping):
+        return None
+    if chosen.read_record is not None:
+        assert chosen.detect_file is not None  # ImportFormat refuses it otherwise
+        return chosen.read_file if chosen.detect_file(FileSniff(path)) else None
+    return chosen.read_file
 
 
 def _mapped_run(path: Path, location: str) -> str:
     """A mapped file's run: its stem, or, for a file that is one record (a conversation),
     its folder's run name (``run_names``): a folder of such files is one run."""
     return run_for_file(None, path) if location == "document" else path.stem
-
-
-def _results(path: Path, run: str | None, model: str | None,
-             mapping: Mapping | None) -> Iterator[Parsed]:
-    """A results table's rows (``trajectories.importers.results``), one ``Parsed`` each."""
-    for location, traj, problem, raw in results_items(path, run=run, model=model,
-                                                      mapping=mapping):
-        if problem is not None:
-            yield _rejected(path, location, ValueError(problem), raw)
-        else:
-            yield Parsed(location, traj, None, "")
-
-
-def _rejected(path: Path, location: str, err: ValueError, raw: str) -> Parsed:
-    """A record a parser refused; parsers say ``"field: message"``."""
-    field_name, _, message = str(err).partition(": ")
-    return Parsed(location, None, ImportProblem(str(path), message, location, field_name), raw)
-
-
-def _inspect_items(path: Path, samples: Iterator[tuple[str, dict[str, Any], Any]],
-                   run: str | None, model: str | None) -> Iterator[Parsed]:
-    """One ``Parsed`` per Inspect sample (its location is ``sample <id> epoch <n>``)."""
-    for location, header, sample in samples:
-        try:
-            traj = parse_inspect_sample(sample, header, stem=path.stem, run=run, model=model)
-        except ValueError as err:
-            yield _rejected(path, location, err, _raw(sample))
-            continue
-        yield Parsed(location, traj, None, "")
 
 
 def read_file(
@@ -371,14 +325,3 @@ def read_file(
     if parsed.format == "auto":
         parsed.format = "native"
     return parsed
-
-
-def _override_run(record: Any, run: str | None, model: str | None) -> Any:
-    if not isinstance(record, dict) or not isinstance(record.get("run"), dict):
-        return record
-    new_run = dict(record["run"])
-    if run:
-        new_run["name"] = run
-    if model:
-        new_run["model"] = model
-    return {**record, "run": new_run}
