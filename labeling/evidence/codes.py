@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from labeling import signals as sg
 from labeling.evidence.grounding import TEXT_CODE_COLS, related, words
-from labeling.evidence.parts import Divergence, RefParts, decompose
+from labeling.evidence.parts import CASE_NOTE, Divergence, RefParts, decompose
 from labeling.evidence.probes import CodeInfo, Probe
 
 
@@ -34,7 +34,17 @@ def with_lookups(
     found: list[Divergence], ref: RefParts, got: RefParts, probe: Probe, rows: list[str],
     searched: Callable[[], set[str]],
 ) -> list[Divergence]:
-    """Make code divergences concrete by looking the codes up in the dictionary tables."""
+    """Make code divergences concrete by looking the codes up in the dictionary tables. A value
+    written in another case than the reference's stays whatever the codes say."""
+    cased = [d for d in found if d.part == "codes" and d.reason.endswith(CASE_NOTE)]
+    out = _with_lookups([d for d in found if d not in cased], ref, got, probe, rows, searched)
+    return cased + out
+
+
+def _with_lookups(
+    found: list[Divergence], ref: RefParts, got: RefParts, probe: Probe, rows: list[str],
+    searched: Callable[[], set[str]],
+) -> list[Divergence]:
     ref_codes = {v for c, v in ref.codes}
     used = {v for c, v in got.codes}
     got_codes = used - ref_codes

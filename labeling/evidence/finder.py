@@ -353,7 +353,7 @@ def find_divergence(
             first = i
             break
     if unknown is not None and final_div[0].part == "codes":
-        first = next((i for i, sql in steps if i <= last_i and unknown[1] in sql.lower()
+        first = next((i for i, sql in steps if i <= last_i and unknown[1].lower() in sql.lower()
                       and (p := decompose(sql)) is not None
                       and unknown in p.filters | p.codes), first)
     if probe is not None and final_div[0].part not in ("codes", "lookup", "no_data"):

@@ -116,10 +116,11 @@ def unknown_value(ref: RefParts, got: RefParts, probe: Probe) -> tuple[str, str]
         for table in sorted(ref.tables & got.tables):
             if not re.fullmatch(r"[a-z_][a-z0-9_]*", table):
                 continue
-            there = probe.run(_holds(table, col, wanted[0]))
+            exact = (col, value) in got.filters  # codes are kept folded, filters as written
+            there = probe.run(_holds(table, col, wanted[0], (col, wanted[0]) in ref.filters))
             if there is None or not there.rows:
                 continue  # no such column there, or the reference's value is not there either
-            absent = probe.run(_holds(table, col, value))
+            absent = probe.run(_holds(table, col, value, exact))
             if absent is not None and not absent.rows:
                 return col, value
     return None
@@ -136,7 +137,9 @@ def _term(value: str) -> bool:
             and not _RE_NUMBERISH.match(value))
 
 
-def _holds(table: str, col: str, value: str) -> str:
-    # Parsed literals are lower-cased, and a database may store 'PO' or 'po': compare folded.
+def _holds(table: str, col: str, value: str, exact: bool) -> str:
+    # A filter's literal keeps its case and is compared as the query compares it (`=` is exact);
+    # a code is kept folded, and a database may store 'PO' or 'po': compared folded.
     quoted = "'" + value.replace("'", "''") + "'"
-    return f"SELECT 1 FROM {table} WHERE LOWER(CAST({col} AS VARCHAR)) = {quoted} LIMIT 1"
+    column = f"CAST({col} AS VARCHAR)" if exact else f"LOWER(CAST({col} AS VARCHAR))"
+    return f"SELECT 1 FROM {table} WHERE {column} = {quoted} LIMIT 1"

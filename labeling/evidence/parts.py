@@ -10,6 +10,7 @@ aggregation, ordering/limit and output columns. Text that does not parse has no 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -19,11 +20,14 @@ from sqlglot import exp
 from labeling import signals as sg
 from trajectories.sql import parse_sql, tables_in_sql
 
-__all__ = ["Divergence", "RefParts", "compare", "decompose", "row_id_reason"]
+__all__ = ["CASE_NOTE", "Divergence", "RefParts", "compare", "decompose", "row_id_reason"]
 
 _CODE_COLS = frozenset({"icd_code", "itemid", "icd9_code", "icd10_code", "drug", "ndc", "label"})
 _RE_TIME = re.compile(r"^\d{4}-\d{2}(-\d{2})?( \d{2}:\d{2}(:\d{2})?)?$")
 _DICT_PREFIX = "d_"
+#: The end of a case-only divergence's reason (the code look-ups keep such a divergence: it is
+#: about the spelling of a value, which no dictionary look-up of codes can confirm or undo).
+CASE_NOTE = ": values compare exactly, case included"
 _RANKING = (exp.DenseRank, exp.Rank, exp.RowNumber)
 # Dictionary columns that name a concept: `long_title = 'x'` in a d_* table is a look-up like LIKE.
 _TITLE_COLS = frozenset({"long_title", "label", "short_title"})
@@ -102,8 +106,14 @@ def _literal_pairs(nodes: list[exp.Expr]) -> list[tuple[str, str]]:
             continue  # x = (SELECT ...): likewise; the inner literal is not a value of x
         col = node.find(exp.Column)
         name = col.name.lower() if col is not None else ""
+        # `=`, IN and the bounds compare values exactly (`gender = 'F'` finds nothing where the
+        # database writes 'f'), so their literals keep their case; LIKE folds case in SQLite,
+        # the benchmark's engine, so a pattern is compared folded.
+        pattern = isinstance(node, exp.Like)
         for lit in node.find_all(exp.Literal):
-            text = str(lit.this).strip().lower()
+            text = str(lit.this).strip()
+            if pattern:
+                text = text.lower()
             if isinstance(lit.parent, exp.Func) and not _RE_TIME.match(text):
                 continue  # a function's modifier ('start of year', '%Y-%m'), not a compared value
             out.append((name, text))
@@ -138,7 +148,9 @@ def decompose(sql: str | None) -> RefParts | None:
         table = qualified or (first.name.lower() if first is not None else "")
         pattern = like.find(exp.Literal)
         if table.startswith(_DICT_PREFIX) and pattern:
-            lookups.add((table, str(pattern.this).lower()))
+            # An exact title (`label = 'Hemoglobin'`) finds only that spelling; a LIKE folds case.
+            text = str(pattern.this)
+            lookups.add((table, text if isinstance(like, exp.EQ) else text.lower()))
     codes: set[tuple[str, str]] = set()
     filters: set[tuple[str, str]] = set()
     times: set[str] = set()
@@ -151,7 +163,8 @@ def decompose(sql: str | None) -> RefParts | None:
         if _RE_TIME.match(lit):
             times.add(lit[:7])
         elif col in _CODE_COLS:
-            codes.add((col, lit))
+            # Codes are looked up in the dictionaries in each spelling a database uses.
+            codes.add((col, lit.lower()))
         elif col:
             filters.add((col, lit))
     group_by = frozenset(
@@ -234,6 +247,18 @@ def row_id_reason(column: str, table: str) -> str:
 
 def _fmt(pairs: frozenset[tuple[str, str]] | set[tuple[str, str]]) -> str:
     return ", ".join(f"{c} {v}" for c, v in sorted(pairs)[:3])
+
+
+def _case_only(missing: Iterable[tuple[str, str]], have: frozenset[tuple[str, str]]
+               ) -> list[tuple[tuple[str, str], str]]:
+    """((column, the reference's value), the query's value) where the two differ in case only."""
+    out: list[tuple[tuple[str, str], str]] = []
+    for col, want in sorted(missing):
+        other = next((v for c, v in sorted(have) if c == col and v != want
+                      and v.lower() == want.lower()), None)
+        if other is not None:
+            out.append(((col, want), other))
+    return out
 
 
 def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
@@ -363,6 +388,15 @@ def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
             )
         )
     miss_filters = ref.filters - got.filters
+    cased = _case_only(miss_filters, got.filters) + _case_only(ref.lookups - got.lookups,
+                                                               got.lookups)
+    if cased:
+        # The same word in another case is another value to the database: the term was not
+        # written as the database holds it (a grounding error, not another criterion).
+        (col, want), have = cased[0]
+        out.insert(0, Divergence("codes", f"{col} {have!r} where the reference has {want!r}"
+                                          + CASE_NOTE, sg.CODE_LOOKUP, 0.7))
+        miss_filters = {f for f in miss_filters if f not in {c for c, _ in cased}}
     if miss_filters and not miss_codes and len(miss_filters) <= 3 and not any(
         d.part == "filters" for d in out
     ):

@@ -81,10 +81,10 @@ def test_a_value_the_database_does_not_hold_is_a_lookup_error(ehr: Path) -> None
     ev = find_divergence(traj(steps, None, ref=limited, gold=[["2100-01-02"]]), ehr)
     # Ahead of the missing LIMIT: the value is why the rows differ.
     assert ev.part == "codes" and ev.category == CODE_LOOKUP
-    assert "route = 'inhalation' matches no row" in ev.reason and "'ih'" in ev.reason
+    assert "route = 'inhalation' matches no row" in ev.reason and "'IH'" in ev.reason
     assert ev.step == 1  # the first query that used the value
     # Another value the database does hold is a different reading, not a grounding failure.
-    other = ROUTE_REF.replace("'IH'", "'iv'")
+    other = ROUTE_REF.replace("'IH'", "'IV'")
     ev = find_divergence(traj([sql(other, "[('2100-01-03',)]")], [["2100-01-03"]], ref=limited,
                               gold=[["2100-01-02"]]), ehr)
     assert "matches no row" not in ev.reason
