@@ -175,6 +175,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Comma-separated host names of the team's own servers; like localhost and private "
             "IP addresses, they need no acknowledgement to receive trajectories "
             "(docs/privacy.md)."),
+    Setting("openai_trust_private", "FAILLAB_OPENAI_TRUST_PRIVATE", True,
+            "Private, link-local and shared IP addresses (and names that resolve only to them) "
+            "count as the team's own machines; off, only loopback and the listed host names do "
+            "(docs/privacy.md)."),
     Setting("openai_price_per_mtok", "FAILLAB_OPENAI_PRICE_PER_MTOK", "",
             "INPUT,OUTPUT prices in USD per 1M tokens for the cost estimate of that server; "
             "empty means no per-token price (your own server)."),
@@ -251,6 +255,7 @@ class Settings:
     openai_response_format: str
     openai_timeout_s: float
     openai_own_hosts: str
+    openai_trust_private: bool
     openai_price_per_mtok: str
 
     @classmethod

@@ -72,7 +72,7 @@ def test_a_local_server_is_named_and_needs_no_acknowledgement(
 
 def test_a_remote_server_warns_and_waits_for_the_acknowledgement(
         ws_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAILLAB_OPENAI_BASE_URL", "https://res.openai.azure.com/openai/v1/")
+    monkeypatch.setenv("FAILLAB_OPENAI_BASE_URL", "https://res.example.com/openai/v1/")
     monkeypatch.setenv("FAILLAB_OPENAI_MODEL", "gpt-4o-mini")
     at = lead_page()
     warning = texts(at.warning)

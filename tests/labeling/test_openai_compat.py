@@ -360,7 +360,9 @@ def test_a_malformed_answer_is_asked_once_more_then_recorded_as_a_failure() -> N
     "http://[::ffff:192.168.0.1]/v1",
 ])
 def test_own_addresses(url: str) -> None:
-    assert is_own_address(url)
+    # Names are resolved by the injected resolver: localhost names to loopback, as /etc/hosts
+    # (or systemd-resolved) answers them.
+    assert is_own_address(url, resolve=lambda host: ["127.0.0.1", "::1"])
 
 
 @pytest.mark.parametrize("url", [
@@ -369,11 +371,11 @@ def test_own_addresses(url: str) -> None:
     "http://0.0.0.0/v1", "", "not a url", "http://[::]/v1",
 ])
 def test_other_addresses(url: str) -> None:
-    assert not is_own_address(url)
+    assert not is_own_address(url, resolve=lambda host: ["20.1.2.3"])  # a public address
 
 
 def test_listed_host_names_count_as_own() -> None:
-    assert not is_own_address("http://gpu01.lab.example.org:8000/v1")
+    assert not is_own_address("http://gpu01.lab.example.org:8000/v1", resolve=lambda h: [])
     assert is_own_address("http://GPU01.lab.example.org:8000/v1", ("gpu01.lab.example.org",))
 
 
