@@ -321,12 +321,14 @@ def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int) -> dict
     except SandboxError as err:
         return {"error": str(err)}
     return {"columns": result.columns, "rows": result.json_rows(),
-            "truncated": result.truncated, "elapsed_ms": result.elapsed_ms}
+            "truncated": result.truncated, "elapsed_ms": result.elapsed_ms,
+            "ran_at": result.ran_at}
 
 
 def rerun_sql(ehr_path: Path, sql: str) -> dict[str, object]:
     """Run ``sql`` read-only against the EHR file, with the settings' time limit and row cap:
-    ``{"error": ...}`` or ``{"columns", "rows", "truncated", "elapsed_ms"}``."""
+    ``{"error": ...}`` or ``{"columns", "rows", "truncated", "elapsed_ms", "ran_at"}`` (the
+    benchmark's time a query that reads the clock ran at, else None)."""
     settings = get_settings()
     key = ehr_key(ehr_path)
     assert key is not None

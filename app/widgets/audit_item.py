@@ -105,7 +105,8 @@ def render_item(ctx: ItemContext, key: str, *, evidence_expanded: bool = True) -
         elif ctx.result is not None:
             r = ctx.result
             st.caption(f"{len(r.rows)} row(s) in {r.elapsed_ms:.0f} ms"
-                       + (" (truncated at the row cap)" if r.truncated else ""))
+                       + (" (truncated at the row cap)" if r.truncated else "")
+                       + (f"; ran at {r.ran_at}, the benchmark's clock" if r.ran_at else ""))
             _table(r, key=f"audit_result_{key}")
         else:
             st.error("The reference SQL did not run: " + escape_markdown(str(ctx.result_error)))

@@ -52,7 +52,9 @@ def _show_result(outcome: dict[str, Any] | None, ehr: Path, key: str, what: str)
     assert isinstance(rows, list)
     st.caption(f"Re-run against {ehr.name}{escape_markdown(what)}: "
                f"{len(rows)} row(s) in {float(outcome['elapsed_ms']):.0f} ms"
-               + (" (truncated)" if outcome["truncated"] else ""))
+               + (" (truncated)" if outcome["truncated"] else "")
+               + (f"; ran at {outcome['ran_at']}, the benchmark's clock"
+                  if outcome.get("ran_at") else ""))
     st.dataframe(pd.DataFrame(rows, columns=outcome["columns"]), hide_index=True,
                  height=min(38 + 35 * len(rows), 300), key=f"rerun_df_{key}")
 

@@ -4,8 +4,9 @@ Agent SQL comes from LLM trajectories and is treated as hostile. Layers of defen
 statement guard (:mod:`.guard`), one locked-down module per engine (:mod:`.engine_duckdb`,
 :mod:`.engine_sqlite`), a watchdog that stops long queries (:mod:`.watchdog`), and a worker
 process that takes memory bombs and hard kills away from the caller (:mod:`.isolation`).
-Results and errors are in :mod:`.result`, cell encoding in :mod:`.cells`, schema listing in
-:mod:`.introspection` and the one SQL table extractor in :mod:`.tables`.
+The benchmark's clock (what "now" is) is in :mod:`.clock`. Results and errors are in
+:mod:`.result`, cell encoding in :mod:`.cells`, schema listing in :mod:`.introspection` and the
+one SQL table extractor in :mod:`.tables`.
 
 Import from here: the names below are the package's public surface.
 """
@@ -13,6 +14,12 @@ Import from here: the names below are the package's public surface.
 from __future__ import annotations
 
 from trajectories.sql.cells import cell_text, json_cell
+from trajectories.sql.clock import (
+    BENCHMARK_NOW,
+    at_reference_time,
+    reads_clock,
+    reference_time_of,
+)
 from trajectories.sql.introspection import describe_tables
 from trajectories.sql.isolation import (
     DEFAULT_MEMORY_LIMIT_BYTES,
@@ -33,6 +40,7 @@ from trajectories.sql.run import ReadonlySession, detect_engine, open_readonly, 
 from trajectories.sql.tables import parse_sql, tables_in_sql
 
 __all__ = [
+    "BENCHMARK_NOW",
     "DEFAULT_MEMORY_LIMIT_BYTES",
     "MEMORY_MESSAGE",
     "IsolatedSandbox",
@@ -43,12 +51,15 @@ __all__ = [
     "ReadonlySession",
     "SandboxError",
     "WorkerRestarted",
+    "at_reference_time",
     "cell_text",
     "describe_tables",
     "detect_engine",
     "json_cell",
     "open_readonly",
     "parse_sql",
+    "reads_clock",
+    "reference_time_of",
     "run_isolated",
     "run_readonly",
     "shutdown",

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import pickle
 import queue
@@ -52,6 +53,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from trajectories.sql.clock import at_reference_time
 from trajectories.sql.guard import check_db_path, check_sql_text
 from trajectories.sql.isolation_worker import (
     ACK,
@@ -104,15 +106,18 @@ def run_isolated(
     timeout_s: float = 5.0,
     row_cap: int = 1000,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+    now: str | None = None,
 ) -> QueryResult:
-    """``run_readonly`` in a worker process: same result, same exceptions, one-line messages.
+    """``run_readonly`` in a worker process: same result, same exceptions, one-line messages
+    (and the same clock: ``now``, default the benchmark's).
 
     Whatever the query does, this returns or raises within about ``timeout_s + GRACE_S``
     seconds (plus the worker's start-up on first use) and the calling process's memory is not
     touched beyond the (row-capped) result.
     """
     return _default_sandbox().run(
-        db_path, sql, timeout_s=timeout_s, row_cap=row_cap, memory_limit_bytes=memory_limit_bytes
+        db_path, sql, timeout_s=timeout_s, row_cap=row_cap,
+        memory_limit_bytes=memory_limit_bytes, now=now,
     )
 
 
@@ -169,10 +174,12 @@ class IsolatedSandbox:
         timeout_s: float = 5.0,
         row_cap: int = 1000,
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+        now: str | None = None,
     ) -> QueryResult:
-        # The cheap checks run here, so a missing file or empty SQL starts no worker.
+        # The cheap checks run here, so a missing file or empty SQL starts no worker. The clock
+        # is set here too: the worker gets SQL that reads no clock any more.
         path = check_db_path(db_path)
-        check_sql_text(sql)
+        sql, ran_at = at_reference_time(check_sql_text(sql), now)
         request = (
             os.path.abspath(path),  # the worker's working directory is ours, but be explicit
             sql,
@@ -191,7 +198,8 @@ class IsolatedSandbox:
             )
         finally:
             self._idle.put(worker)
-        return decode_reply(reply)
+        result = decode_reply(reply)
+        return dataclasses.replace(result, ran_at=ran_at) if ran_at else result
 
     def worker_pids(self) -> list[int]:
         """Process ids of the running workers (for tests and diagnostics)."""

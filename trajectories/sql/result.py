@@ -63,6 +63,9 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     truncated: bool
     elapsed_ms: float
+    #: The reference time the query's clock read (``trajectories.sql.clock``); None when the
+    #: query reads no clock.
+    ran_at: str | None = None
 
     @classmethod
     def from_fetch(cls, columns: list[str], fetched: Sequence[Sequence[Any]], row_cap: int,
@@ -83,6 +86,7 @@ class QueryResult:
             "rows": self.json_rows(),
             "truncated": self.truncated,
             "elapsed_ms": self.elapsed_ms,
+            **({"ran_at": self.ran_at} if self.ran_at else {}),
         }
 
     def to_json(self) -> str:
@@ -110,6 +114,8 @@ class QueryResult:
             footer += f"; stopped at the row cap of {n}, more rows exist"
         if len(shown) < n:
             footer += f"; showing the first {len(shown)}"
+        if self.ran_at:
+            footer += f"; ran at {self.ran_at}, the benchmark's clock"
         lines.append(footer + ")")
         return "\n".join(line.rstrip() for line in lines)
 

@@ -12,6 +12,7 @@ interrupted inside the engine or while Python converts it; memory is bounded onl
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import duckdb
 
+from trajectories.sql.clock import at_reference_time
 from trajectories.sql.engine_duckdb import duckdb_connect, run_duckdb, run_on_duckdb
 from trajectories.sql.engine_sqlite import run_on_sqlite, run_sqlite, sqlite_connect
 from trajectories.sql.guard import check_db_path, check_sql_text
@@ -38,19 +40,23 @@ def detect_engine(db_path: Path) -> str:
 
 
 def run_readonly(
-    db_path: Path, sql: str, *, timeout_s: float = 5.0, row_cap: int = 1000
+    db_path: Path, sql: str, *, timeout_s: float = 5.0, row_cap: int = 1000,
+    now: str | None = None,
 ) -> QueryResult:
-    """Run one read-only SELECT and return at most ``row_cap`` rows.
+    """Run one read-only SELECT and return at most ``row_cap`` rows. A query that reads the
+    clock runs at ``now`` (default: the benchmark's clock, ``trajectories.sql.clock``).
 
     Raises ``QueryRefused`` (not run), ``QueryTimeout`` (stopped) or ``QueryFailed`` (the
     database's own error). All three carry a one-line message.
     """
     path = check_db_path(db_path)
-    check_sql_text(sql)
+    sql, ran_at = at_reference_time(check_sql_text(sql), now)
     row_cap = max(int(row_cap), 0)
     if detect_engine(path) == "sqlite":
-        return run_sqlite(path, sql, timeout_s=timeout_s, row_cap=row_cap)
-    return run_duckdb(path, sql, timeout_s=timeout_s, row_cap=row_cap)
+        result = run_sqlite(path, sql, timeout_s=timeout_s, row_cap=row_cap)
+    else:
+        result = run_duckdb(path, sql, timeout_s=timeout_s, row_cap=row_cap)
+    return dataclasses.replace(result, ran_at=ran_at) if ran_at else result
 
 
 class ReadonlySession:
@@ -66,14 +72,17 @@ class ReadonlySession:
         self._con = con
         self._thread = threading.get_ident()
 
-    def run(self, sql: str, *, timeout_s: float = 5.0, row_cap: int = 1000) -> QueryResult:
+    def run(self, sql: str, *, timeout_s: float = 5.0, row_cap: int = 1000,
+            now: str | None = None) -> QueryResult:
         if threading.get_ident() != self._thread:
             raise QueryFailed("a sandbox session is used by the thread that opened it only")
-        check_sql_text(sql)
+        sql, ran_at = at_reference_time(check_sql_text(sql), now)
         row_cap = max(int(row_cap), 0)
         if isinstance(self._con, sqlite3.Connection):
-            return run_on_sqlite(self._con, sql, timeout_s=timeout_s, row_cap=row_cap)
-        return run_on_duckdb(self._con, sql, timeout_s=timeout_s, row_cap=row_cap)
+            result = run_on_sqlite(self._con, sql, timeout_s=timeout_s, row_cap=row_cap)
+        else:
+            result = run_on_duckdb(self._con, sql, timeout_s=timeout_s, row_cap=row_cap)
+        return dataclasses.replace(result, ran_at=ran_at) if ran_at else result
 
 
 @contextmanager
