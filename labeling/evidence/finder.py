@@ -36,6 +36,7 @@ from typing import Any
 
 from labeling import signals as sg
 from labeling.evidence.codes import earlier_wrong_code, with_lookups
+from labeling.evidence.commit import diverging_values, first_writing, left_answer, reported_steps
 from labeling.evidence.grounding import searched, ungrounded_search, unknown_value, value_reason
 from labeling.evidence.parts import (
     Divergence,
@@ -277,7 +278,12 @@ def find_divergence(
         return _evidence(trajectory, scoped[0], [scoped[1]], rows, executed)
     seen = _answer_step(trajectory, steps, probe, reference)
     if seen is not None:
-        return _evidence(trajectory, seen[0], [seen[1]], rows, executed)
+        if not seen[1].reason.startswith("answer correct in step"):
+            return _evidence(trajectory, seen[0], [seen[1]], rows, executed)
+        # The step that held the answer did nothing wrong: the fault is where it was left.
+        left = left_answer(trajectory, steps, seen[0])
+        return _evidence(trajectory, left, [seen[1]], rows, executed,
+                         seen[0] if left != seen[0] else None)
 
     ref = decompose(ref_sql)
     if ref is None:
@@ -341,6 +347,7 @@ def find_divergence(
     # action that leaves the answer's path).
     kinds = {d.part for d in final_div if not _absent(d)}
     first = last_i
+    sql_at = dict(steps)
     for i, sql in steps:
         if i >= last_i or not kinds:
             break
@@ -352,6 +359,19 @@ def find_divergence(
         ):
             first = i
             break
+    if _absent(final_div[0]) and first == last_i:
+        # Only missing: the agent committed to its absence in the first query it answered
+        # from, when that query already lacked it.
+        missing = {final_div[0].part}
+        first = next((i for i in reported_steps(trajectory, steps) if i < last_i
+                      and _mentions(sql_at[i], ref.tables)
+                      and (p := decompose(sql_at[i])) is not None and _reads_events(p)
+                      and any(d.part in missing and _absent(d) for d in compare(ref, p))),
+                     last_i)
+    elif final_div[0].part in ("codes", "lookup") and unknown is None:
+        # A wrong value is committed to where it is first written, on whatever table.
+        written = first_writing(steps, diverging_values(ref, last), first)
+        first = first if written is None else written
     if unknown is not None and final_div[0].part == "codes":
         first = next((i for i, sql in steps if i <= last_i and unknown[1].lower() in sql.lower()
                       and (p := decompose(sql)) is not None

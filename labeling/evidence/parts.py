@@ -396,7 +396,7 @@ def compare(ref: RefParts, got: RefParts) -> list[Divergence]:
         (col, want), have = cased[0]
         out.insert(0, Divergence("codes", f"{col} {have!r} where the reference has {want!r}"
                                           + CASE_NOTE, sg.CODE_LOOKUP, 0.7))
-        miss_filters = {f for f in miss_filters if f not in {c for c, _ in cased}}
+        miss_filters = frozenset(f for f in miss_filters if f not in {c for c, _ in cased})
     if miss_filters and not miss_codes and len(miss_filters) <= 3 and not any(
         d.part == "filters" for d in out
     ):

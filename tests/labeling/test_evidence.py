@@ -92,7 +92,7 @@ def test_answer_seen_then_changed_is_answer_format() -> None:
     t2 = t.model_copy(update={"final_answer": "around five"})
     ev = find_divergence(t2)
     assert ev.category == ANSWER_FORMAT
-    assert ev.step == 0
+    assert ev.step == 1  # step 0 held the answer; the message that gave another one left it
     assert "answer correct in step 0" in ev.reason
 
 
@@ -265,7 +265,8 @@ def test_executed_answer_step_needs_the_same_rows_not_a_mention(icd_db: Path) ->
     assert find_divergence(t, icd_db).part != "answer"  # executed: it is not the answer
     right = traj([sql(ref, "2")], "two admissions", ref=ref, gold=[[2]])
     ev = find_divergence(right, icd_db)
-    assert ev.part == "answer" and ev.step == 0 and ev.category == ANSWER_FORMAT
+    # Step 0 held the answer; the final message (step 1) is where it was lost.
+    assert ev.part == "answer" and ev.step == 1 and ev.category == ANSWER_FORMAT
 
 
 def test_hostile_agent_sql_is_no_evidence_and_changes_nothing(icd_db: Path) -> None:

@@ -11,6 +11,7 @@ from labeling.evidence import find_divergence
 from labeling.signals import CODE_LOOKUP
 from tests.labeling.support import sqlite_ehr
 from tests.labeling.test_evidence import sql, traj
+from trajectories.model import Step, StepKind
 
 GENDER_REF = "SELECT COUNT(*) FROM patients WHERE gender = 'f' AND anchor_age > 60"
 
@@ -38,3 +39,45 @@ def test_a_literal_in_another_case_is_a_divergence(patients: Path) -> None:
     like = find_divergence(traj([sql(like_ref.replace("Hemoglobin", "hemoglobin"))], 3,
                                 ref=like_ref, gold=[[2]]))
     assert "where the reference has" not in like.reason
+
+
+DRAIN_REF = ("SELECT COUNT(*) FROM microbiologyevents m WHERE m.subject_id = 1 "
+             "AND strftime('%Y-%m', m.charttime) = '2100-12'")
+
+
+def message(text: str, role: str = "assistant") -> Step:
+    return Step(kind=StepKind.MESSAGE, role=role, content=text)
+
+
+def test_a_missing_part_is_placed_at_the_first_query_answered_from() -> None:
+    no_window = "SELECT COUNT(*) FROM microbiologyevents m WHERE m.subject_id = 1"
+    steps = [sql("SELECT * FROM microbiologyevents LIMIT 1", "[...]"),
+             sql(no_window, "[(7,)]"), message("There were 7 tests."),
+             message("Are you sure?", role="user"),
+             sql(no_window + " AND m.spec_type_desc IS NOT NULL", "[(7,)]")]
+    ev = find_divergence(traj(steps, 7, ref=DRAIN_REF, gold=[[3]]))
+    assert ev.part == "times" and "missing" in ev.reason
+    # Step 1 is the query the agent answered from, and it already lacked the window (the last
+    # query, step 4, lacks it too; the first exploring query does not count).
+    assert ev.step == 1
+
+
+def test_a_wrong_value_is_placed_where_it_is_first_written() -> None:
+    ref = ("SELECT charttime FROM procedures_icd WHERE icd_code IN (SELECT icd_code FROM "
+           "d_icd_procedures WHERE long_title LIKE '%resection%') AND subject_id = 1")
+    steps = [sql("SELECT long_title FROM procedures_icd WHERE long_title LIKE '%resection%'",
+                 "no such column: long_title", error=True),
+             sql("SELECT * FROM patients WHERE subject_id = 1", "[(1,)]"),
+             sql("SELECT charttime FROM procedures_icd WHERE icd_code LIKE '%resection%' "
+                 "AND subject_id = 1", "[]")]
+    ev = find_divergence(traj(steps, "none", ref=ref, gold=[["2100-01-01"]]))
+    assert ev.part == "lookup"
+    assert ev.step == 0  # it failed, but it is where the agent committed to the value
+
+
+def test_an_answer_held_and_then_replaced_is_left_at_the_replacing_query() -> None:
+    steps = [sql(DRAIN_REF, "[(3,)]"), message("3 tests."), message("All?", role="user"),
+             sql("SELECT COUNT(*) FROM microbiologyevents", "[(40,)]"), message("40 tests.")]
+    ev = find_divergence(traj(steps, "40", ref=DRAIN_REF, gold=[[3]]))
+    assert ev.part == "answer" and "answer correct in step 0" in ev.reason
+    assert ev.step == 3
