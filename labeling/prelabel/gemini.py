@@ -18,6 +18,7 @@ Privacy: read ``privacy_notice`` before sending MIMIC-derived text anywhere.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -291,6 +292,11 @@ def transient_error(e: BaseException, timeout_s: float) -> TransientError:
     )
 
 
+def request_deadline_error(timeout_s: float) -> TransientError:
+    """A request that did not end within its total deadline (connect, headers and body)."""
+    return TransientError(f"no complete answer within {timeout_s:g}s", kind="timeout")
+
+
 def response_text(response: types.GenerateContentResponse) -> tuple[str, Usage, str | None]:
     """(answer text, usage, finish reason) of one answer, or ``InvalidAnswerError`` when the
     prompt or the answer was blocked or nothing came back."""
@@ -389,9 +395,14 @@ class GeminiLabeller:
         prompt = build_prompt(trajectory, taxonomy, token_budget=self.token_budget)
         _, config = self._schema_and_config(taxonomy)
         try:
-            response = await self._client.aio.models.generate_content(
-                model=self.model, contents=prompt.text, config=config
-            )
+            # The SDK's timeout bounds each read; a server dripping bytes never trips it, so
+            # the request as a whole ends here.
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.aio.models.generate_content(
+                    model=self.model, contents=prompt.text, config=config
+                )
+        except TimeoutError as e:
+            raise request_deadline_error(self.timeout_s) from e
         except genai_errors.APIError as e:
             raise self._classify_api_error(e) from e
         except _TRANSIENT_EXC as e:
@@ -453,9 +464,12 @@ class GeminiJsonClient:
 
     async def complete(self, prompt: str, schema: AnswerSchema) -> tuple[dict[str, Any], Usage]:
         try:
-            response = await self._client.aio.models.generate_content(
-                model=self.model, contents=prompt, config=_json_config(wire_schema(schema))
-            )
+            async with asyncio.timeout(self.timeout_s):  # a total deadline, as alabel's
+                response = await self._client.aio.models.generate_content(
+                    model=self.model, contents=prompt, config=_json_config(wire_schema(schema))
+                )
+        except TimeoutError as e:
+            raise request_deadline_error(self.timeout_s) from e
         except genai_errors.APIError as e:
             raise classify_api_error(e, vertexai=self.vertexai, model=self.model) from e
         except _TRANSIENT_EXC as e:

@@ -181,12 +181,20 @@ class OpenAICompatClient:
         if response_format is not None:
             extra["response_format"] = response_format
         try:
-            response = await self._client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "user", "content": prompt}],
-                temperature=0.0,
-                **extra,
-            )
+            # The SDK's timeout bounds each read, and a server that sends a byte now and then
+            # never trips it: the request as a whole (connect, headers, body) ends here.
+            async with asyncio.timeout(self.endpoint.timeout_s):
+                response = await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=[{"role": "user", "content": prompt}],
+                    temperature=0.0,
+                    **extra,
+                )
+        except TimeoutError as e:
+            raise TransientError(
+                f"no complete answer within {self.endpoint.timeout_s:g}s from "
+                f"{self.endpoint.base_url}", kind="timeout",
+            ) from e
         except openai.APIStatusError as e:
             if (not self._fixed and mode != "text" and e.status_code in (400, 422)
                     and _FORMAT_REFUSAL.search(_error_message(e))):

@@ -26,7 +26,13 @@ from labeling.prelabel.base import PrelabelKey, PrelabelRecord, PrelabelStore, R
 from labeling.prelabel.errors import FatalError, LabellerError, PrelabelRunAborted
 from labeling.prelabel.pricing import estimate_cost_usd, labeller_prices
 from labeling.prelabel.protocol import Labeller
-from labeling.prelabel.retry import Attempts, RetryPolicy, call_with_retries
+from labeling.prelabel.retry import (
+    DEFAULT_ITEM_DEADLINE_S,
+    Attempts,
+    Deadline,
+    RetryPolicy,
+    call_with_retries,
+)
 from trajectories.model import Trajectory
 
 if TYPE_CHECKING:
@@ -63,6 +69,7 @@ async def _label_one(
     policy: RetryPolicy,
     sleep: Callable[[float], Awaitable[object]],
     stop: asyncio.Event,
+    run_deadline: Deadline,
 ) -> _Outcome:
     tried = Attempts()
     error: str
@@ -70,7 +77,8 @@ async def _label_one(
     try:
         if labeller.remote:
             result = await call_with_retries(
-                lambda: labeller.alabel(t, taxonomy), policy, tried, sleep=sleep, stop=stop
+                lambda: labeller.alabel(t, taxonomy), policy, tried, sleep=sleep, stop=stop,
+                run_deadline=run_deadline,
             )
         else:
             # Local rules are deterministic: a retry would repeat the same answer.
@@ -104,6 +112,8 @@ async def run_prelabels(
     max_invalid_attempts: int = 2,
     base_delay_s: float = 1.0,
     max_delay_s: float = 60.0,
+    item_deadline_s: float | None = DEFAULT_ITEM_DEADLINE_S,
+    run_deadline_s: float | None = None,
     limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -111,12 +121,17 @@ async def run_prelabels(
     """Pre-label ``trajectories`` into ``store``; returns counts, calls, tokens and cost.
 
     ``limit`` caps how many trajectories are sent to the labeller in this run (cached ones do not
-    count), so a trial run spends a known amount. ``progress(done, total)`` is called with the
+    count), so a trial run spends a known amount. ``item_deadline_s`` bounds every call and
+    pause for one item, ``run_deadline_s`` every item of the run (``retry.py``; None: no
+    limit). ``progress(done, total)`` is called with the
     cached items already counted as done. Raises ``PrelabelRunAborted`` only for a fatal error
     that dooms every call (after saving everything received)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    policy = RetryPolicy(max_attempts, max_invalid_attempts, base_delay_s, max_delay_s)
+    policy = RetryPolicy(max_attempts, max_invalid_attempts, base_delay_s, max_delay_s,
+                         item_deadline_s=item_deadline_s, run_deadline_s=run_deadline_s)
+    # Started before the cache is read: the run's deadline covers the whole run.
+    run_deadline = Deadline(run_deadline_s)
 
     stats = RunStats()
     # The cache is checked up front, in this task, before any call: store implementations
@@ -165,7 +180,8 @@ async def run_prelabels(
         async with sem:
             if stop.is_set():
                 return  # not attempted: stays unlabelled, a later run will try it
-            outcome = await _label_one(t, key, labeller, taxonomy, policy, sleep, stop)
+            outcome = await _label_one(t, key, labeller, taxonomy, policy, sleep, stop,
+                                       run_deadline)
         # Saved here, as each item completes, not at the end of the run.
         finish(outcome)
         if outcome.abort is not None and abort is None:

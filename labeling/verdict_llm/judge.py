@@ -16,7 +16,7 @@ from labeling.prelabel.errors import FatalError, LabellerError
 from labeling.prelabel.pricing import estimate_cost_usd, labeller_prices
 from labeling.prelabel.privacy import Destination, require_destination_consent
 from labeling.prelabel.protocol import Usage
-from labeling.prelabel.retry import Attempts, RetryPolicy, call_with_retries
+from labeling.prelabel.retry import Attempts, Deadline, RetryPolicy, call_with_retries
 from labeling.verdict_llm.cache import MemoryVerdictCache, VerdictCache
 from labeling.verdict_llm.prompt import JUDGE_PROMPT_VERSION, build_judge_prompt
 from labeling.verdict_llm.records import (
@@ -148,6 +148,7 @@ class LLMJudge:
         sem = asyncio.Semaphore(self._concurrency)
         stop = asyncio.Event()
         abort: FatalError | None = None
+        run_deadline = Deadline(self._policy.run_deadline_s)
 
         async def one(key: str, item: JudgeItem) -> None:
             nonlocal abort
@@ -159,7 +160,7 @@ class LLMJudge:
                 try:
                     data = await call_with_retries(
                         lambda: client.complete(prompt, VERDICT_SCHEMA), self._policy, tried,
-                        sleep=self._sleep, stop=stop,
+                        sleep=self._sleep, stop=stop, run_deadline=run_deadline,
                     )
                 except LabellerError as e:
                     error = f"{e.kind}: {e.message}"
