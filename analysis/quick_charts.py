@@ -315,6 +315,19 @@ def taxonomy_chart(table: pd.DataFrame, note: str = "") -> str:
                      note=note, scale_max=1.0)
 
 
+def taxonomy_corrected_chart(table: pd.DataFrame, note: str = "") -> str:
+    """The corrected shares (analysis.corrected) as the taxonomy chart draws shares; an
+    unknown share (machine labels nobody checked) shows as unknown, not as 0."""
+    groups = [
+        (str(category), [Bar(str(r["model"]), _number(r["share"]), _share_text(r),
+                             _number(r["ci_low"]), _number(r["ci_high"]))
+                         for r in _records(part)])
+        for category, part in table.groupby("category", sort=False)
+    ] if not table.empty else []
+    return bar_chart("taxonomy_corrected", "Failure shares, machine labels corrected "
+                     "(95% interval)", groups, note=note, scale_max=1.0)
+
+
 def taxonomy_turns_chart(table: pd.DataFrame, note: str = "") -> str:
     groups = [
         (str(category), [Bar(str(r["model"]), _number(r["mean_turns"]),
@@ -379,6 +392,7 @@ def quick_chart(name: str, table: pd.DataFrame, *, note: str = "", by: str = "in
     builders = {
         "turns": turns_chart,
         "taxonomy": taxonomy_chart,
+        "taxonomy_corrected": taxonomy_corrected_chart,
         "taxonomy_turns": taxonomy_turns_chart,
         "provenance": provenance_chart,
         "labeller": labeller_chart,

@@ -31,6 +31,12 @@ from analysis.charts import (
     turns_bars,
     turns_per_category_bars,
 )
+from analysis.corrected import (
+    CORRECTED_COLUMNS,
+    corrected_bars,
+    corrected_distribution,
+    with_machine_category,
+)
 from analysis.failures import (
     DISTRIBUTION_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -48,7 +54,7 @@ from labeling.store.records import HUMAN_PROVENANCES
 
 Runs = Iterable[str] | None
 TableFn = Callable[[pd.DataFrame, pd.DataFrame | None, Runs], pd.DataFrame]
-Reads = Literal["trajectories", "final_labels", "label_pairs"]
+Reads = Literal["trajectories", "final_labels", "label_pairs", "labels_and_pairs"]
 
 #: Which final labels the label tables count: "human-confirmed" (adjudicated, or given by
 #: annotators, agreed or single), the default everywhere; "all" adds LLM-only pre-labels nobody
@@ -129,6 +135,15 @@ def _provenance(df: pd.DataFrame, labels: pd.DataFrame | None, runs: Runs) -> pd
     return provenance_share(labels)
 
 
+def _taxonomy_corrected(df: pd.DataFrame, labels: pd.DataFrame | None, runs: Runs
+                        ) -> pd.DataFrame:
+    """Expects every final label with the machine's category on checked items (``compute``
+    adds it from the pairs)."""
+    if labels is None or labels.empty:
+        return pd.DataFrame(columns=CORRECTED_COLUMNS)
+    return corrected_distribution(df, labels, runs)
+
+
 def _robustness(df: pd.DataFrame, labels: pd.DataFrame | None, runs: Runs) -> pd.DataFrame:
     return robustness(df, runs)
 
@@ -199,6 +214,12 @@ _ENTRIES = (
     Statistic("taxonomy", "Failure taxonomy", "Failure categories per model with 95% Wilson "
               "intervals (final labels).", "final_labels", _with_runs(_taxonomy),
               failure_bars, frozenset({"label_policy"})),
+    Statistic("taxonomy_corrected", "Failure shares, all labels", "Failure categories per "
+              "model over people's and the machine's labels, the machine's corrected by its "
+              "confusion on the items people checked, with 95% bootstrap intervals and the "
+              "machine-labelled share (every label counted; unknown where no item was "
+              "checked).", "labels_and_pairs", _with_runs(_taxonomy_corrected),
+              corrected_bars),
     Statistic("taxonomy_turns", "Turns per category", "Mean and median turns per failure "
               "category (final labels).", "final_labels", _with_runs(_taxonomy_turns),
               turns_per_category_bars, frozenset({"label_policy"})),
@@ -218,7 +239,8 @@ STATISTICS: Mapping[str, Statistic] = {s.name: s for s in _ENTRIES}
 TABLES = STATISTICS
 DESCRIPTIONS: dict[str, str] = {s.name: s.description for s in _ENTRIES}
 TITLES: dict[str, str] = {s.name: s.title for s in _ENTRIES}
-LABEL_TABLES = frozenset(s.name for s in _ENTRIES if s.reads == "final_labels")
+LABEL_TABLES = frozenset(s.name for s in _ENTRIES
+                         if s.reads in ("final_labels", "labels_and_pairs"))
 PAIR_TABLES = frozenset(s.name for s in _ENTRIES if s.reads == "label_pairs")
 
 
@@ -229,6 +251,10 @@ def compute(name: str, df: pd.DataFrame, labels: pd.DataFrame | None,
     statistic = STATISTICS[name]
     options = options or TableOptions()
     source = pairs if statistic.reads == "label_pairs" else labels
+    if statistic.reads == "labels_and_pairs":
+        # Every final label (no policy: the machine's are corrected, not left out), with the
+        # machine's category on the items people checked.
+        source = with_machine_category(labels, pairs)
     if statistic.counts_labels_by_policy:
         source = counted_labels(source, options.label_policy)
     return statistic.compute(df, source, options)

@@ -211,6 +211,14 @@ def _note_disagreements(frame: pd.DataFrame) -> None:
                    "beside the heuristic, the evidence finder and the stored pre-labels "
                    "(Gemini, heuristic), as a second table 'labeller_offline'. Needs 10 "
                    "confirmed labels.")
+@click.option("--calibration", is_flag=True,
+              help="labeller only: also each labeller's calibration on the people-checked "
+                   "items (heuristic, finder, classifier cross-validated, each LLM): items "
+                   "checked, agreement, mean raw confidence and calibrated probability per "
+                   "category, the calibration error (ECE) raw and calibrated, and the "
+                   "reliability curve, as tables 'labeller_calibration' and "
+                   "'labeller_reliability'. A labeller nobody checked shows its development-"
+                   "set measurement (its prior).")
 @click.option("--labels", "label_policy", type=click.Choice(("human-confirmed", "all")),
               default="human-confirmed", show_default=True,
               help="Labels the label tables count: human-confirmed (adjudicated, or given by "
@@ -219,9 +227,9 @@ def _note_disagreements(frame: pd.DataFrame) -> None:
 def stats(table: str, fmt: str, runs: str | None, output: Path | None,
           workspace: Path | None, taxonomy_version: str | None, decimals: int,
           success_source: str, layout: str, sr_definition: str,
-          offline_labellers: bool, label_policy: str) -> None:
+          offline_labellers: bool, calibration: bool, label_policy: str) -> None:
     """Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, taxonomy,
-    taxonomy_turns, provenance, robustness, labeller.
+    taxonomy_corrected, taxonomy_turns, provenance, robustness, labeller.
 
     'labeller' compares the LLM pre-labels with the human final labels (kappa, per-category
     precision / recall and override rate). Label tables read the workspace's annotation store.
@@ -250,9 +258,11 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
                         "for 'all')")
     if offline_labellers and table != "labeller":
         raise UserError("--offline-labellers goes with the 'labeller' table")
+    if calibration and table != "labeller":
+        raise UserError("--calibration goes with the 'labeller' table")
     if output is not None:
         # Two tables (all, or labeller with --offline-labellers) as csv/html: one file each.
-        several = table == ALL or offline_labellers
+        several = table == ALL or offline_labellers or calibration
         many = several and fmt in _ONE_FILE_EACH
         fmt = check_output(output, settings_for(workspace), fmt, directory=many,
                            suffixes=None if several else _OUTPUT_SUFFIXES)
@@ -290,8 +300,11 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         tables = {n: compute_table(n, inputs, run_list, options) for n in names}
     except SourceError as err:
         raise UserError(str(err)) from None
-    if offline_labellers:
-        tables["labeller_offline"] = _offline_labellers(ws, workspace, taxonomy_version)
+    if offline_labellers or calibration:
+        if offline_labellers:
+            tables["labeller_offline"] = _offline_labellers(ws, workspace, taxonomy_version)
+        if calibration:
+            tables.update(_calibration(ws, workspace, taxonomy_version))
         _emit_all(tables, fmt, decimals, output)
         _note_disagreements(inputs.frame)
         _note_label_policy(names, options)
@@ -339,6 +352,31 @@ def _offline_labellers(ws: Workspace, workspace: Path | None,
     finally:
         store.close()
     return offline_comparison(figures)
+
+
+def _calibration(ws: Workspace, workspace: Path | None,
+                 taxonomy_version: str | None) -> dict[str, pd.DataFrame]:
+    """Each labeller's calibration on the workspace's people-checked items (computed in
+    labeling.learn; analysis only lays it out)."""
+    from analysis.calibration import calibration_tables
+    from labeling.learn.calibration_store import (
+        calibration_report,
+        classifier_observations,
+        workspace_observations,
+    )
+
+    store = open_store(workspace)
+    if store is None:
+        observations = []
+    else:
+        try:
+            observations = [*workspace_observations(store, taxonomy_version),
+                            *classifier_observations(ws, store, taxonomy_version)]
+        finally:
+            store.close()
+    summary, curve = calibration_report(observations)
+    table, bins = calibration_tables(summary, curve)
+    return {"labeller_calibration": table, "labeller_reliability": bins}
 
 
 __all__ = ["FORMATS", "stats"]

@@ -29,12 +29,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 HEURISTIC, FINDER, CLASSIFIER, LLM = "heuristic", "finder", "classifier", "llm"
+#: The development prior, written by ``python -m labeling.learn.calibration_prior``.
+PRIOR_PATH = Path(__file__).with_name("calibration_prior.json")
 #: Raw confidences are clipped here before the logit: a labeller's 1.0 or 0.0 would otherwise
 #: be an infinite logit, and no labeller is measured finely enough to tell 0.995 from 1.
 CLIP = 0.01
@@ -206,8 +209,6 @@ def load_prior(data: Mapping[str, Any] | None = None) -> dict[str, LabellerMap]:
     """The shipped development prior (``calibration_prior.json``), or the one in ``data``."""
     if data is None:
         import json
-
-        from labeling.learn.calibration_prior import PRIOR_PATH
 
         if not PRIOR_PATH.exists():
             return {}

@@ -23,13 +23,12 @@ from labeling.learn.calibration import (
     CLASSIFIER,
     FINDER,
     HEURISTIC,
+    PRIOR_PATH,
     Observation,
     fit_labeller,
 )
 from labeling.learn.evalset import GoldLabel
 from trajectories.model import Trajectory
-
-PRIOR_PATH = Path(__file__).with_name("calibration_prior.json")
 
 
 def dev_observations(

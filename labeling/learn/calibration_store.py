@@ -20,6 +20,7 @@ from labeling.learn.calibration import (
     FINDER,
     IDENTITY,
     LLM,
+    PRIOR_PATH,
     PRIOR_SD,
     Calibration,
     LabellerMap,
@@ -124,8 +125,6 @@ def workspace_calibration(store: Store, taxonomy_version: str | None = None, *,
 
 def _prior_observations() -> dict[str, list[Observation]]:
     import json
-
-    from labeling.learn.calibration_prior import PRIOR_PATH
 
     if not PRIOR_PATH.exists():
         return {}

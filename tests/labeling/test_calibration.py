@@ -13,6 +13,7 @@ from labeling.learn.calibration import (
     CLASSIFIER,
     FINDER,
     HEURISTIC,
+    PRIOR_PATH,
     LabellerMap,
     Observation,
     expected_calibration_error,
@@ -23,7 +24,6 @@ from labeling.learn.calibration import (
     raw_probability,
     reliability,
 )
-from labeling.learn.calibration_prior import PRIOR_PATH
 from labeling.learn.calibration_store import (
     ALL_CATEGORIES,
     DEVELOPMENT,
