@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trajectories.judge import Judgement, Method, Verdict, judge_trajectory
+from trajectories.judge import Executor, Judgement, Method, Profile, Verdict, judge_trajectory
 from trajectories.model import Trajectory
 from trajectories.parts import Parts
 from trajectories.rows import JUDGE_COLUMNS, judge_columns, score
@@ -49,11 +49,15 @@ class ScoreOverlay:
                 cols = rb.to_pydict()
                 yield list(zip(cols["id"], cols["payload"], cols["exact_match"], strict=True))
 
-    def write_scores(self, rerun: Callable[[str], list[list[Any]] | None] | None = None
+    def write_scores(self, rerun: Callable[[str], list[list[Any]] | None] | None = None, *,
+                     profile: Profile | str | None = None, execute: Executor | None = None
                      ) -> dict[str, int]:
         """Re-score every trajectory with the current scorer and judge into the overlay file.
         ``rerun`` re-executes a last SQL query whose recorded result was cut or unreadable
-        (the sandbox; ``trajectories.judge.judge_trajectory``). Returns counts: ``scored``,
+        (the sandbox; ``trajectories.judge.judge_trajectory``); ``execute`` does the same at
+        the task's reference time, and under the ``ehrsql-2024`` profile runs the prediction
+        and the gold SQL again. ``profile`` judges every trajectory under that scoring profile
+        (default: each task's own). Returns counts: ``scored``,
         ``changed`` (exact-match outcomes that differ from the stored ones), one per verdict,
         and ``kept`` (verdicts from beyond the rules kept because the rules still cannot
         decide)."""
@@ -69,7 +73,8 @@ class ScoreOverlay:
                 changed += int(result != stored)
                 ids.append(tid)
                 matches.append(result)
-                columns = judge_columns(judge_trajectory(traj, rerun))
+                columns = judge_columns(judge_trajectory(traj, rerun, profile=profile,
+                                                         execute=execute))
                 if columns["judge_verdict"] == Verdict.UNDECIDED and tid in beyond:
                     columns = beyond[tid]
                     kept += 1

@@ -11,6 +11,10 @@ import click
 from faillab.cli.common import UserError, emit, json_option, open_workspace, workspace_option
 from faillab.core.textsafe import terminal_text
 
+#: The scoring profiles (``trajectories.judge.Profile``), named here so ``--help`` imports no
+#: judge.
+PROFILE_NAMES = ("default", "ehrsql-2024", "robustgym", "ehr-complex")
+
 if TYPE_CHECKING:
     from labeling.verdict_llm import LLMJudge
     from trajectories.workspace import Workspace
@@ -24,8 +28,13 @@ def verdicts() -> None:
 @verdicts.command("judge")
 @workspace_option
 @click.option("--rerun-sql", is_flag=True,
-              help="Re-execute, read-only in the sandbox, a last SQL query whose recorded "
-                   "result was cut or unreadable (needs the workspace's EHR database).")
+              help="Re-execute, read-only in the sandbox at the task's reference time, a last "
+                   "SQL query whose recorded result was cut or unreadable; under the "
+                   "ehrsql-2024 profile every prediction and gold query (needs the workspace's "
+                   "EHR database).")
+@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
+              help="Judge every trajectory under this scoring profile (default: each task's "
+                   "own, else 'default'; docs/scoring.md lists each profile's rules).")
 @click.option("--llm", "llm_backend", type=click.Choice(["gemini", "openai-compatible"]),
               default=None,
               help="Then ask an LLM about what the rules leave undecided (off by default; "
@@ -38,7 +47,8 @@ def verdicts() -> None:
               help="Acknowledge sending questions and answers to an LLM service that is not "
                    "one of your own addresses (MIMIC-derived data: zero-retention only).")
 @json_option
-def judge_cmd(workspace: Path | None, rerun_sql: bool, llm_backend: str | None,
+def judge_cmd(workspace: Path | None, rerun_sql: bool, profile: str | None,
+              llm_backend: str | None,
               model: str | None, limit: int | None, yes_send_data: bool,
               as_json: bool) -> None:
     """Judge every trajectory with the current rules (and exact match) into the workspace's
@@ -46,39 +56,36 @@ def judge_cmd(workspace: Path | None, rerun_sql: bool, llm_backend: str | None,
     is asked of an LLM (method 'llm', its rationale as evidence); what it cannot decide
     either stays undecided for people."""
     from faillab.cli.common import settings_for
-    from trajectories.sql import SandboxError, run_isolated
+    from trajectories.judge import Executor, sandbox_executor
 
     ws = open_workspace(workspace)
     if not ws.exists():
         raise UserError(f"no workspace at {ws.root}: import trajectories first")
-    rerun = None
+    execute: Executor | None = None
     if rerun_sql:
         settings = settings_for(workspace)
         path = ws.ehr_path
         if path is None or not path.is_file():
             raise UserError("--rerun-sql needs the workspace's EHR database ('faillab sandbox "
                             "use FILE')")
-
-        def rerun(sql: str) -> list[list[object]] | None:
-            try:
-                result = run_isolated(path, sql, timeout_s=settings.sql_timeout_s,
-                                      row_cap=settings.sql_row_cap)
-            except SandboxError:
-                return None  # a query the sandbox refuses or that fails decides nothing
-            return None if result.truncated else [list(r) for r in result.rows]
+        # A query the sandbox refuses or stops decides nothing; under ehrsql-2024 a failing
+        # prediction is a wrong answer, as the benchmark's scorer counts it.
+        execute = sandbox_executor(path, timeout_s=settings.sql_timeout_s)
 
     judge = None
     if llm_backend is not None:
         judge = _llm_judge(workspace, llm_backend, model, yes_send_data)
-    result: dict[str, object] = dict(ws.write_scores(rerun))
+    result: dict[str, object] = dict(ws.overlay.write_scores(profile=profile, execute=execute))
+    result["profile"] = profile or "each task's own"
     if judge is not None:
         result["llm"] = _ask_llm(ws, judge, limit)
     if as_json:
         emit(result)
         return
-    click.echo(f"judged {result['scored']} trajectories: {result['correct']} correct, "
-               f"{result['incorrect']} incorrect, {result['undecided']} undecided "
-               f"({result['changed']} exact-match outcomes changed)")
+    click.echo(f"judged {result['scored']} trajectories (profile: {result['profile']}): "
+               f"{result['correct']} correct, {result['incorrect']} incorrect, "
+               f"{result['undecided']} undecided ({result['changed']} exact-match outcomes "
+               "changed)")
     if result.get("kept"):
         click.echo(f"kept {result['kept']} earlier LLM verdicts the rules still cannot decide")
     llm = result.get("llm")

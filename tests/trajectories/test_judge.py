@@ -133,7 +133,7 @@ def test_abstaining_is_right_when_the_question_has_no_answer(answer: str) -> Non
     answerable = Case(question="How many patients are female?", ground_truth="2",
                       final_answer=answer)
     result = judge(answerable)
-    assert (result.verdict, result.method) == (Verdict.INCORRECT, Method.ABSTENTION)
+    assert (result.verdict, result.method) == (Verdict.INCORRECT, Method.ABSTAINED)
 
 
 def test_a_concrete_answer_to_an_unanswerable_question_is_wrong() -> None:

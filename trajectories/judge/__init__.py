@@ -1,11 +1,16 @@
 """The judge: did the agent answer correctly? A verdict (correct / incorrect / undecided), the
 method that reached it and its evidence, from rule layers a reviewer would state in a
 sentence each (``_layers``: exact match, the last SQL result, the answer's prose, abstention).
-What the rules cannot decide is undecided and goes to people. Two layers sit above these: an
-optional LLM judge (``labeling.llm_verdicts``; its verdicts go into the scores overlay with
-method ``llm``) and people's own verdicts (kept in the annotation store, ``labeling``)."""
+What the rules cannot decide is undecided and goes to people. A scoring profile (``_profiles``:
+``default``, ``ehrsql-2024``, ``robustgym``, ``ehr-complex``) chooses a benchmark's own
+conventions instead, and is named in the evidence of every verdict it gives. Two layers sit
+above these: an optional LLM judge (``labeling.llm_verdicts``; its verdicts go into the scores
+overlay with method ``llm``) and people's own verdicts (kept in the annotation store,
+``labeling``)."""
 
 from trajectories.judge._abstain import abstains
+from trajectories.judge._by_profile import judge_trajectory
+from trajectories.judge._execute import EXECUTION_ROW_CAP, sandbox_executor
 from trajectories.judge._layers import (
     JUDGE_VERSION,
     Case,
@@ -16,14 +21,26 @@ from trajectories.judge._layers import (
     case_of,
     judge,
     judge_prose,
-    judge_trajectory,
+    written_decimals,
+)
+from trajectories.judge._profiles import (
+    PROFILE_RULES,
+    Execution,
+    Executor,
+    Profile,
+    profile_of_task,
 )
 
 __all__ = [
+    "EXECUTION_ROW_CAP",
     "JUDGE_VERSION",
+    "PROFILE_RULES",
     "Case",
+    "Execution",
+    "Executor",
     "Judgement",
     "Method",
+    "Profile",
     "Verdict",
     "abstains",
     "case_from",
@@ -31,4 +48,7 @@ __all__ = [
     "judge",
     "judge_prose",
     "judge_trajectory",
+    "profile_of_task",
+    "sandbox_executor",
+    "written_decimals",
 ]

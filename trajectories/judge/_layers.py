@@ -30,11 +30,11 @@ A task with no gold at all is undecided (``no_ground_truth``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -94,6 +94,9 @@ class Method(StrEnum):
     SQL_RESULT = "sql_result"
     PROSE = "prose"
     ABSTENTION = "abstention"
+    #: Abstains on a question that has an answer: incorrect, and no wrong answer either
+    #: (the reliability score counts it 0).
+    ABSTAINED = "abstained"
     NO_ANSWER = "no_answer"
     NO_GROUND_TRUTH = "no_ground_truth"
     LLM = "llm"
@@ -145,6 +148,19 @@ class Case:
     last_output: str | None = None
     #: Rows of ``last_sql`` re-executed in the sandbox (``judge_trajectory(rerun=...)``).
     rerun_rows: list[list[Any]] | None = None
+    #: The last SQL step whatever its outcome (a SQL submission's prediction), and the error
+    #: it recorded when it failed.
+    prediction_sql: str | None = None
+    prediction_error: str | None = None
+    #: How the importer's own run of the prediction ended: ``ok``, ``failed`` or ``stopped``
+    #: (a benchmark's submission, executed at import); None for a log.
+    execution: str | None = None
+    reference_sql: str | None = None
+    #: The task's reference time (``trajectories.sql.clock``) and how its gold SQL ran.
+    reference_time: str | None = None
+    gold_execution: str | None = None
+    #: The task's own scoring profile (``_profiles``), or None.
+    profile: str | None = None
 
     @property
     def unanswerable(self) -> bool:
@@ -163,6 +179,7 @@ def case_from(task: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], final
     each step as mappings, ``extra`` the trajectory's other fields."""
     last_step: int | None = None
     sql = output = None
+    predicted = next((step for step in reversed(steps) if step.get("kind") == SQL_KIND), None)
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
         if step.get("kind") == SQL_KIND and not step.get("error"):
@@ -178,7 +195,18 @@ def case_from(task: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], final
         rows_total=total if isinstance(total, int) and not isinstance(total, bool) else None,
         answer_format=task.get("answer_format"), rules=rules if isinstance(rules, str) else None,
         last_step=last_step, last_sql=sql if isinstance(sql, str) else None,
-        last_output=output if isinstance(output, str) else None)
+        last_output=output if isinstance(output, str) else None,
+        prediction_sql=_text(predicted.get("code")) if predicted else None,
+        prediction_error=(_text(predicted.get("observation")) or "failed")
+        if predicted and predicted.get("error") else None,
+        execution=_text(extra.get("execution")), reference_sql=_text(task.get("reference_sql")),
+        reference_time=_text(task.get("reference_time")),
+        gold_execution=_text(task.get("gold_execution")),
+        profile=_text(task.get("scoring_profile")))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def case_of(traj: Trajectory) -> Case:
@@ -186,19 +214,6 @@ def case_of(traj: Trajectory) -> Case:
     task = {**vars(traj.task), **(traj.task.model_extra or {})}
     return case_from(task, [vars(step) for step in traj.steps], traj.final_answer,
                      traj.model_extra or {})
-
-
-def judge_trajectory(traj: Trajectory,
-                     rerun: Callable[[str], list[list[Any]] | None] | None = None) -> Judgement:
-    """The rules' verdict on a trajectory. ``rerun`` executes the last SQL read-only (the
-    sandbox) when its recorded result was cut or could not be read."""
-    case = case_of(traj)
-    if rerun is not None and case.last_sql and (
-            case.last_result is None or case.last_result.cut):
-        rows = rerun(case.last_sql)
-        if rows is not None:
-            case = dataclasses.replace(case, rerun_rows=rows)
-    return judge(case)
 
 
 def judge(case: Case) -> Judgement:
@@ -218,8 +233,7 @@ def judge(case: Case) -> Judgement:
             return _correct(Method.EXACT_MATCH, "the final answer equals the gold "
                             f"({_short(case.ground_truth)})")
         if exact is False:
-            return _incorrect(Method.EXACT_MATCH, f"the final answer {_short(structured)} "
-                              f"differs from the gold {_short(case.ground_truth)}")
+            return _not_exact(case, structured, ordered)
         return _undecided(Method.EXACT_MATCH, "the final answer is a SQL result the log cut "
                           "or that could not be read: the rows not shown decide")
     from_sql = _sql_result(case, ordered, decimals)
@@ -234,7 +248,7 @@ def judge(case: Case) -> Judgement:
         if said.verdict == Verdict.INCORRECT and prose is not None:
             refusal = abstains(plain(prose))
             if refusal:
-                return _incorrect(Method.ABSTENTION, f"abstains ('{refusal}') on a question "
+                return _incorrect(Method.ABSTAINED, f"abstains ('{refusal}') on a question "
                                   "that has an answer")
         return said
     return _incorrect(Method.NO_ANSWER, "no final answer"
@@ -291,6 +305,59 @@ def _exact(case: Case, answer: Any, ordered: bool, decimals: int | None) -> bool
         return partial_match(answer, case.ground_truth, case.rows_total, ordered=ordered,
                              decimals=decimals)
     return exact_match(answer, case.ground_truth, ordered=ordered, decimals=decimals)
+
+
+def _not_exact(case: Case, answer: Any, ordered: bool) -> Judgement:
+    """A structured answer that is not the gold under exact match: right when it rounds to the
+    gold as the gold is written, undecided when every value is within 1% of the gold's."""
+    if case.answer_source in (ANSWER_SQL_PARTIAL, ANSWER_SQL_UNREADABLE) \
+            and case.rerun_rows is not None:
+        answer = case.rerun_rows
+    written = written_decimals(case.ground_truth)
+    if written and exact_match(answer, case.ground_truth, ordered=ordered, decimals=written):
+        return _correct(Method.EXACT_MATCH, f"the final answer rounds to the gold as it is "
+                        f"written ({written} decimals): {_short(case.ground_truth)}")
+    if _close(answer, case.ground_truth, ordered):
+        return _undecided(Method.EXACT_MATCH, f"close to the gold but not equal: "
+                          f"{_short(answer)} for {_short(case.ground_truth)}")
+    return _incorrect(Method.EXACT_MATCH, f"the final answer {_short(answer)} "
+                      f"differs from the gold {_short(case.ground_truth)}")
+
+
+def written_decimals(gold: Any) -> int | None:
+    """The most decimals a number of the gold is written with (``0.697``: 3), or None when it
+    holds no number written with decimals."""
+    most = 0
+    for row in _raw_rows(gold):
+        for value in row:
+            if isinstance(value, bool) or not isinstance(value, str | float):
+                continue
+            text = repr(value) if isinstance(value, float) else value.strip()
+            match = _DECIMAL_TEXT.fullmatch(text)
+            if match:
+                most = max(most, len(match.group(1)))
+    return most or None
+
+
+_DECIMAL_TEXT = re.compile(r"[-+]?\d+\.(\d+)")
+
+
+def _close(answer: Any, gold: Any, ordered: bool) -> bool:
+    """Same shape, every value equal or a number within 1% of the gold's, and not all equal."""
+    mine, theirs = to_rows(answer), to_rows(gold)
+    if not theirs or len(mine) != len(theirs) or any(len(a) != len(b) for a, b in
+                                                      zip(mine, theirs, strict=True)):
+        return False
+    if not ordered:
+        mine, theirs = sorted(mine, key=repr), sorted(theirs, key=repr)
+    for row_a, row_b in zip(mine, theirs, strict=True):
+        for a, b in zip(row_a, row_b, strict=True):
+            if a == b:
+                continue
+            x, y = as_number(a), as_number(b)
+            if x is None or y is None or y == 0 or abs(x - y) > 0.01 * abs(y):
+                return False
+    return True
 
 
 def _sql_result(case: Case, ordered: bool, decimals: int | None) -> Judgement | None:
