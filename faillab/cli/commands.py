@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from faillab.cli.common import UserError, settings_for, workspace_option
+from faillab.cli.common import UserError, environment_refusal, settings_for, workspace_option
 from faillab.core.settings import AuthMode
 
 
@@ -52,6 +52,13 @@ class LazyGroup(click.Group):
                 # The object store holding the parts did not answer (or refused): one line
                 # naming the bucket and prefix, as for the annotation store.
                 raise UserError(str(err)) from None
+            if not isinstance(err, click.ClickException | click.exceptions.Exit |
+                              click.exceptions.Abort):
+                # A full disk, a read-only file system or no permission, met outside the
+                # store (the workspace folder, the verdict cache, an export): one line too.
+                said = environment_refusal(err)
+                if said is not None:
+                    raise UserError(said) from None
             raise
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

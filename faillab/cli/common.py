@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -150,3 +151,44 @@ def write_output(output: Path, text: str) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as err:
         raise UserError(f"cannot write {output}: {err.strerror or err}") from None
+
+
+# What the machine refuses (by OS error number, and by SQLite's primary result code for the
+# files opened with sqlite3 directly, such as the LLM verdict cache), as the error line says it.
+_OS_REFUSALS: dict[int, str] = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EIO: "a disk I/O error (is the disk full or failing?)",
+}
+_SQLITE_REFUSALS: dict[str, str] = {
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_IOERR": "a disk I/O error (is the disk full or failing?)",
+    "SQLITE_READONLY": "the file or file system is read-only",
+    "SQLITE_CANTOPEN": "a file cannot be opened (no permission, or a read-only file system)",
+    "SQLITE_PERM": "permission denied",
+}
+
+
+def environment_refusal(err: BaseException) -> str | None:
+    """One line for an error the machine caused (a full disk, a read-only file system, no
+    permission) anywhere in ``err``'s chain, or None when it is something else."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _OS_REFUSALS:
+            where = f"cannot write {current.filename}" if current.filename else "cannot write"
+            return (f"{where}: {_OS_REFUSALS[current.errno]}; free some space or make it "
+                    "writable, then run the command again")
+        name = str(getattr(current, "sqlite_errorname", "") or "")
+        cause = _SQLITE_REFUSALS.get("_".join(name.split("_")[:2]))
+        if cause is not None:
+            return (f"{cause} ({current}); free some space or make it writable, then run the "
+                    "command again")
+        orig = getattr(current, "orig", None)  # SQLAlchemy's wrapper of a driver error
+        current = orig if isinstance(orig, BaseException) else (
+            current.__cause__ or current.__context__)
+    return None

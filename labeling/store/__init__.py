@@ -17,6 +17,7 @@ from labeling.store.errors import (
     NotFoundError,
     PermissionDeniedError,
     StoreError,
+    StoreStorageError,
     StoreUnavailableError,
 )
 from labeling.store.io import (
@@ -82,6 +83,7 @@ __all__ = [
     "QueueProgress",
     "Store",
     "StoreError",
+    "StoreStorageError",
     "StoreUnavailableError",
     "User",
     "Viewer",

@@ -7,20 +7,36 @@ SQLite write lock and one `policy.Gate`.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, RowMapping, insert, select, update
+from sqlalchemy import (
+    URL,
+    ColumnElement,
+    Connection,
+    Engine,
+    RowMapping,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeling.store import policy
 from labeling.store.engine import SqliteWriteLock, is_sqlite, read_engine, write_engine
-from labeling.store.errors import ConflictError, NotFoundError, StoreUnavailableError
+from labeling.store.errors import (
+    ConflictError,
+    NotFoundError,
+    StoreError,
+    StoreStorageError,
+    StoreUnavailableError,
+)
 from labeling.store.models import Base, HistoryRow, UserRow, utcnow
 
 
@@ -46,6 +62,72 @@ def unavailable(engine: Engine) -> StoreUnavailableError:
     url = engine.url
     where = f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
     return StoreUnavailableError(f"the annotation database at {where} is not answering")
+
+
+# What the machine refused, by SQLite's result code (sqlite3's ``sqlite_errorname``, extended
+# codes cut to their primary one) and by the OS error number; the words finish "cannot be
+# written: ...".
+_SQLITE_CAUSES: dict[str, str] = {
+    "SQLITE_FULL": "its disk is full",
+    "SQLITE_IOERR": "a disk I/O error (is the disk full or failing?)",
+    "SQLITE_READONLY": "its file or file system is read-only",
+    "SQLITE_CANTOPEN": "its file cannot be opened (a missing folder, no permission, or a "
+                       "read-only file system)",
+    "SQLITE_PERM": "permission denied",
+    "SQLITE_BUSY": "another program keeps the file locked",
+    "SQLITE_LOCKED": "another program keeps the file locked",
+}
+_OS_CAUSES: dict[int, str] = {
+    errno.ENOSPC: "its disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "its file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EIO: "a disk I/O error (is the disk full or failing?)",
+}
+# PostgreSQL's SQLSTATEs for what its machine refused (class 53: insufficient resources).
+_PG_CAUSES: dict[str, str] = {
+    "53300": "the server has no connection left (max_connections or the role's limit)",
+    "53100": "the server's disk is full",
+    "53200": "the server is out of memory",
+    "25006": "the server is read-only (a standby?)",
+}
+
+
+def _where(url: URL) -> str:
+    if url.get_backend_name() == "sqlite":
+        return str(url.database or "")
+    return f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
+
+
+def storage_error(url: URL, err: BaseException) -> StoreStorageError | None:
+    """The one-line ``StoreStorageError`` for what the machine refused (``err``: a driver
+    error wrapped by SQLAlchemy, or an ``OSError`` from the store's own files) in the store at
+    ``url``, or None when ``err`` is something else."""
+    cause: str | None = None
+    if isinstance(err, OSError):
+        cause = _OS_CAUSES.get(err.errno or 0)
+        if cause is not None:
+            cause = f"{cause} ({err.strerror or err})"
+    elif isinstance(err, DatabaseError):
+        orig = err.orig
+        name = str(getattr(orig, "sqlite_errorname", "") or "")
+        primary = "_".join(name.split("_")[:2])
+        cause = _SQLITE_CAUSES.get(primary)
+        sqlstate = str(getattr(orig, "sqlstate", "") or "")
+        text = str(orig).lower()
+        if sqlstate in _PG_CAUSES:
+            cause = _PG_CAUSES[sqlstate]
+        elif "too many clients" in text or "too many connections" in text or \
+                "remaining connection slots are reserved" in text:
+            cause = _PG_CAUSES["53300"]
+        if cause is not None:
+            detail = str(orig).strip().splitlines()[0] if str(orig).strip() else ""
+            cause = f"{cause} ({detail})" if detail and detail not in cause else cause
+    if cause is None:
+        return None
+    what = "annotation store" if url.get_backend_name() == "sqlite" else "annotation database"
+    return StoreStorageError(f"the {what} at {_where(url)} cannot be used: {cause}")
 
 
 class StoreCore:
@@ -95,13 +177,23 @@ class StoreCore:
 
     @contextmanager
     def _unreachable_said(self) -> Iterator[None]:
-        """A PostgreSQL server that does not answer becomes one ``StoreUnavailableError``
-        naming it (never its password), so every page and command can say what is down
-        instead of a driver traceback. (SQLite's operational errors, such as a busy file,
-        are not outages and pass through.)"""
+        """What the environment refused becomes one line naming the store (never its
+        password), so every page and command can say what is wrong instead of a driver
+        traceback: a full disk, a read-only file system, no permission, a locked file or a
+        PostgreSQL server out of connections is a ``StoreStorageError``; a PostgreSQL server
+        that does not answer a ``StoreUnavailableError``. Either way the transaction was rolled
+        back: nothing was half-saved. (Other SQLite errors are bugs and pass through.)"""
         try:
             yield
-        except (OperationalError, InterfaceError) as err:
+        except StoreError:
+            raise
+        except (DatabaseError, InterfaceError, OSError) as err:
+            said = storage_error(self.engine.url, err)
+            if said is not None:
+                raise said from err
+            if isinstance(err, OSError | DatabaseError) and not isinstance(
+                    err, OperationalError | InterfaceError):
+                raise
             if self.dialect != "postgresql" and not err.connection_invalidated:
                 raise
             raise unavailable(self.engine) from err

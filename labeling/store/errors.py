@@ -18,6 +18,13 @@ class StoreUnavailableError(StoreError):
     the caller was doing did not happen; the same call works again once it is back."""
 
 
+class StoreStorageError(StoreUnavailableError):
+    """The machine, not the data, refused: a full disk, a read-only file system, no permission,
+    a disk I/O error, a file another program keeps locked, a PostgreSQL server out of
+    connections. One line naming the store and the cause; the transaction was rolled back, so
+    nothing was half-saved, and the same call works again once the cause is gone."""
+
+
 class NotFoundError(StoreError, LookupError):
     """A user, audit, item or run the caller named does not exist."""
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, make_url, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from labeling.store.adjudication import Adjudications
 from labeling.store.audit import Audits
-from labeling.store.base import Part, StoreCore, unavailable
+from labeling.store.base import Part, StoreCore, storage_error, unavailable
 from labeling.store.engine import make_engine, upgrade
 from labeling.store.history import History
 from labeling.store.labels import Labels
@@ -93,18 +93,30 @@ def open_store(url: str) -> Store:
 
     Safe to call from several processes at once; see `engine.upgrade`.
     """
-    engine = make_engine(url)
+    try:
+        engine = make_engine(url)
+    except OSError as err:  # the folder of a SQLite file cannot be created
+        said = storage_error(make_url(url), err)
+        if said is None:
+            raise
+        raise said from err
     try:
         _upgrade_when_unlocked(engine)
-    except (OperationalError, InterfaceError) as err:
+        store = Store(engine)
+    except (OperationalError, InterfaceError, OSError) as err:
         engine.dispose()
-        if engine.dialect.name != "postgresql":
+        # A full disk, a read-only mount or a locked file while the schema is made or checked,
+        # or the lock file that cannot be created: one line, as for every later call.
+        said = storage_error(engine.url, err)
+        if said is not None:
+            raise said from err
+        if isinstance(err, OSError) or engine.dialect.name != "postgresql":
             raise
         raise unavailable(engine) from err
     except BaseException:
         engine.dispose()
         raise
-    return Store(engine)
+    return store
 
 
 #: Attempts, and the wait before the next, when a new SQLite file is opened by several at once.
