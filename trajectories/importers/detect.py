@@ -15,6 +15,7 @@ from typing import Any
 from trajectories.importers import (
     builtin,  # noqa: F401
     registry,
+    traces,  # noqa: F401
 )
 from trajectories.importers.errors import ImportProblem
 from trajectories.importers.json_documents import (

@@ -1,0 +1,264 @@
+"""Trace files written by the real agent SDKs, for the trace importer tests.
+
+Run as a script, one SDK per process (instrumentations patch client libraries and read their
+settings once, so each run needs a fresh interpreter):
+
+    python tests/trajectories/sdk_traces.py KIND OUT_DIR LLM_BASE_URL DB
+
+A small EHRSQL agent answers ``QUESTION`` with a ``run_sql`` tool that really runs each query
+read-only on the SQLite database DB; the LLM is ``tests/fake_agent_llm.py`` at LLM_BASE_URL,
+which asks for ``QUERIES`` in order (the first fails: no such table) and then answers. Each kind
+traces the run with the SDK's own instrumentation and writes the files its exporters write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+QUESTION = "How many female patients are there?"
+QUERIES = ["SELECT count(*) FROM patient WHERE gender = 'f'",
+           "SELECT count(*) FROM patients WHERE gender = 'f'"]
+MODEL = "fake-sql-model"
+SYSTEM = "You answer questions about the MIMIC-IV database with the run_sql tool."
+RUN_SQL_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}},
+                  "required": ["query"]}
+
+#: The kinds this script writes: (kind, the files it writes).
+KINDS = {
+    "otel-span-otlp": ("spans.jsonl",),
+    "otel-span-console": ("spans.json",),
+    "otel-event-otlp": ("spans.jsonl", "logs.jsonl"),
+    "otel-event-console": ("spans.json", "logs.json"),
+    "otel-true-otlp": ("spans.jsonl",),
+    "openinference-otlp": ("spans.jsonl",),
+    "openinference-console": ("spans.json",),
+}
+
+
+def run_sql(db: str, query: str) -> str:
+    """The agent's tool: the rows as a Python literal; a database error raises."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return repr(con.execute(query).fetchall())
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------- OTLP JSON
+
+
+def _hex_ids(value: Any) -> Any:
+    """OTLP/JSON writes trace and span ids as hex (the protobuf JSON mapping would give base64);
+    the collector's file exporter and the OTLP JSON file exporters write them so."""
+    import base64
+
+    if isinstance(value, dict):
+        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId")
+                    and isinstance(v, str) else _hex_ids(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    return value
+
+
+class OtlpJsonLines:
+    """Span and log exporters writing one OTLP ``Export*ServiceRequest`` per line, encoded by
+    the SDK's own OTLP encoder (the JSON file exporter package is not on every index)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _write(self, message: Any) -> None:
+        from google.protobuf.json_format import MessageToDict
+
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(_hex_ids(MessageToDict(message))) + "\n")
+
+
+def otlp_span_exporter(path: Path) -> Any:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Exporter(SpanExporter, OtlpJsonLines):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            self._write(encode_spans(spans))
+            return SpanExportResult.SUCCESS
+
+    return Exporter(path)
+
+
+def otlp_log_exporter(path: Path) -> Any:
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+
+    class Exporter(LogRecordExporter, OtlpJsonLines):
+        def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+            self._write(encode_logs(batch))
+            return LogRecordExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    return Exporter(path)
+
+
+def _providers(out: Path, encoding: str) -> tuple[Any, Any, list[Any]]:
+    """Tracer and logger providers exporting to files of ``out`` in the given encoding."""
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter, SimpleLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    resource = Resource.create({"service.name": "ehrsql-agent"})
+    tracer_provider = TracerProvider(resource=resource)
+    logger_provider = LoggerProvider(resource=resource)
+    handles: list[Any] = []
+    if encoding == "otlp":
+        tracer_provider.add_span_processor(SimpleSpanProcessor(
+            otlp_span_exporter(out / "spans.jsonl")))
+        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(
+            otlp_log_exporter(out / "logs.jsonl")))
+    else:
+        spans = open(out / "spans.json", "w", encoding="utf-8")  # noqa: SIM115
+        logs = open(out / "logs.json", "w", encoding="utf-8")  # noqa: SIM115
+        handles += [spans, logs]
+        tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=spans)))
+        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(
+            ConsoleLogRecordExporter(out=logs)))
+    return tracer_provider, logger_provider, handles
+
+
+# --------------------------------------------------------------------------- OpenTelemetry
+
+
+def otel(out: Path, base_url: str, db: str, capture: str, encoding: str) -> None:
+    """The instrumentation's own chat spans, with agent and tool spans from the GenAI util's
+    handler, around a plain chat-completions agent loop."""
+    if capture == "true":  # what the instrumentation's own docs say; captures nothing today
+        os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+    else:
+        os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
+        os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = \
+            "span_only" if capture == "span" else "event_only"
+    import openai
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.util.genai.handler import TelemetryHandler
+    from opentelemetry.util.genai.types import InputMessage, OutputMessage, Text
+
+    tracer_provider, logger_provider, handles = _providers(out, encoding)
+    OpenAIInstrumentor().instrument(tracer_provider=tracer_provider,
+                                    logger_provider=logger_provider)
+    handler = TelemetryHandler(tracer_provider=tracer_provider, logger_provider=logger_provider)
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="k", max_retries=0)
+    tools: Any = [{"type": "function", "function": {
+        "name": "run_sql", "description": "Run SQL on MIMIC-IV", "parameters": RUN_SQL_SCHEMA}}]
+    # The invocation is started by the call; ``with`` ends it (or fails it on an exception).
+    agent = handler.invoke_local_agent(request_model=MODEL, agent_name="ehrsql-agent")
+    with agent:
+        agent.input_messages = [InputMessage("user", [Text(QUESTION)])]
+        messages: list[Any] = [{"role": "system", "content": SYSTEM},
+                               {"role": "user", "content": QUESTION}]
+        while True:
+            reply = client.chat.completions.create(model=MODEL, messages=messages,
+                                                   tools=tools)
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                answer = message.content or ""
+                break
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                arguments = call.function.arguments  # type: ignore[union-attr]
+                try:
+                    tool = handler.tool("run_sql", tool_call_id=call.id, tool_type="function")
+                    with tool:
+                        tool.arguments = arguments
+                        result = run_sql(db, json.loads(arguments)["query"])
+                        tool.tool_result = result
+                except sqlite3.Error as err:
+                    result = f"Error: {err}"
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        agent.output_messages = [OutputMessage("assistant", [Text(answer)], "stop")]
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+    for handle in handles:
+        handle.close()
+    for path in out.iterdir():  # a file a mode wrote nothing to is not one it writes
+        if path.stat().st_size == 0:
+            path.unlink()
+
+
+def openinference(out: Path, base_url: str, db: str, encoding: str) -> None:
+    """OpenInference's OpenAI instrumentation for the LLM spans, its tracer's agent span and
+    tool decorator for the rest (what a Phoenix user writes)."""
+    import openai
+    from openinference.instrumentation import TracerProvider
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "ehrsql-agent"}))
+    handle = None
+    if encoding == "otlp":
+        provider.add_span_processor(SimpleSpanProcessor(otlp_span_exporter(out / "spans.jsonl")))
+    else:
+        handle = open(out / "spans.json", "w", encoding="utf-8")  # noqa: SIM115
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=handle)))
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    tracer = provider.get_tracer("ehrsql-agent")
+
+    @tracer.tool(name="run_sql", description="Run SQL on MIMIC-IV")
+    def traced_sql(query: str) -> str:
+        return run_sql(db, query)
+
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="k", max_retries=0)
+    tools: Any = [{"type": "function", "function": {
+        "name": "run_sql", "description": "Run SQL on MIMIC-IV", "parameters": RUN_SQL_SCHEMA}}]
+    with tracer.start_as_current_span("ehrsql-agent", openinference_span_kind="agent") as span:
+        span.set_input(QUESTION)
+        messages: list[Any] = [{"role": "system", "content": SYSTEM},
+                               {"role": "user", "content": QUESTION}]
+        while True:
+            reply = client.chat.completions.create(model=MODEL, messages=messages,
+                                                   tools=tools)
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                answer = message.content or ""
+                break
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                query = json.loads(call.function.arguments)["query"]  # type: ignore[union-attr]
+                try:
+                    result = traced_sql(query)
+                except sqlite3.Error as err:
+                    result = f"Error: {err}"
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        span.set_output(answer)
+    provider.shutdown()
+    if handle is not None:
+        handle.close()
+
+
+def main(argv: list[str]) -> None:
+    kind, out, base_url, db = argv
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if kind.startswith("otel-"):
+        _, capture, encoding = kind.split("-")
+        otel(out_dir, base_url, db, capture, encoding)
+    elif kind.startswith("openinference-"):
+        openinference(out_dir, base_url, db, kind.split("-")[1])
+    else:
+        raise SystemExit(f"unknown kind {kind}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

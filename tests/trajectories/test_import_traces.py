@@ -1,0 +1,203 @@
+"""Trace files written by the real agent SDKs import whole: the question, every SQL step in
+order with its error flag, the final answer, the model and the run.
+
+Each file is made the way a team makes one (``sdk_traces.py``, one SDK per process): a small
+EHRSQL agent with a ``run_sql`` tool that really runs on the EHRSQL SQLite, its LLM a scripted
+local server (``tests/fake_agent_llm.py``), traced by the SDK's instrumentation and written by
+its exporters. The agent's first query fails (no such table), its second answers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faillab.cli import main
+from tests.fake_agent_llm import FakeAgentLLM, final_text
+from tests.support import EHRSQL_SQLITE, require_shared
+from tests.trajectories.sdk_traces import KINDS, QUERIES, QUESTION
+from trajectories.importers import read_file
+from trajectories.importers.detect import iter_file
+from trajectories.model import StepKind, Trajectory
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tests" / "trajectories" / "sdk_traces.py"
+ANSWER = final_text("[(39,)]")  # 39 female patients in the EHRSQL database
+
+Make = Callable[[str], Path]
+
+
+@pytest.fixture(scope="module")
+def make(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Make]:
+    """Writes the files of a kind (once per module) and returns their folder."""
+    db = require_shared(EHRSQL_SQLITE)
+    root = tmp_path_factory.mktemp("sdk-traces")
+    made: dict[str, Path] = {}
+    with FakeAgentLLM(QUERIES) as llm:
+        def run(kind: str) -> Path:
+            if kind not in made:
+                out = root / kind
+                done = subprocess.run(
+                    [sys.executable, str(SCRIPT), kind, str(out), llm.base_url, str(db)],
+                    capture_output=True, text=True, timeout=300, cwd=REPO,
+                    env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                         "NO_PROXY": "127.0.0.1", "OTEL_SDK_DISABLED": "false"})
+                assert done.returncode == 0, done.stderr
+                made[kind] = out
+            return made[kind]
+
+        yield run
+
+
+def _whole(traj: Trajectory) -> None:
+    """The agent's run, as the fake LLM scripted it and the database answered."""
+    assert traj.task.question == QUESTION
+    sql = [s for s in traj.steps if s.kind == StepKind.SQL]
+    assert [s.code for s in sql] == QUERIES
+    assert [s.error for s in sql] == [True, False]
+    assert "no such table: patient" in (sql[0].observation or "")
+    assert sql[1].observation == "[(39,)]"
+    assert traj.final_answer == ANSWER
+    assert traj.run.model == "fake-sql-model"
+    assert traj.run.configuration.get("service") == "ehrsql-agent"
+    assert traj.steps[0].role == "user" and traj.steps[-1].content == ANSWER
+    assert all(s.duration_ms is not None and s.duration_ms >= 0 for s in sql)
+    assert sql[0].tokens == {"input": 100, "output": 20}
+
+
+WHOLE = [(kind, name) for kind, names in KINDS.items() if kind != "otel-true-otlp"
+         for name in names]
+
+
+@pytest.mark.parametrize(("kind", "name"), WHOLE)
+def test_every_file_that_holds_its_content_imports_whole(make: Make, kind: str,
+                                                          name: str) -> None:
+    parsed = read_file(make(kind) / name)
+    assert parsed.problems == []
+    assert len(parsed.trajectories) == 1
+    _whole(parsed.trajectories[0][1])
+    expected = "openinference" if kind.startswith("openinference") else "otel-genai"
+    assert parsed.format == expected
+
+
+def test_a_spans_file_and_its_logs_file_are_one_trajectory(make: Make, tmp_path: Path) -> None:
+    """Content captured as events: the spans file and the logs file are joined by trace and
+    span id, whichever is read; imported together the second adds nothing."""
+    folder = make("otel-event-otlp")
+    spans = read_file(folder / "spans.jsonl").trajectories[0][1]
+    logs = read_file(folder / "logs.jsonl").trajectories[0][1]
+    assert spans.id == logs.id
+    ws = tmp_path / "ws"
+    result = CliRunner().invoke(main, ["import", str(folder / "spans.jsonl"),
+                                       str(folder / "logs.jsonl"), "--workspace", str(ws),
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["imported"] == 1 and report["duplicates"] == 1
+
+
+def test_the_logs_file_alone_still_holds_the_run(make: Make, tmp_path: Path) -> None:
+    """Without the spans beside it the logs give the question, the steps and the answer; the
+    error flag then comes from the tool reply's text."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(make("otel-event-otlp") / "logs.jsonl", alone / "logs.jsonl")
+    parsed = read_file(alone / "logs.jsonl")
+    traj = parsed.trajectories[0][1]
+    assert [s.code for s in traj.steps if s.kind == StepKind.SQL] == QUERIES
+    assert [s.error for s in traj.steps if s.kind == StepKind.SQL] == [True, False]
+    assert traj.final_answer == ANSWER
+
+
+def test_spans_without_content_say_what_is_missing_in_one_line(make: Make,
+                                                               tmp_path: Path) -> None:
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, as the instrumentation's
+    docs say, captures nothing with today's versions: the import fails in one line that says
+    so, and nothing is imported."""
+    path = make("otel-true-otlp") / "spans.jsonl"
+    ws = tmp_path / "ws"
+    result = CliRunner().invoke(main, ["import", str(path), "--workspace", str(ws)])
+    assert result.exit_code != 0
+    lines = result.stderr.strip().split("\n")
+    assert len(lines) == 1
+    assert "no message content" in lines[0] and "span_only" in lines[0]
+
+
+@pytest.mark.parametrize("kind", ["otel-span-otlp", "otel-event-console", "openinference-otlp"])
+def test_the_order_of_the_file_does_not_matter(make: Make, kind: str, tmp_path: Path) -> None:
+    """Exporters write a span when it ends (children first); a file sorted any other way
+    gives the same trajectory: spans are ordered by time and parentage."""
+    source = make(kind)
+    for path in source.iterdir():
+        values = _values(path)
+        (tmp_path / path.name).write_text(
+            "".join(json.dumps(v, indent=4 if path.suffix == ".json" else None) + "\n"
+                    for v in reversed(_split(values))))
+    name = KINDS[kind][0]
+    original = read_file(source / name).trajectories[0][1]
+    shuffled = read_file(tmp_path / name).trajectories[0][1]
+    _whole(shuffled)
+    assert [(s.kind, s.code, s.error) for s in shuffled.steps] == \
+        [(s.kind, s.code, s.error) for s in original.steps]
+
+
+def _values(path: Path) -> list[object]:
+    decoder, text, at, values = json.JSONDecoder(), path.read_text(), 0, []
+    while at < len(text):
+        if text[at].isspace():
+            at += 1
+            continue
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+    return values
+
+
+def _split(values: list[object]) -> list[object]:
+    """OTLP requests split into one request per span (so reversing reorders the spans)."""
+    out: list[object] = []
+    for value in values:
+        if isinstance(value, dict) and "resourceSpans" in value:
+            for resource in value["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        out.append({"resourceSpans": [{**resource, "scopeSpans": [
+                            {**scope, "spans": [span]}]}]})
+        else:
+            out.append(value)
+    return out
+
+
+def test_a_format_named_on_the_command_line_overrides_detection(make: Make) -> None:
+    path = make("otel-span-otlp") / "spans.jsonl"
+    items = list(iter_file(path, "otel-genai"))
+    assert len(items) == 1 and items[0].trajectory is not None
+    wrong = list(iter_file(REPO / "data" / "native-sample.jsonl", "otel-genai"))
+    assert wrong and all(i.trajectory is None and i.problem is not None
+                         and "not an OpenTelemetry span" in i.problem.message for i in wrong)
+
+
+def test_a_folder_of_traces_is_one_run_per_model_and_tasks_match_by_question(
+        make: Make, tmp_path: Path) -> None:
+    folder = tmp_path / "ehrsql-traces"
+    folder.mkdir()
+    for kind in ("otel-span-otlp", "openinference-otlp"):
+        shutil.copy(make(kind) / "spans.jsonl", folder / f"{kind}.jsonl")
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("id,question,gold_answer\nfemale-count,How many female patients are "
+                     "there?,39\n")
+    ws = tmp_path / "ws"
+    result = CliRunner().invoke(main, ["import", str(folder), "--tasks", str(tasks),
+                                       "--workspace", str(ws), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["imported"] == 2
+    listed = CliRunner().invoke(main, ["list", "--workspace", str(ws), "--json"])
+    rows = json.loads(listed.output)
+    assert {r["task_id"] for r in rows} == {"female-count"}
+    assert {r["run"] for r in rows} == {"fake-sql-model (ehrsql-traces)"}

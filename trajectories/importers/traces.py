@@ -1,0 +1,178 @@
+"""OpenTelemetry trace files as trajectories: the ``otel-genai`` and ``openinference`` formats.
+
+A file of spans or log records, in OTLP JSON lines or the console exporters' output
+(``otlp``), is read trace by trace: one trace is one trajectory. A trace's spans and log
+records may sit in two files (content captured as events goes to the logs file, the spans
+stay in the spans file): every OpenTelemetry file in the same folder is read once per process
+into an index by trace id, and each trace is built from all of its spans and records, joined
+by trace and span id. So a spans file and its logs file give the same trajectory whichever is
+read (imported together, the second is a duplicate of the first), and a spans file whose
+content is in no file beside it says so in one line.
+
+Which conventions a trace follows is read from its attributes: OpenInference spans carry
+``openinference.span.kind``; the rest is read as OpenTelemetry GenAI (``genai``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from trajectories.importers.errors import ImportProblem
+from trajectories.importers.genai import NoContent, genai_run
+from trajectories.importers.openinference import OPENINFERENCE_KIND, openinference_run
+from trajectories.importers.otlp import LogRecord, Span, kind_of, read_telemetry
+from trajectories.importers.registry import (
+    FileSniff,
+    ImportFormat,
+    Parsed,
+    ReadOptions,
+    register,
+    rejected,
+)
+from trajectories.importers.trace_steps import TraceRun, trajectory_of
+
+#: Markers one of which the head of any OpenTelemetry file we read holds.
+_MARKERS = ('"resourceSpans"', '"resource_spans"', '"resourceLogs"', '"resource_logs"',
+            '"trace_id"')
+_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson", ".log", ".txt"})
+#: What to do when a trace holds no content.
+_NO_CONTENT = ("the trace's spans hold no message content and no logs file beside it holds "
+               "the trace: export with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="
+               "span_only (content on the spans), or event_only and keep the logs file in the "
+               "same folder (with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; "
+               "'true' captures nothing with current instrumentations)")
+
+
+@dataclass
+class _Trace:
+    spans: dict[str, Span] = field(default_factory=dict)
+    logs: list[LogRecord] = field(default_factory=list)
+
+
+def _attribute_keys(value: Any) -> set[str]:
+    """Attribute keys of a file's first value (an OTLP request, a console span or record)."""
+    keys: set[str] = set()
+    if not isinstance(value, dict):
+        return keys
+    if isinstance(value.get("attributes"), dict):
+        keys.update(str(k) for k in value["attributes"])
+    for outer in ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs"):
+        for resource in value.get(outer) or []:
+            if not isinstance(resource, dict):
+                continue
+            for scope in (resource.get("scopeSpans") or resource.get("scope_spans")
+                          or resource.get("scopeLogs") or resource.get("scope_logs") or []):
+                if not isinstance(scope, dict):
+                    continue
+                for item in (scope.get("spans") or scope.get("logRecords")
+                             or scope.get("log_records") or []):
+                    if isinstance(item, dict) and isinstance(item.get("attributes"), list):
+                        keys.update(str(a.get("key")) for a in item["attributes"]
+                                    if isinstance(a, dict))
+    return keys
+
+
+def _convention(sniff: FileSniff) -> str | None:
+    """``openinference``, ``otel-genai`` or None (not an OpenTelemetry file)."""
+    if not any(marker in sniff.text for marker in _MARKERS):
+        return None
+    value = sniff.first_value
+    if kind_of(value) is None:
+        return None
+    return "openinference" if OPENINFERENCE_KIND in _attribute_keys(value) else "otel-genai"
+
+
+@lru_cache(maxsize=8)
+def _folder_index(folder: str, listing: tuple[tuple[str, int, int], ...]
+                  ) -> dict[str, _Trace]:
+    """Every trace of every OpenTelemetry file in a folder (``listing`` makes the cache key
+    change when a file does)."""
+    index: dict[str, _Trace] = {}
+    for name, _, _ in listing:
+        path = Path(folder) / name
+        if _convention(FileSniff(path)) is None:
+            continue
+        try:
+            telemetry = read_telemetry(path)
+        except ImportProblem:
+            continue  # reported when that file itself is imported
+        for span in telemetry.spans:
+            index.setdefault(span.trace_id, _Trace()).spans.setdefault(span.span_id, span)
+        for log in telemetry.logs:
+            if log.trace_id is not None:
+                index.setdefault(log.trace_id, _Trace()).logs.append(log)
+    return index
+
+
+def _listing(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    entries: list[tuple[str, int, int]] = []
+    try:
+        with os.scandir(folder) as scan:
+            for entry in scan:
+                if Path(entry.name).suffix.lower() in _SUFFIXES and entry.is_file():
+                    stat = entry.stat()
+                    entries.append((entry.name, stat.st_size, stat.st_mtime_ns))
+    except OSError:
+        return ()
+    return tuple(sorted(entries))
+
+
+def _read(path: Path, options: ReadOptions, convention: str | None) -> Iterator[Parsed]:
+    telemetry = read_telemetry(path)  # whole-file problems raise here
+    for location, message in telemetry.problems:
+        yield Parsed(location, None, ImportProblem(str(path), message, location), "")
+    own = list(dict.fromkeys([s.trace_id for s in telemetry.spans]
+                             + [r.trace_id for r in telemetry.logs if r.trace_id]))
+    if not own and not telemetry.problems:
+        raise ImportProblem(str(path), "no spans or log records in the file")
+    folder = path.resolve().parent
+    index = _folder_index(str(folder), _listing(folder))
+    for trace_id in own:
+        trace = index.get(trace_id) or _Trace(
+            {s.span_id: s for s in telemetry.spans if s.trace_id == trace_id},
+            [r for r in telemetry.logs if r.trace_id == trace_id])
+        location = f"trace {trace_id}"
+        spans = list(trace.spans.values())
+        try:
+            found = _run(trace_id, spans, trace.logs, convention)
+            traj = trajectory_of(found, path=path, run=options.run, model=options.model)
+        except NoContent:
+            yield Parsed(location, None, ImportProblem(str(path), _NO_CONTENT, location), "")
+            continue
+        except ValueError as err:
+            yield rejected(path, location, err, "")
+            continue
+        yield Parsed(location, traj, None, "")
+
+
+def _run(trace_id: str, spans: list[Span], logs: list[LogRecord],
+         convention: str | None) -> TraceRun:
+    if convention is None:
+        keys = {k for s in spans for k in s.attributes}
+        convention = "openinference" if OPENINFERENCE_KIND in keys else "otel-genai"
+    if convention == "openinference":
+        return openinference_run(trace_id, spans)
+    return genai_run(trace_id, spans, logs)
+
+
+def _read_genai(path: Path, options: ReadOptions) -> Iterator[Parsed]:
+    yield from _read(path, options, None)
+
+
+def _read_openinference(path: Path, options: ReadOptions) -> Iterator[Parsed]:
+    yield from _read(path, options, "openinference")
+
+
+OTEL_GENAI = register(ImportFormat(
+    "otel-genai", "OpenTelemetry GenAI traces (OTLP JSON lines or console exporter; spans "
+    "and logs)", detect_file=lambda sniff: _convention(sniff) == "otel-genai",
+    read_file=_read_genai, priority=50))
+OPENINFERENCE = register(ImportFormat(
+    "openinference", "OpenInference traces (Arize Phoenix; OTLP JSON lines or console)",
+    detect_file=lambda sniff: _convention(sniff) == "openinference",
+    read_file=_read_openinference, priority=50))
