@@ -10,6 +10,7 @@ from dataclasses import asdict
 import pandas as pd
 import streamlit as st
 
+from analysis.calibration import calibration_tables, reliability_chart
 from analysis.labeller import PRELABEL_SLICES, llm_vs_human
 from analysis.sources import labeller_pairs
 from analysis.verdicts import verdict_frame, verdict_report
@@ -18,6 +19,11 @@ from faillab.app.state import get_store, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_initials, category_label
 from faillab.core.textsafe import csv_frame
+from labeling.learn.calibration_store import (
+    calibration_report,
+    classifier_observations,
+    workspace_observations,
+)
 from labeling.rater_agreement import (
     latest_human_labels,
     multi_rater_summary,
@@ -122,6 +128,38 @@ else:
                                         for c in ("precision", "recall", "f1", "kappa",
                                                   "override_rate")})
             download(frame, f"llm_vs_human_{name.replace(' ', '_')}")
+
+st.subheader("Calibrated confidence")
+# Each labeller's raw confidence against how often people agreed with it, on the items people
+# checked (the same computation as `faillab stats labeller --calibration`). The classifier is
+# cross-validated on the confirmed labels, which takes seconds, so it is measured on request.
+observations = workspace_observations(store, version, me)
+if st.toggle("Measure the classifier too (cross-validated on the checked items)",
+             key="agreement_calibration_classifier"):
+    with st.spinner("Cross-validating the classifier on the checked items..."):
+        observations += classifier_observations(workspace(), store, version, me)
+summary, bins = calibration_tables(*calibration_report(observations))
+if summary.empty:
+    st.info("No labeller has a measured calibration yet.")
+else:
+    st.caption("Per labeller and category it proposed: the items people checked, the share "
+               "people agreed with, the mean raw confidence and the mean calibrated "
+               "probability of agreeing. ECE (the calibration error: the items-weighted gap "
+               "between predicted and observed agreement over ten bins) is on each "
+               "labeller's (all) row, raw and calibrated; the calibrated one is out of "
+               "sample (each item scored by a map fitted without its fold). A labeller "
+               "nobody here has checked shows its development-set measurement, where its "
+               "prior comes from; an LLM nobody checked has none, and its probability is "
+               "unknown.")
+    st.dataframe(summary, hide_index=True, key="agreement_calibration",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.3f")
+                                for c in ("agreement", "mean_raw", "mean_calibrated",
+                                          "ece_raw", "ece_calibrated")})
+    download(summary, "labeller_calibration")
+    names = list(dict.fromkeys(summary["labeller"].astype(str)))
+    pick = st.selectbox("Reliability curve of", names, key="agreement_calibration_labeller")
+    st.plotly_chart(reliability_chart(bins, str(pick)), key="agreement_reliability")
+    download(bins, "labeller_reliability")
 
 st.subheader("Automatic verdicts vs people")
 # The same report as `faillab verdicts report`: people's verdicts (the store's, as this lead

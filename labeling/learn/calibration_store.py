@@ -34,6 +34,7 @@ from labeling.learn.calibration import (
     raw_probability,
     reliability,
 )
+from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
 
 if TYPE_CHECKING:
@@ -44,9 +45,11 @@ WORKSPACE, DEVELOPMENT = "workspace", "development set"
 ALL_CATEGORIES = "(all)"
 
 
-def people_labels(store: Store, taxonomy_version: str | None = None) -> dict[str, str]:
-    """trajectory id -> the category a person stands behind (never LLM-only or disputed)."""
-    final = store.adjudications.final_labels(taxonomy_version, people_only=True)
+def people_labels(store: Store, taxonomy_version: str | None = None,
+                  viewer: Viewer = OPERATOR) -> dict[str, str]:
+    """trajectory id -> the category a person stands behind (never LLM-only or disputed), as
+    ``viewer`` may see it."""
+    final = store.adjudications.final_labels(taxonomy_version, people_only=True, viewer=viewer)
     out: dict[str, str] = {}
     for row in final.to_dict("records"):
         if row["provenance"] in HUMAN_PROVENANCES and row["category"]:
@@ -54,12 +57,13 @@ def people_labels(store: Store, taxonomy_version: str | None = None) -> dict[str
     return out
 
 
-def workspace_observations(store: Store, taxonomy_version: str | None = None
-                           ) -> list[Observation]:
-    """Every stored labeller's latest proposal on every people-checked item."""
-    people = people_labels(store, taxonomy_version)
+def workspace_observations(store: Store, taxonomy_version: str | None = None,
+                           viewer: Viewer = OPERATOR) -> list[Observation]:
+    """Every stored labeller's latest proposal on every people-checked item ``viewer`` may
+    see (blind mode holds for the figures too: a lead's own open items are not in them)."""
+    people = people_labels(store, taxonomy_version, viewer)
     latest: dict[tuple[str, str], tuple[str, float | None]] = {}
-    for row in store.prelabels.successful():  # oldest first: later rows win
+    for row in store.prelabels.successful(viewer):  # oldest first: later rows win
         tid = str(row["trajectory_id"])
         if tid not in people or (taxonomy_version is not None
                                  and row["taxonomy_version"] != taxonomy_version):
@@ -72,7 +76,7 @@ def workspace_observations(store: Store, taxonomy_version: str | None = None
                 and "unreadable" not in evidence:
             latest[(FINDER, tid)] = (str(evidence["category"]),
                                      _number(evidence.get("confidence")))
-    labels = store.labels.frame(taxonomy_version=taxonomy_version)
+    labels = store.labels.frame(taxonomy_version=taxonomy_version, viewer=viewer)
     for label in labels[labels["source"] == "llm"].to_dict("records"):  # oldest first
         tid = str(label["trajectory_id"])
         if tid in people:
@@ -89,8 +93,8 @@ def _number(value: Any) -> float | None:
     return None if out != out else out
 
 
-def classifier_observations(ws: Workspace, store: Store, taxonomy_version: str | None = None
-                            ) -> list[Observation]:
+def classifier_observations(ws: Workspace, store: Store, taxonomy_version: str | None = None,
+                            viewer: Viewer = OPERATOR) -> list[Observation]:
     """The classifier's out-of-task proposals on the confirmed items (folds grouped by task,
     as its figures are measured), from the evidence stored beside the pre-labels; none below
     the classifier's minimum or with fewer than two tasks."""
@@ -98,13 +102,13 @@ def classifier_observations(ws: Workspace, store: Store, taxonomy_version: str |
     from labeling.learn.proposals import failure_features, stored_evidence
     from labeling.pool import workspace_failures
 
-    people = people_labels(store, taxonomy_version)
+    people = people_labels(store, taxonomy_version, viewer)
     failures = {k: v for k, v in workspace_failures(ws).items() if k in people}
     groups = {k: str(t.task.id) for k, t in failures.items()}
     if len(failures) < MIN_LABELS or len(set(groups.values())) < 2 \
             or len({people[k] for k in failures}) < 2:
         return []
-    features = failure_features(failures, stored_evidence(store.prelabels.successful()))
+    features = failure_features(failures, stored_evidence(store.prelabels.successful(viewer)))
     ids = features.ids
     proposals = cross_validated(features.matrix, [people[i] for i in ids],
                                 [groups[i] for i in ids])
