@@ -46,7 +46,9 @@ def _say(message: str) -> None:
 @click.option("--tasks", "tasks_file", default=None, type=click.Path(path_type=Path),
               help="Task file (CSV, JSON or JSONL: question, gold answer, gold SQL, optional id, "
                    "conversation file and verdict) matched to every trajectory of every format; "
-                   "its rows give task ids, ground truth and verdicts (docs/format.md).")
+                   "its rows give task ids, ground truth and verdicts (docs/format.md). With an "
+                   "EHRSQL-2024 prediction.json: the benchmark's data.json, label.json and "
+                   "answer.json beside it (docs/scoring.md).")
 @click.option("--require-tasks", is_flag=True,
               help="With --tasks: fail the import when any trajectory matches no task row.")
 @click.option("--verdict-source", default="human", show_default=True,
@@ -71,6 +73,14 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
 
     if require_tasks and tasks_file is None:
         raise UserError("--require-tasks needs --tasks FILE")
+    from faillab.cli.submission_import import import_submission, is_submission_import
+
+    if is_submission_import(paths, tasks_file):
+        # An EHRSQL-2024 submission with the benchmark's files: executed as it is imported.
+        assert tasks_file is not None
+        import_submission(paths[0], tasks_file, workspace, run=run, model=model,
+                          as_json=as_json)
+        return
     try:
         mapping = load_mapping(mapping_file) if mapping_file else None
         tasks = load_tasks(tasks_file, verdict_source=verdict_source) if tasks_file else None
