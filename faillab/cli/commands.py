@@ -185,7 +185,9 @@ def is_loopback(host: str) -> bool:
 
 
 def serve_command(main_py: Path, host: str, port: int, headless: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "streamlit", "run", str(main_py),
+    # Streamlit's command line, through the app's wrapper that closes the endpoints the
+    # workbench must not serve (``faillab.app.serve``: /_stcore/metrics before sign-in).
+    cmd = [sys.executable, "-m", "faillab.app.serve", "run", str(main_py),
            "--server.address", host, "--server.port", str(port),
            "--server.headless", "true" if headless else "false"]
     for key, value in SERVER_FLAGS:
