@@ -38,6 +38,15 @@ from labeling import signals as sg
 from labeling.evidence.codes import earlier_wrong_code, with_lookups
 from labeling.evidence.commit import diverging_values, first_writing, left_answer, reported_steps
 from labeling.evidence.grounding import searched, ungrounded_search, unknown_value, value_reason
+from labeling.evidence.noref import (
+    absent_terms,
+    answering_step,
+    final_message,
+    has_reference,
+    unanswerable,
+    unanswerable_reason,
+    used_tools,
+)
 from labeling.evidence.parts import (
     Divergence,
     EvidencePart,
@@ -82,9 +91,12 @@ CALIBRATION: dict[str, tuple[str, float]] = {
     _P.TIMES: (sg.SQL_LOGIC, 0.75),  # 5/5
     _P.GROUP_BY: (sg.SQL_LOGIC, 0.15),  # not produced by the demo
     _P.ORDER_LIMIT: (sg.SQL_LOGIC, 0.15),  # see above
+    # No query to compare: the taxonomy's least specific label, unmeasured (the demo's agents
+    # always query), so it claims nothing.
+    _P.UNQUERIED: (sg.SEMANTIC, 0.15),
 }
 #: Parts left at the uninformed prior because the demo never produces them.
-UNMEASURED_PARTS = frozenset({_P.GROUP_BY, _P.ORDER_LIMIT})
+UNMEASURED_PARTS = frozenset({_P.GROUP_BY, _P.ORDER_LIMIT, _P.UNQUERIED})
 MEASURED_PARTS = frozenset(CALIBRATION) - UNMEASURED_PARTS
 # Which part decides when several differ: the enum's order, the most specific evidence first.
 _ORDER: tuple[str, ...] = tuple(EvidencePart)
@@ -261,8 +273,7 @@ def find_divergence(
         with Probe.open(db_path) as own:
             return find_divergence(trajectory, probe=own)
     steps = _sql_steps(trajectory)
-    ref_sql = trajectory.task.reference_sql if isinstance(trajectory.task.reference_sql, str) \
-        else None
+    ref_sql = trajectory.task.reference_sql if has_reference(trajectory) else None
     reference = probe.run(ref_sql) if probe is not None and ref_sql else None
     executed = reference is not None
     rows: list[str] = []
@@ -276,6 +287,8 @@ def find_divergence(
     scoped = _scope(trajectory)
     if scoped is not None:
         return _evidence(trajectory, scoped[0], [scoped[1]], rows, executed)
+    if unanswerable(trajectory) and has_final_answer(trajectory.final_answer):
+        return _unanswerable(trajectory, steps, probe, rows, executed)
     seen = _answer_step(trajectory, steps, probe, reference)
     if seen is not None:
         if not seen[1].reason.startswith("answer correct in step"):
@@ -286,6 +299,8 @@ def find_divergence(
                          seen[0] if left != seen[0] else None)
 
     ref = decompose(ref_sql)
+    if not used_tools(trajectory):
+        return _unqueried(trajectory, rows, executed)
     if ref is None:
         reason = "no reference SQL" if not ref_sql else "reference SQL does not parse"
         return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
@@ -355,7 +370,7 @@ def find_divergence(
             continue
         parts = decompose(sql)
         if parts is not None and parts.tables & ref.tables and _reads_events(parts) and (
-            {d.part for d in compare(ref, parts)} & kinds
+            {d.part for d in compare(ref, parts) if not _absent(d)} & kinds
         ):
             first = i
             break
@@ -386,6 +401,36 @@ def find_divergence(
         # its rows cannot change the verdict, and the step's recorded output is shown anyway.
         rows.append(f"step {last_i} result: " + last_rows.text(_ROW_TEXT))
     return _evidence(trajectory, first, final_div, rows, executed, last_i)
+
+
+def _unanswerable(
+    trajectory: Trajectory, steps: list[tuple[int, str]], probe: Probe | None, rows: list[str],
+    executed: bool,
+) -> Evidence:
+    found = answering_step(trajectory, steps)
+    step, how = found if found is not None else (final_message(trajectory), "")
+    if step is None and trajectory.steps:
+        step = len(trajectory.steps) - 1  # no message of its own: its last recorded step
+    question = trajectory.task.question if isinstance(trajectory.task.question, str) else ""
+    reason = unanswerable_reason(step if found is not None else None, how,
+                                 absent_terms(question, probe))
+    div = _div("no_data", reason)
+    if step is None:  # only the final answer is recorded
+        return Evidence(None, [div], rows, div.category, div.confidence,
+                        f"final answer: {reason}", executed)
+    return _evidence(trajectory, step, [div], rows, executed)
+
+
+def _unqueried(trajectory: Trajectory, rows: list[str], executed: bool) -> Evidence:
+    step = final_message(trajectory)
+    if step is None and trajectory.steps:
+        step = len(trajectory.steps) - 1  # no message of its own: its last recorded step
+    div = _div("unqueried", "no tool used: the final answer is the agent's only action, and it "
+                            "is not the verified answer")
+    if step is None:
+        return Evidence(None, [div], rows, div.category, div.confidence,
+                        f"final answer: {div.reason}", executed)
+    return _evidence(trajectory, step, [div], rows, executed)
 
 
 def _reads_events(parts: RefParts) -> bool:

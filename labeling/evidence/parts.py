@@ -75,6 +75,7 @@ class EvidencePart(StrEnum):
     ORDER_LIMIT = "order_limit"
     FILTERS = "filters"
     RESULT = "result"
+    UNQUERIED = "unqueried"  # no tool used: the final answer is the only action
 
 
 @dataclass(frozen=True, slots=True)

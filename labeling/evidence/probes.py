@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from labeling.signals import as_table
-from trajectories.sql import QueryResult, SandboxError, json_cell, open_readonly, run_isolated
+from trajectories.sql import (
+    QueryResult,
+    SandboxError,
+    describe_tables,
+    json_cell,
+    open_readonly,
+    run_isolated,
+)
 
 __all__ = ["ROW_CAP", "TIMEOUT_S", "CodeInfo", "Probe", "Rows", "same_rows"]
 
@@ -94,6 +101,7 @@ class Probe:
         self._cache: dict[str, Rows | None] = {}
         self._db = _identity(self.path)
         self._dicts: list[tuple[str, str, str | None, str]] | None = None
+        self._schema: frozenset[str] | None = None
         self._codes: dict[tuple[str, str], CodeInfo | None] = {}  # (table, code) -> what it is
         self.queries = 0  # how many statements reached the sandbox (for the benchmark)
 
@@ -185,6 +193,30 @@ class Probe:
                 if info is not None:
                     out.setdefault(c.lower(), info)
         return out
+
+    def schema_words(self) -> frozenset[str]:
+        """The database's table and column names and their ``_``-separated parts, lower case
+        (read through the sandbox's own introspection; empty when it cannot be read)."""
+        if self._schema is None:
+            try:
+                tables = describe_tables(self.path)
+            except (SandboxError, OSError, ValueError):
+                tables = {}
+            names = {t.rsplit(".", 1)[-1].lower() for t in tables}
+            names |= {c.lower() for cols in tables.values() for c, _ in cols}
+            self._schema = frozenset(names | {p for n in names for p in n.split("_") if p})
+        return self._schema
+
+    def dictionary_holds(self, stem: str) -> bool:
+        """Whether any dictionary title (diagnoses, procedures, lab items, items) contains
+        ``stem`` (letters only)."""
+        if not re.fullmatch(r"[a-z]{3,20}", stem):
+            return False
+        for name, _code, _version, label in self._dictionaries():
+            got = self.run(f"SELECT 1 FROM {name} WHERE lower({label}) LIKE '%{stem}%' LIMIT 1")
+            if got is not None and got.rows:
+                return True
+        return False
 
     def lookup(self, table: str, pattern: str) -> dict[str, CodeInfo]:
         """The codes a reference's dictionary look-up (``label LIKE pattern``) finds."""

@@ -70,6 +70,7 @@ from pathlib import Path
 from faillab.core.versions import code_version, package_files
 from labeling import signals as sg
 from labeling.evidence import Evidence, Probe, find_divergence
+from labeling.evidence.noref import has_reference, unanswerable
 from labeling.prelabel.base import LabelResult
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories.model import Trajectory
@@ -242,8 +243,12 @@ class HeuristicLabeller:
         return found
 
     def evidence(self, trajectory: Trajectory) -> Evidence | None:
-        """The first-divergence evidence, or None without a reference SQL to compare with."""
-        if not isinstance(trajectory.task.reference_sql, str):
+        """The first-divergence evidence: against the reference SQL, or (without one) where the
+        agent committed to answering a question the database cannot answer; None for a
+        trajectory with neither (the text rules read it)."""
+        if not has_reference(trajectory) and not (
+            unanswerable(trajectory) and sg.has_final_answer(trajectory.final_answer)
+        ):
             return None
         return find_divergence(trajectory, probe=self._probe())
 
@@ -271,6 +276,9 @@ class HeuristicLabeller:
         if evidence is None or evidence.category is None or evidence.confidence < minimum:
             return None
         target = self._key_map.get(evidence.category)
+        if evidence.part == "no_data" and sg.NULL_NOT_RETURNED in self._key_map:
+            # A taxonomy with a category for an answer where NULL was right names it exactly.
+            target = self._key_map[sg.NULL_NOT_RETURNED]
         if target is None:
             return None
         return sg.Signal(target, evidence.confidence, evidence.step, "evidence: " + evidence.reason)
@@ -289,6 +297,12 @@ class HeuristicLabeller:
         return dataclasses.replace(result, evidence=evidence.to_dict())
 
     def _decide(self, trajectory: Trajectory, evidence: Evidence | None) -> LabelResult:
+        """The label, whose step is the evidence's or says why it is not (one proposal)."""
+        return one_step(self._decide_category(trajectory, evidence), evidence,
+                        self._key_map.get(evidence.category) if evidence is not None
+                        and evidence.category else None)
+
+    def _decide_category(self, trajectory: Trajectory, evidence: Evidence | None) -> LabelResult:
         views = sg.action_views(trajectory)
         found = self.signals(trajectory, views)
         decided = self._evidence_signal(evidence)
@@ -378,6 +392,22 @@ class HeuristicLabeller:
             labeller_version=self.version,
             secondary_category=secondary,
         )
+
+
+def one_step(result: LabelResult, evidence: Evidence | None, category: str | None) -> LabelResult:
+    """The label's step is the evidence's step, or its rationale says why not. Where both name
+    the same category, the evidence's step is the one kept: it is where the agent committed to
+    the diverging part, a text rule's step is where its pattern shows. Where they differ, the
+    label follows its own category's step and says which evidence it did not follow."""
+    if (evidence is None or evidence.category is None or evidence.step is None
+            or result.first_error_step == evidence.step):
+        return result  # no evidence decides, it names no step, or both name the same step
+    if category == result.category:
+        return dataclasses.replace(result, first_error_step=evidence.step)
+    where = f"step {evidence.step}" if evidence.step is not None else "the final answer"
+    why = (f" The evidence points at {where} ({evidence.part}: {category}, confidence "
+           f"{evidence.confidence:.2f}); this label's step is where its own category shows.")
+    return dataclasses.replace(result, rationale=result.rationale + why)
 
 
 def _evidence_why(evidence: Evidence) -> str:

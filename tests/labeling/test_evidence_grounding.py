@@ -69,8 +69,8 @@ def test_a_name_that_a_search_found_is_not_a_lookup_error() -> None:
     listing = ", ".join(f"'title {i}'" for i in range(800))
     long = search("d_icd_diagnoses", "pulmonary", f"[{listing}, '{COPD}', {listing}]")
     assert find_divergence(traj([long], "none", ref=DX_REF, gold=[["2100"]])).category is None
-    # No search at all: nothing says the term was not grounded.
-    assert find_divergence(traj([], "no", ref=DX_REF, gold=[["2100"]])).category is None
+    # No search at all: nothing says the term was not grounded (only that no tool was used).
+    assert find_divergence(traj([], "no", ref=DX_REF, gold=[["2100"]])).part == "unqueried"
 
 
 def test_a_value_the_database_does_not_hold_is_a_lookup_error(ehr: Path) -> None:

@@ -3,15 +3,18 @@ agent commits to the diverging part, failures without a reference SQL and withou
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from labeling.evidence import find_divergence
-from labeling.signals import CODE_LOOKUP
+from labeling.prelabel.heuristic import HeuristicLabeller, one_step
+from labeling.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC
+from taxonomy import default_taxonomy
 from tests.labeling.support import sqlite_ehr
 from tests.labeling.test_evidence import sql, traj
-from trajectories.model import Step, StepKind
+from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
 
 GENDER_REF = "SELECT COUNT(*) FROM patients WHERE gender = 'f' AND anchor_age > 60"
 
@@ -81,3 +84,71 @@ def test_an_answer_held_and_then_replaced_is_left_at_the_replacing_query() -> No
     ev = find_divergence(traj(steps, "40", ref=DRAIN_REF, gold=[[3]]))
     assert ev.part == "answer" and "answer correct in step 0" in ev.reason
     assert ev.step == 3
+
+
+def unanswerable(steps: list[Step], final: str) -> Trajectory:
+    return Trajectory(
+        task=Task(id="u", question="What is the most common location among hospitals?",
+                  reference_sql="null", ground_truth=None),
+        run=Run(name="r", model="m"), steps=[*steps, message(final)], final_answer=final,
+        outcome=Outcome(success=False, reward=0.0))
+
+
+@pytest.fixture()
+def admissions(tmp_path: Path) -> Path:
+    return sqlite_ehr(tmp_path / "adm.sqlite", (
+        "CREATE TABLE admissions (subject_id INTEGER, admission_location TEXT);"
+        "INSERT INTO admissions VALUES (1, 'emergency room'), (2, 'emergency room');"
+        "CREATE TABLE d_labitems (itemid INTEGER, label TEXT);"
+        "INSERT INTO d_labitems VALUES (1, 'hemoglobin');"
+    ))
+
+
+def test_an_unanswerable_question_answered_is_placed_at_the_query_it_reports(
+        admissions: Path) -> None:
+    steps = [sql("SELECT COUNT(DISTINCT hospital) FROM admissions", "no such column", True),
+             sql("SELECT * FROM admissions LIMIT 1", "[(1, 'emergency room')]"),
+             sql("SELECT admission_location, COUNT(*) FROM admissions GROUP BY 1 "
+                 "ORDER BY 2 DESC LIMIT 1", "[('emergency room', 59)]")]
+    t = unanswerable(steps, "The most common location is emergency room (59 admissions).")
+    ev = find_divergence(t, admissions)
+    assert ev.part == "no_data" and ev.category == SEMANTIC
+    # Step 1 shows 'emergency room' too, but the answer repeats more of step 2's rows (the count).
+    assert ev.step == 2 and "'emergency room' is in the final answer" in ev.reason
+    assert "verified answer NULL" in ev.reason
+    # What the database cannot hold: the question's words that name nothing in it.
+    assert "'hospitals'" in ev.reason
+    label = HeuristicLabeller(ehr_path=admissions).label(t, default_taxonomy().version)
+    assert label.category == SEMANTIC and label.first_error_step == 2
+    # Without a database it still proposes, and says what it could not check.
+    assert find_divergence(t).step == 2
+    # An abstention is no failure of this kind.
+    assert find_divergence(unanswerable(steps, "null")).part != "no_data"
+
+
+def test_no_tool_used_is_the_final_message() -> None:
+    t = unanswerable([], "Here is how to build a model of discharge location: ...")
+    ev = find_divergence(t)
+    assert ev.part == "no_data" and ev.step == 0 and "without any query" in ev.reason
+    answered = traj([], "41 patients", ref=DRAIN_REF, gold=[[8]])
+    ev = find_divergence(answered)
+    assert ev.part == "unqueried" and ev.category == SEMANTIC and ev.step == 0
+    # Only the final answer recorded (no step at all): the proposal names the final answer.
+    bare = answered.model_copy(update={"steps": []})
+    ev = find_divergence(bare)
+    assert ev.part == "unqueried" and ev.step is None and ev.reason.startswith("final answer:")
+
+
+def test_the_prelabel_step_is_the_evidence_step_or_says_why() -> None:
+    steps = [sql("SELECT * FROM microbiologyevents LIMIT 1", "[...]"),
+             sql(DRAIN_REF.replace("2100-12", "2100-11"), "[(5,)]"), message("5 tests.")]
+    t = traj(steps, 5, ref=DRAIN_REF, gold=[[3]])
+    label = HeuristicLabeller().label(t, default_taxonomy().version)
+    assert label.evidence is not None
+    assert label.first_error_step == label.evidence["step"] == 1
+    # A label of another category keeps its own step and names the evidence it did not follow.
+    ev = find_divergence(t)
+    other = one_step(dataclasses.replace(label, category=ANSWER_FORMAT, first_error_step=2),
+                     ev, SQL_LOGIC)
+    assert other.first_error_step == 2 and "The evidence points at step 1 (times" in \
+        other.rationale

@@ -620,7 +620,8 @@ def test_robustgym_taxonomy_maps_onto_its_own_keys() -> None:
     )
     result = labeller.label(unsupported, robust.version)
     assert result.category == "null_not_returned"
-    assert result.first_error_step == 0
+    # Step 1 is the query whose result the answer reports (step 0 found nothing).
+    assert result.first_error_step == 1
 
 
 def test_default_labeller_follows_the_taxonomy_named_in_the_version() -> None:
