@@ -38,6 +38,7 @@ KINDS = {
     "otel-true-otlp": ("spans.jsonl",),
     "openinference-otlp": ("spans.jsonl",),
     "openinference-console": ("spans.json",),
+    "anthropic": ("messages.jsonl", "conversation.json"),
 }
 
 
@@ -247,6 +248,43 @@ def openinference(out: Path, base_url: str, db: str, encoding: str) -> None:
         handle.close()
 
 
+def anthropic_messages(out: Path, base_url: str, db: str) -> None:
+    """The Anthropic SDK's tool-use loop, logged as teams log it: each request with the
+    response it got (``Message.model_dump``) as a JSONL line, and the whole conversation (the
+    request parameters with the final reply appended) as one JSON document."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=0)
+    tools: Any = [{"name": "run_sql", "description": "Run SQL on MIMIC-IV",
+                   "input_schema": RUN_SQL_SCHEMA}]
+    messages: list[Any] = [{"role": "user", "content": QUESTION}]
+    with open(out / "messages.jsonl", "w", encoding="utf-8") as log:
+        while True:
+            request = {"model": MODEL, "max_tokens": 1024, "system": SYSTEM,
+                       "messages": list(messages), "tools": tools}
+            reply = client.messages.create(**request)
+            log.write(json.dumps({"request": request,
+                                  "response": reply.model_dump(mode="json")}) + "\n")
+            messages.append({"role": "assistant",
+                             "content": [block.model_dump(mode="json", exclude_none=True)
+                                         for block in reply.content]})
+            uses = [block for block in reply.content if block.type == "tool_use"]
+            if not uses:
+                break
+            results: list[Any] = []
+            for use in uses:
+                try:
+                    results.append({"type": "tool_result", "tool_use_id": use.id,
+                                    "content": run_sql(db, use.input["query"])})
+                except sqlite3.Error as err:
+                    results.append({"type": "tool_result", "tool_use_id": use.id,
+                                    "content": f"Error: {err}", "is_error": True})
+            messages.append({"role": "user", "content": results})
+    conversation = {"model": MODEL, "max_tokens": 1024, "system": SYSTEM, "tools": tools,
+                    "messages": messages}
+    (out / "conversation.json").write_text(json.dumps(conversation, indent=2), "utf-8")
+
+
 def main(argv: list[str]) -> None:
     kind, out, base_url, db = argv
     out_dir = Path(out)
@@ -254,6 +292,8 @@ def main(argv: list[str]) -> None:
     if kind.startswith("otel-"):
         _, capture, encoding = kind.split("-")
         otel(out_dir, base_url, db, capture, encoding)
+    elif kind == "anthropic":
+        anthropic_messages(out_dir, base_url, db)
     elif kind.startswith("openinference-"):
         openinference(out_dir, base_url, db, kind.split("-")[1])
     else:

@@ -56,8 +56,9 @@ def make(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Make]:
         yield run
 
 
-def _whole(traj: Trajectory) -> None:
-    """The agent's run, as the fake LLM scripted it and the database answered."""
+def _whole(traj: Trajectory, *, traced: bool = True) -> None:
+    """The agent's run, as the fake LLM scripted it and the database answered; ``traced``:
+    the file is a trace (spans with a service, durations and each model call's usage)."""
     assert traj.task.question == QUESTION
     sql = [s for s in traj.steps if s.kind == StepKind.SQL]
     assert [s.code for s in sql] == QUERIES
@@ -66,12 +67,17 @@ def _whole(traj: Trajectory) -> None:
     assert sql[1].observation == "[(39,)]"
     assert traj.final_answer == ANSWER
     assert traj.run.model == "fake-sql-model"
-    assert traj.run.configuration.get("service") == "ehrsql-agent"
     assert traj.steps[0].role == "user" and traj.steps[-1].content == ANSWER
+    if not traced:
+        return
+    assert traj.run.configuration.get("service") == "ehrsql-agent"
     assert all(s.duration_ms is not None and s.duration_ms >= 0 for s in sql)
     assert sql[0].tokens == {"input": 100, "output": 20}
 
 
+#: Kinds whose files are logs of the API calls, not traces.
+UNTRACED = {"anthropic"}
+FORMAT_OF = {"openinference": "openinference", "anthropic": "anthropic"}
 WHOLE = [(kind, name) for kind, names in KINDS.items() if kind != "otel-true-otlp"
          for name in names]
 
@@ -82,9 +88,8 @@ def test_every_file_that_holds_its_content_imports_whole(make: Make, kind: str,
     parsed = read_file(make(kind) / name)
     assert parsed.problems == []
     assert len(parsed.trajectories) == 1
-    _whole(parsed.trajectories[0][1])
-    expected = "openinference" if kind.startswith("openinference") else "otel-genai"
-    assert parsed.format == expected
+    _whole(parsed.trajectories[0][1], traced=kind not in UNTRACED)
+    assert parsed.format == FORMAT_OF.get(kind.split("-")[0], "otel-genai")
 
 
 def test_a_spans_file_and_its_logs_file_are_one_trajectory(make: Make, tmp_path: Path) -> None:
@@ -201,3 +206,25 @@ def test_a_folder_of_traces_is_one_run_per_model_and_tasks_match_by_question(
     rows = json.loads(listed.output)
     assert {r["task_id"] for r in rows} == {"female-count"}
     assert {r["run"] for r in rows} == {"fake-sql-model (ehrsql-traces)"}
+
+
+def test_anthropic_logs_keep_the_error_flag_and_each_reply_usage(make: Make) -> None:
+    traj = read_file(make("anthropic") / "messages.jsonl").trajectories[0][1]
+    said = [s for s in traj.steps if s.kind == StepKind.MESSAGE and s.role == "assistant"]
+    assert said[0].tokens == {"input": 100, "output": 20}
+    assert (traj.model_extra or {}).get("usage") == {"input": 330, "output": 60}
+
+
+def test_two_questions_in_one_anthropic_log_are_two_trajectories(make: Make,
+                                                                 tmp_path: Path) -> None:
+    """A request that does not continue the conversation before it starts the next one."""
+    lines = (make("anthropic") / "messages.jsonl").read_text().splitlines()
+    other = [line.replace(QUESTION, "How many female patients are there in total?")
+             for line in lines]
+    path = tmp_path / "two.jsonl"
+    path.write_text("\n".join(lines + other) + "\n")
+    parsed = read_file(path)
+    assert [t.task.question for _, t in parsed.trajectories] == [
+        QUESTION, "How many female patients are there in total?"]
+    for _, traj in parsed.trajectories:
+        assert [s.error for s in traj.steps if s.kind == StepKind.SQL] == [True, False]

@@ -13,6 +13,7 @@ from typing import Any
 # order ``--format`` lists them in). A new format: a module that calls ``registry.register``,
 # imported here.
 from trajectories.importers import (
+    anthropic_messages,  # noqa: F401
     builtin,  # noqa: F401
     registry,
     traces,  # noqa: F401

@@ -105,8 +105,9 @@ class FileSniff:
     @cached_property
     def first_value(self) -> Any:
         """The file's first JSON value (the first line of JSONL, the first of several
-        concatenated documents, a whole document), or None when there is none within the
-        first few megabytes. Only asked by detectors that saw their keys in ``text``."""
+        concatenated documents, a whole document; for a JSON list, its first item), or None
+        when there is none within the first few megabytes. Only asked by detectors that saw
+        their keys in ``text``."""
         start = self.text.lstrip()
         if not start.startswith(("{", "[")):
             return None
@@ -117,6 +118,12 @@ class FileSniff:
                 with open(self.path, "rb") as handle:
                     data = handle.read(size)
                 text = data.decode("utf-8-sig", errors="ignore").lstrip()
+                if text.startswith("["):  # a list of records: its first record says
+                    at = len(text) - len(text[1:].lstrip())
+                    if text[at:at + 1] == "]":
+                        return None
+                    value, _ = decoder.raw_decode(text, at)
+                    return value
                 value, _ = decoder.raw_decode(text)
                 return value
             except (ValueError, RecursionError, OSError):
