@@ -15,11 +15,15 @@ With blind mode off everyone sees everything. `OPERATOR` is whoever runs the com
 the store they own (exports, statistics): it sees everything.
 
 Automatic opinions (the LLM pre-label, and the category the evidence finder suggests for an
-item or a cluster) follow one rule: with the pre-label hidden until commit, a blind viewer sees
-them only on items they have labelled. The finder's suggestion comes from the same signals as
-the offline pre-labeller and matched the hidden pre-label on most items, so hiding one and not
-the other would hide nothing. A viewer the store does not know yet (nobody signed in, a name
-not yet recorded, no store at all) has labelled nothing and is an annotator.
+item or a cluster) follow one rule, whatever blind mode says: with the pre-label hidden until
+commit, a viewer sees them only on items they have labelled (a lead or admin: also on items not
+assigned to them, which they review rather than label). Blind mode is about colleagues' labels;
+hiding the pre-label is about anchoring, so turning blind mode off must not show it (it once
+did: an annotator's Trajectory page showed the hidden pre-label's category). The finder's
+suggestion comes from the same signals as the offline pre-labeller and matched the hidden
+pre-label on most items, so hiding one and not the other would hide nothing. A viewer the store
+does not know yet (nobody signed in, a name not yet recorded, no store at all) has labelled
+nothing and is an annotator.
 
 History (labels retracted by Undo, and the change log of labels) is shown only to the
 label's author and to leads and admins (where they see everything), in blind mode or not:
@@ -73,8 +77,13 @@ class Scope:
     lead: bool = False
     # Items a lead is assigned to and has not labelled: blind there, like an annotator.
     blind_items: frozenset[str] = field(default_factory=frozenset)
-    # With the pre-label hidden until commit: the only items whose LLM opinion shows.
+    # With the pre-label hidden until commit: the items the viewer committed on, where LLM
+    # opinions show whatever else holds.
     hide_llm_everywhere_but: frozenset[str] | None = None
+    # With the pre-label hidden until commit, for a lead: the items where it stays hidden (those
+    # assigned to them and not labelled yet); everywhere else it shows. None: not a lead, so it
+    # shows only on the items above.
+    llm_hidden_items: frozenset[str] | None = None
 
     def _all_on(self, trajectory_id: str) -> bool:
         return self.sees_all and trajectory_id not in self.blind_items
@@ -96,12 +105,10 @@ class Scope:
 
     def may_see_llm(self, trajectory_id: str) -> bool:
         """Any automatic opinion on the item: the pre-label and the evidence finder's
-        suggestion."""
-        if self._all_on(trajectory_id):
+        suggestion. Blind mode plays no part (see the module docstring)."""
+        if self.hide_llm_everywhere_but is None or trajectory_id in self.hide_llm_everywhere_but:
             return True
-        if self.hide_llm_everywhere_but is not None:
-            return trajectory_id in self.hide_llm_everywhere_but
-        return True
+        return self.llm_hidden_items is not None and trajectory_id not in self.llm_hidden_items
 
 
 def _user(session: Session, name: str) -> UserRow:
@@ -130,9 +137,9 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     if found is None:
         return unknown_viewer_scope(viewer)
     row = found
-    if not viewer.blind:
-        return Scope(sees_all=True, user_id=row.id, lead=row.role in LEAD_ROLES)
     lead = row.role in LEAD_ROLES
+    if not viewer.blind and not viewer.hide_prelabel:
+        return Scope(sees_all=True, user_id=row.id, lead=lead)
     # The items they labelled, read only where the scope depends on them (a read on every
     # scope was a sixth of an Annotate key's statements).
     committed = frozenset(
@@ -146,26 +153,29 @@ def scope_for(session: Session, viewer: Viewer) -> Scope:
     ) if lead or viewer.hide_prelabel else frozenset()
     llm_only_on = committed if viewer.hide_prelabel else None
     if not lead:
-        return Scope(sees_all=False, user_id=row.id, hide_llm_everywhere_but=llm_only_on)
+        return Scope(sees_all=not viewer.blind, user_id=row.id,
+                     hide_llm_everywhere_but=llm_only_on)
     assigned = frozenset(
         session.scalars(select(AssignmentRow.trajectory_id).where(AssignmentRow.user_id == row.id))
     )
+    labelling = assigned - committed
     return Scope(
         sees_all=True,
         user_id=row.id,
         lead=True,
-        blind_items=assigned - committed,
+        blind_items=labelling if viewer.blind else frozenset(),
         hide_llm_everywhere_but=llm_only_on,
+        llm_hidden_items=labelling if viewer.hide_prelabel else None,
     )
 
 
 def unknown_viewer_scope(viewer: Viewer) -> Scope:
     """The scope of a viewer who has recorded nothing: nobody signed in (the operator when not
     blind), a name the store does not hold yet, or any viewer where no store exists yet."""
+    hidden = frozenset[str]() if viewer.hide_prelabel else None
     if not viewer.blind:
-        return Scope(sees_all=True, lead=viewer.name is None)
-    return Scope(sees_all=False,
-                 hide_llm_everywhere_but=frozenset() if viewer.hide_prelabel else None)
+        return Scope(sees_all=True, lead=viewer.name is None, hide_llm_everywhere_but=hidden)
+    return Scope(sees_all=False, hide_llm_everywhere_but=hidden)
 
 
 def require_lead(session: Session, name: str, action: str) -> UserRow:

@@ -110,14 +110,37 @@ def test_automatic_opinions_follow_the_prelabel_rule_for_every_kind_of_viewer(
     for stranger in (Viewer(None, blind=True, hide_prelabel=True),
                      Viewer("newcomer", blind=True, hide_prelabel=True)):
         assert team.prelabels.visible_items(items, stranger) == set()
-    # Not hidden until commit, or blind mode off: everyone sees them.
+    # Not hidden until commit: everyone sees them.
     assert team.prelabels.visible_items(items, Viewer("ana", blind=True)) == set(items)
+    assert team.prelabels.visible_items(items, Viewer("ana", blind=False)) == set(items)
+    # Hidden until commit and blind mode off: still hidden (blind mode is about colleagues).
     assert team.prelabels.visible_items(
-        items, Viewer("newcomer", blind=False, hide_prelabel=True)) == set(items)
-    # A lead sees them, except on items assigned to them that they have not labelled.
+        items, Viewer("newcomer", blind=False, hide_prelabel=True)) == set()
+    assert team.prelabels.visible_items(
+        items, Viewer(None, blind=False, hide_prelabel=True)) == set()
+    assert team.prelabels.visible_items(
+        items, Viewer("ana", blind=False, hide_prelabel=True)) == {"t1"}
+    # A lead sees them, except on items assigned to them that they have not labelled, in
+    # blind mode or not.
     team.queues.assign(["t2"], ["lea"], overlap=1)
-    assert team.prelabels.visible_items(items, Viewer("lea", blind=True, hide_prelabel=True)
-                                        ) == {"t1", "t3"}
+    for blind in (True, False):
+        assert team.prelabels.visible_items(
+            items, Viewer("lea", blind=blind, hide_prelabel=True)) == {"t1", "t3"}
+
+
+def test_hiding_the_prelabel_needs_no_blind_mode_on_any_read_path(team: Store) -> None:
+    _seed(team)
+    hidden = Viewer("ana", blind=False, hide_prelabel=True)
+    # Blind mode off: colleagues' labels show...
+    assert SECRET in _everything_ana_can_read(team, hidden)
+    # ...but the pre-label on t3 (category "other", confidence 0.9) shows on no read path
+    # until ana commits there.
+    assert team.prelabels.opinion_for("t3", hidden) == (None, True)
+    assert team.prelabels.successful(hidden) == []
+    assert ids_with_final_category(team, "other", viewer=hidden) == []
+    assert not [lab for lab in team.labels.for_item("t3", viewer=hidden) if lab.source == "llm"]
+    team.labels.add("t3", "a", annotator="ana", taxonomy_version=V)
+    assert [p["trajectory_id"] for p in team.prelabels.successful(hidden)] == ["t3"]
 
 
 def test_nobody_signed_in_sees_no_human_label_in_blind_mode(team: Store) -> None:

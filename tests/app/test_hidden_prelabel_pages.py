@@ -1,0 +1,93 @@
+""""Hide the pre-label until I commit" holds with blind mode off: an annotator's Trajectory page
+showed the hidden pre-label's category and the evidence finder's suggestion
+("suggests SQL Logic Error (0.65)") once ``FAILLAB_BLIND=0``. The store decides; the page only
+asks it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from faillab.core.settings import Settings
+from labeling.evidence import Probe, find_divergence
+from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from labeling.prelabel.heuristic import HeuristicLabeller
+from labeling.store import Store, open_store
+from taxonomy import default_taxonomy
+from tests.app.support import copy_of, serve_workspace
+from tests.support import REPO
+from trajectories.workspace import Workspace
+
+MAIN = str(REPO / "app" / "main.py")
+RATIONALE = "HIDDEN-PRELABEL-RATIONALE"
+
+
+@pytest.fixture
+def env(demo_workspace: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Workspace, Store]]:
+    root = copy_of(demo_workspace, tmp_path)
+    serve_workspace(root, monkeypatch)
+    monkeypatch.setenv("FAILLAB_BLIND", "0")
+    monkeypatch.setenv("FAILLAB_HIDE_PRELABEL", "1")
+    store = open_store(Settings.from_env().annotations_url())
+    store.users.add("ana", "annotator")
+    store.users.add("lea", "lead")
+    yield Workspace(root), store
+    store.close()
+    st.cache_resource.clear()
+
+
+def _item_with_a_suggestion(ws: Workspace) -> tuple[str, str]:
+    """A failure on which the evidence finder suggests a category, and that category's name."""
+    ehr = ws.ehr_path
+    assert ehr is not None
+    with Probe.open(ehr) as probe:
+        for row in ws.list(failed=True)[:60]:
+            traj = ws.get(row["id"])
+            assert traj is not None
+            found = find_divergence(traj, probe=probe)
+            if found.category:
+                return row["id"], default_taxonomy().category(found.category).name
+    raise AssertionError("no failure of the demo has a suggested category")
+
+
+def _page_text(user: str, tid: str) -> str:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.session_state["identity_name"] = user
+    at.run()
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = tid
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    parts = [h.value for h in at.html] + [m.value for m in at.markdown] + \
+        [c.value for c in at.caption] + [i.value for i in at.info]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_the_trajectory_page_hides_the_prelabel_and_its_suggestion_without_blind_mode(
+        env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    tid, suggested = _item_with_a_suggestion(ws)
+    category = default_taxonomy().category("sql_logic_error")
+    store.prelabels.save(PrelabelRecord(
+        PrelabelKey(tid, default_taxonomy().version, HeuristicLabeller.prompt_version,
+                    "heuristic"),
+        LabelResult(category=category.key, confidence=0.65, first_error_step=1,
+                    rationale=RATIONALE, labeller="heuristic", labeller_version="1")))
+    store.queues.assign([tid], ["ana"], overlap=1)
+
+    annotator = _page_text("ana", tid)
+    assert "suggests" not in annotator and RATIONALE not in annotator
+    assert "(0.65)" not in annotator
+    # A lead reviewing an item they do not label sees the suggestion: it is there to hide.
+    lead = _page_text("lea", tid)
+    assert f"suggests {suggested}" in lead.replace("&#x27;", "'")
+    # Once ana commits on the item, the automatic opinions show to her too.
+    store.labels.add(tid, category.key, annotator="ana",
+                     taxonomy_version=default_taxonomy().version)
+    st.cache_resource.clear()
+    assert "suggests" in _page_text("ana", tid)
