@@ -39,6 +39,7 @@ KINDS = {
     "openinference-otlp": ("spans.jsonl",),
     "openinference-console": ("spans.json",),
     "anthropic": ("messages.jsonl", "conversation.json"),
+    "openai-agents": ("traces.jsonl",),
 }
 
 
@@ -285,6 +286,61 @@ def anthropic_messages(out: Path, base_url: str, db: str) -> None:
     (out / "conversation.json").write_text(json.dumps(conversation, indent=2), "utf-8")
 
 
+def openai_agents(out: Path, base_url: str, db: str) -> None:
+    """The OpenAI Agents SDK's runner with a function tool; its tracing processor replaced by
+    one that writes each trace's and span's own ``export()`` as a JSON line when it ends
+    (so children come before their parents, as the SDK's exporters send them)."""
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_trace_processors,
+    )
+    from agents.tracing import TracingProcessor
+    from openai import AsyncOpenAI
+
+    log = open(out / "traces.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+
+    class JsonLines(TracingProcessor):
+        def _write(self, item: Any) -> None:
+            exported = item.export()
+            if exported is not None:
+                log.write(json.dumps(exported, default=str) + "\n")
+
+        def on_trace_start(self, trace: Any) -> None:
+            pass
+
+        def on_trace_end(self, trace: Any) -> None:
+            self._write(trace)
+
+        def on_span_start(self, span: Any) -> None:
+            pass
+
+        def on_span_end(self, span: Any) -> None:
+            self._write(span)
+
+        def shutdown(self) -> None:
+            log.flush()
+
+        def force_flush(self) -> None:
+            log.flush()
+
+    set_trace_processors([JsonLines()])
+
+    @function_tool
+    def run_sql_tool(query: str) -> str:
+        """Run SQL on MIMIC-IV."""
+        return run_sql(db, query)
+
+    run_sql_tool.name = "run_sql"
+    client = AsyncOpenAI(base_url=base_url + "/v1", api_key="k", max_retries=0)
+    agent = Agent(name="ehrsql-agent", instructions=SYSTEM, tools=[run_sql_tool],
+                  model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client))
+    Runner.run_sync(agent, QUESTION)
+    log.close()
+
+
 def main(argv: list[str]) -> None:
     kind, out, base_url, db = argv
     out_dir = Path(out)
@@ -292,6 +348,8 @@ def main(argv: list[str]) -> None:
     if kind.startswith("otel-"):
         _, capture, encoding = kind.split("-")
         otel(out_dir, base_url, db, capture, encoding)
+    elif kind == "openai-agents":
+        openai_agents(out_dir, base_url, db)
     elif kind == "anthropic":
         anthropic_messages(out_dir, base_url, db)
     elif kind.startswith("openinference-"):
