@@ -36,7 +36,7 @@ from analysis.tables import counted_labels as _policy_labels
 from faillab.core.errors import FaillabError
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
-from trajectories.queries import DEFAULT_SUCCESS_SOURCE
+from trajectories.outcome import DEFAULT_SUCCESS_SOURCE, apply_people, people_counted
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -126,22 +126,10 @@ def load_frame(
 
 def apply_verdicts(frame: pd.DataFrame, verdicts: Mapping[str, bool | None] | None,
                    success_source: str = DEFAULT_SUCCESS_SOURCE) -> pd.DataFrame:
-    """``frame`` with people's verdicts winning over its ``success`` (source ``verdict``
-    only: ``recorded`` and ``exact_match`` are what they say). A trajectory whose people
-    disagree (None) is undecided: NULL, left out like unscored ones until a lead decides.
-    The frame itself is returned when there is nothing to apply (it may be a shared one)."""
-    if not verdicts or success_source != "verdict" or frame.empty:
-        return frame
-    ids = frame["id"].astype(str)
-    judged = ids.isin(verdicts.keys())
-    if not judged.any():
-        return frame
-    out = frame.copy()
-    people = ids[judged].map(verdicts)
-    success = out["success"].astype("object")
-    success[judged] = [None if v is None else bool(v) for v in people]
-    out["success"] = success.astype("boolean")
-    return out
+    """``frame`` with people's verdicts winning over its ``success`` by the one outcome rule
+    (``trajectories.outcome``; source ``verdict`` only). A trajectory whose people disagree
+    is undecided: NULL, left out like unscored ones until a lead decides."""
+    return apply_people(frame, people_counted(success_source, verdicts or {}))
 
 
 def human_verdicts(store: Store | None, viewer: Viewer = OPERATOR) -> dict[str, bool | None]:

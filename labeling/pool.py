@@ -1,12 +1,16 @@
 """The pool of work: which of a workspace's trajectories need a person.
 
-Queues, clusters and the classifier all start from the same set (failures, and what the judge
-could not decide), so it is read here, below all three, and never written twice.
+Queues, clusters, pre-labelling and the classifier all start from the same set, the failures
+and what could be decided but was not (``trajectories.outcome.NEEDS_A_PERSON``, the one rule
+of "did it fail"), so it is read here, below all of them, and never written twice. People's
+verdicts are passed in: which ones count is the caller's viewer's (the store decides).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from trajectories.outcome import NEEDS_A_PERSON, NO_PEOPLE, PeopleVerdicts, resolved_relation
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -14,26 +18,25 @@ if TYPE_CHECKING:
     from trajectories.model import Trajectory
     from trajectories.workspace import Workspace
 
-__all__ = ["NEEDS_A_PERSON", "failed_frame", "workspace_failures"]
-
-#: Trajectories a person must look at: failures, and those the judge could not decide
-#: although the task has a gold answer (a person gives the verdict, then the label).
-NEEDS_A_PERSON = ("NOT success OR (success IS NULL AND judge_verdict = 'undecided' "
-                  "AND judge_method <> 'no_ground_truth')")
+__all__ = ["failed_frame", "workspace_failures"]
 
 
-def failed_frame(ws: Workspace) -> pd.DataFrame:
-    """Failed trajectories (workspace `success = false`) and undecided ones (``undecided``
-    True: the judge could not tell), with the columns queues stratify on."""
-    frame: pd.DataFrame = ws.query_df(
+def failed_frame(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.DataFrame:
+    """The trajectories that need a person, in browse order, with the columns queues
+    stratify on and ``undecided`` (True: nothing decided the outcome yet; a person gives the
+    verdict, then the label). ``people``: the verdicts that count (they win)."""
+    con = ws.connect()
+    rows = resolved_relation(con, "trajectories", people)
+    frame: pd.DataFrame = con.execute(
         "SELECT id, intent, scope, template_id, task_id, success IS NULL AS undecided "
-        f"FROM trajectories WHERE {NEEDS_A_PERSON} ORDER BY run, task_id, rollout, id"
-    )
+        f"FROM {rows} WHERE {NEEDS_A_PERSON} ORDER BY run, task_id, rollout, id"
+    ).df()
     return frame
 
 
-def workspace_failures(ws: Workspace) -> dict[str, Trajectory]:
-    """The workspace's failed trajectories, keyed by id."""
-    ids = [str(t) for t in failed_frame(ws)["id"].tolist()]
+def workspace_failures(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE
+                       ) -> dict[str, Trajectory]:
+    """The trajectories that need a person (``failed_frame``), keyed by id."""
+    ids = [str(t) for t in failed_frame(ws, people)["id"].tolist()]
     found = ws.get_many(ids)
     return {tid: found[tid] for tid in ids if tid in found}

@@ -22,6 +22,7 @@ import pandas as pd
 
 from labeling.pool import failed_frame
 from labeling.store.policy import OPERATOR, Viewer
+from trajectories.outcome import still_needing_a_person
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -63,7 +64,8 @@ def create_assignments(
     measured on whichever kind of question happens to dominate the failures.
     `limit` takes only the first N failures (in browse order), for a pilot round.
     """
-    frame = failed_frame(ws)
+    # A lead plans the team's work: every person's verdict counts (a lead's wins).
+    frame = failed_frame(ws, store.verdicts.effective())
     if limit is not None:
         frame = frame.head(limit)
     return store.queues.assign(
@@ -83,7 +85,8 @@ def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25, *,
     `queue_for`, so taking it would promise an item the queue never shows.
     """
     taken = {tid for tid, _, _ in store.queues.assignments()}
-    frame = failed_frame(ws)
+    # What decides for this person: a lead's verdict, else their own (a colleague's never).
+    frame = failed_frame(ws, store.verdicts.for_queue(user))
     free = [str(t) for t in frame["id"] if str(t) not in taken]
     if prelabel_threshold is not None:
         opinions = store.prelabels.opinions()
@@ -340,9 +343,9 @@ def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
 
     mine = store.queues.queue_of(user, prelabel_threshold=prelabel_threshold,
                                  spot_check_share=spot_check_share, seed=seed)
-    failed = set(failed_ids)
-    # A trajectory the person (or a lead) judged right is no failure to label any more.
-    waiting = [tid for tid in mine.todo if tid in failed and tid not in mine.judged_right]
+    # `failed_ids` is the workspace's pool; the verdicts that decide this person's items (a
+    # lead's, else their own) move items in and out of it by the one outcome rule.
+    waiting = still_needing_a_person(mine.todo, failed_ids, mine.verdicts)
     if ranking:
         waiting = rerank_queue(waiting, ranking)
     return QueueState(waiting, mine.assigned, mine.done)

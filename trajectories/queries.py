@@ -18,6 +18,16 @@ import duckdb
 import pyarrow as pa
 
 from trajectories.model import Trajectory
+from trajectories.outcome import (
+    DEFAULT_SUCCESS_SOURCE,
+    NEEDS_A_PERSON,
+    NO_PEOPLE,
+    PeopleVerdicts,
+    outcome_of_success,
+    people_counted,
+    resolved_relation,
+    success_expression,
+)
 from trajectories.parts import Parts, store_errors, store_errors_from_os
 from trajectories.rows import INDEX_COLUMNS, INDEX_SCHEMA, JUDGE_COLUMNS, PROVENANCE_COLUMNS
 
@@ -28,43 +38,13 @@ if TYPE_CHECKING:
 TASK_FIELDS = ("intent", "scope", "template_id")
 
 
-#: Where a trajectory's success comes from (docs/scoring.md): ``verdict`` (the default) is the
-#: producer's recorded verdict (a harness reward, a verdict column), else the judge's
-#: (``trajectories.judge``; undecided is NULL); people's verdicts in the annotation store win
-#: over both where the statistics read them (``analysis.sources``). ``recorded`` prefers the
-#: producer's verdict, then exact match; ``exact_match`` is EHR-Complex's scoring, then the
-#: recorded verdict. A trajectory none of them decides is unscored (NULL).
-SUCCESS_SOURCES = ("verdict", "recorded", "exact_match")
-DEFAULT_SUCCESS_SOURCE = "verdict"
-
-
-def success_expression(source: str) -> str:
-    """SQL for ``success`` under a success source (a fixed expression, never user text)."""
-    if source == "verdict":
-        return "coalesce(recorded_success, judged_success)"
-    if source == "recorded":
-        return "coalesce(recorded_success, exact_match)"
-    if source == "exact_match":
-        return "coalesce(exact_match, recorded_success)"
-    choices = ", ".join(SUCCESS_SOURCES)
-    raise ValueError(f"unknown success source {source!r} (choose from {choices})")
-
-
-def outcome_name(success: bool | None) -> str:
-    """How an outcome is shown: ``success``, ``failure`` or ``unscored`` (no ground truth and
-    no recorded outcome)."""
-    if success is None or (isinstance(success, float) and success != success):
-        return "unscored"
-    return "success" if success else "failure"
-
-
 #: Outcomes kept per state of the data (``Queries.verdict_of``). The Annotate page asks one on
 #: every label key; in an object store each ask read a row group of every part over the network
 #: (a third of the key's server time with a team on two replicas). An outcome is a few short
 #: fields, so thousands cost little.
 OUTCOMES_KEPT = 4096
-_OUTCOME_KEYS = ("recorded_success", "exact_match", "judge_verdict", "judge_method",
-                 "judge_evidence")
+_OUTCOME_KEYS = ("recorded_success", "exact_match", "judged_success", "judge_verdict",
+                 "judge_method", "judge_evidence")
 
 
 class TableBuild:
@@ -437,7 +417,8 @@ class Queries:
 
     def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
         """The recorded and judged outcome of one trajectory (``judge_verdict``,
-        ``judge_method``, ``judge_evidence``, ``recorded_success``, ``exact_match``), or None
+        ``judge_method``, ``judge_evidence``, ``judged_success``, ``recorded_success``,
+        ``exact_match``; ``trajectories.outcome.resolve_recorded`` resolves it), or None
         when the id is unknown. Kept per state of the data (``OUTCOMES_KEPT``): asked on every
         key press, it is read once per item."""
         signature = self.signature()
@@ -460,45 +441,64 @@ class Queries:
                 self._outcomes.popitem(last=False)
         return None if outcome is None else dict(outcome)
 
-    def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE) -> dict[str, int]:
-        """Counts; ``failed`` and ``unscored`` follow ``success_source`` (see docs/scoring.md)."""
-        success = success_expression(success_source)
-        row = self._outcomes_connection().execute(
+    def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE,
+                people: PeopleVerdicts = NO_PEOPLE) -> dict[str, int]:
+        """Counts; ``failed``, ``unscored`` and ``needs_a_person`` follow ``success_source``
+        and, under the ``verdict`` source, people's verdicts (``trajectories.outcome``)."""
+        con = self._outcomes_connection()
+        rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
+                                 success_sql=success_expression(success_source),
+                                 has_success=False)
+        row = con.execute(
             f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
-                      count(*) FILTER (WHERE NOT {success}),
-                      count(*) FILTER (WHERE {success} IS NULL),
+                      count(*) FILTER (WHERE NOT success),
+                      count(*) FILTER (WHERE success IS NULL),
+                      count(*) FILTER (WHERE {NEEDS_A_PERSON}),
+                      count(*) FILTER (WHERE person_decided),
                       count(*) FILTER (WHERE recorded_success IS NOT NULL
                                        AND recorded_success <> exact_match)
-               FROM outcomes"""
+               FROM {rows}"""
         ).fetchone()
         assert row is not None
-        keys = ("trajectories", "tasks", "runs", "failed", "unscored", "outcome_disagreements")
+        keys = ("trajectories", "tasks", "runs", "failed", "unscored", "needs_a_person",
+                "decided_by_people", "outcome_disagreements")
         return {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
 
     def list(self, *, failed: bool = False, unscored: bool = False, run: str | None = None,
-             limit: int | None = None,
-             success_source: str = DEFAULT_SUCCESS_SOURCE) -> list[dict[str, Any]]:
+             limit: int | None = None, success_source: str = DEFAULT_SUCCESS_SOURCE,
+             people: PeopleVerdicts = NO_PEOPLE, needing_a_person: bool = False,
+             ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Trajectories with ``success`` (None when unscored) and ``outcome``
-        (``success`` | ``failure`` | ``unscored``)."""
-        success = success_expression(success_source)
-        where, params = [], []
+        (``success`` | ``failure`` | ``unscored``), resolved as ``summary`` does;
+        ``needing_a_person`` keeps the failures and the items a person can decide."""
+        con = self._outcomes_connection()
+        rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
+                                 success_sql=success_expression(success_source),
+                                 has_success=False)
+        where: list[str] = []
+        params: list[Any] = []
         if failed:
-            where.append(f"NOT {success}")
+            where.append("NOT success")
         if unscored:
-            where.append(f"{success} IS NULL")
+            where.append("success IS NULL")
+        if needing_a_person:
+            where.append(NEEDS_A_PERSON)
         if run:
             where.append("run = ?")
             params.append(run)
-        sql = f"SELECT id, run, model, task_id, {success} AS success FROM outcomes"
+        if ids is not None:
+            where.append("id IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(ids))
+        sql = f"SELECT id, run, model, task_id, success FROM {rows}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY run, task_id, rollout, id"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        rows = self._outcomes_connection().execute(sql, params).fetchall()
+        found = con.execute(sql, params).fetchall()
         keys = ("id", "run", "model", "task_id", "success")
-        return [{**dict(zip(keys, r, strict=True)), "outcome": outcome_name(r[4])}
-                for r in rows]
+        return [{**dict(zip(keys, r, strict=True)), "outcome": str(outcome_of_success(r[4]))}
+                for r in found]
 
 
 def _sql_str(value: str) -> str:

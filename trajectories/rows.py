@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from trajectories.judge import JUDGE_VERSION, Judgement, case_from, judge, judge_trajectory
 from trajectories.model import ACTION_KINDS, Trajectory
+from trajectories.outcome import recorded_verdict, recorded_verdict_of
 from trajectories.scoring import SCORER_VERSION, score_trajectory, score_values
 
 #: Bumped when the stored row changes, so files imported before are parsed again.
@@ -165,7 +166,7 @@ def index_row(traj: Trajectory, source_file: str | None = None,
         "n_steps": len(traj.steps),
         "n_turns": traj.n_turns,
         "n_errors": sum(1 for s in traj.steps if s.error),
-        "recorded_success": outcome.success if outcome else None,
+        "recorded_success": recorded_verdict(outcome),
         "recorded_reward": outcome.reward if outcome else None,
         "recorded_source": outcome.source if outcome else None,
         "exact_match": score(traj),
@@ -211,7 +212,8 @@ def document_row(doc: dict[str, Any], payload: bytes, source_file: str | None = 
         "n_steps": len(steps),
         "n_turns": sum(1 for s in steps if s["kind"] in _ACTIONS),
         "n_errors": sum(1 for s in steps if s["error"]),
-        "recorded_success": outcome["success"] if outcome else None,
+        "recorded_success": recorded_verdict_of(outcome["success"], outcome["reward"])
+        if outcome else None,
         "recorded_reward": outcome["reward"] if outcome else None,
         "recorded_source": outcome["source"] if outcome else None,
         "exact_match": score_values(doc["final_answer"], task["has_ground_truth"],

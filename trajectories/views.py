@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
+from trajectories.outcome import NO_PEOPLE, PeopleVerdicts, resolved_relation
 from trajectories.workspace import Workspace
 
 BROWSE_COLUMNS = ("id", "run", "model", "task_id", "intent", "scope", "template_id", "rollout",
@@ -101,16 +101,9 @@ class BrowseFilter:
 
 
 def _rows(con: Any, flt: BrowseFilter) -> str:
-    """What Browse reads from: its table, or (with people's verdicts) the table with their
-    verdicts in place of ``success``, registered on this thread's cursor."""
-    if not flt.verdicts:
-        return "browse_rows"
-    ids = list(flt.verdicts)
-    con.register("people_verdicts", pa.table({
-        "id": pa.array(ids, pa.string()),
-        "people": pa.array([flt.verdicts[i] for i in ids], pa.bool_())}))
-    return ("(SELECT b.* REPLACE (CASE WHEN v.id IS NULL THEN b.success ELSE v.people END "
-            "AS success) FROM browse_rows b LEFT JOIN people_verdicts v USING (id))")
+    """What Browse reads from: its table with ``success`` resolved by the one outcome rule
+    (people's verdicts, as the filter carries them, winning)."""
+    return resolved_relation(con, "browse_rows", flt.verdicts)
 
 
 def browse(ws: Workspace, flt: BrowseFilter) -> tuple[pd.DataFrame, int]:
@@ -169,10 +162,14 @@ def facets(ws: Workspace) -> dict[str, list[str]]:
     return out
 
 
-def overview_by_run(ws: Workspace) -> pd.DataFrame:
+def overview_by_run(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.DataFrame:
+    """Per run and model: counts, the success rate and failures, with ``people``'s verdicts
+    winning (``trajectories.outcome``)."""
     keep_browse_warm(ws)  # the first page of a workspace: Browse is usually next
-    return ws.query_df(
-        """SELECT run, model, any_value(temperature) AS temperature,
+    con = ws.connect()
+    rows = resolved_relation(con, "trajectories", people)
+    return con.execute(
+        f"""SELECT run, model, any_value(temperature) AS temperature,
                   count(*) AS trajectories, count(DISTINCT task_id) AS tasks,
                   avg(success::INT) AS success_rate,
                   count(*) FILTER (WHERE NOT success) AS failures,
@@ -180,16 +177,18 @@ def overview_by_run(ws: Workspace) -> pd.DataFrame:
                   count(*) FILTER (WHERE recorded_success IS NOT NULL
                                    AND recorded_success <> exact_match) AS outcome_disagreements,
                   avg(n_turns) AS mean_turns
-           FROM trajectories GROUP BY run, model ORDER BY run, model"""
-    )
+           FROM {rows} GROUP BY run, model ORDER BY run, model"""
+    ).df()
 
 
-def intent_scope_counts(ws: Workspace) -> pd.DataFrame:
-    return ws.query_df(
-        """SELECT intent, coalesce(scope, 'unknown') AS scope, count(*) AS trajectories,
+def intent_scope_counts(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.DataFrame:
+    con = ws.connect()
+    rows = resolved_relation(con, "trajectories", people)
+    return con.execute(
+        f"""SELECT intent, coalesce(scope, 'unknown') AS scope, count(*) AS trajectories,
                   count(DISTINCT task_id) AS tasks, avg(success::INT) AS success_rate
-           FROM trajectories GROUP BY ALL ORDER BY intent, scope"""
-    )
+           FROM {rows} GROUP BY ALL ORDER BY intent, scope"""
+    ).df()
 
 
 def failure_neighbours(ws: Workspace, trajectory_id: str,
@@ -213,8 +212,10 @@ def failure_neighbours(ws: Workspace, trajectory_id: str,
     return row[0], row[1]
 
 
-def first_failure(ws: Workspace) -> str | None:
-    row = _browse_rows(ws).execute(
-        f"SELECT id FROM browse_rows WHERE NOT success ORDER BY {BROWSE_ORDER} LIMIT 1"
+def first_failure(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> str | None:
+    con = _browse_rows(ws)
+    rows = resolved_relation(con, "browse_rows", people)
+    row = con.execute(
+        f"SELECT id FROM {rows} WHERE NOT success ORDER BY {BROWSE_ORDER} LIMIT 1"
     ).fetchone()
     return row[0] if row else None

@@ -53,6 +53,14 @@ from trajectories.importers.tasks import TaskFile
 from trajectories.judge import Judgement
 from trajectories.model import Trajectory
 from trajectories.objectstore import RemoteParts
+from trajectories.outcome import (
+    DEFAULT_SUCCESS_SOURCE,
+    NO_PEOPLE,
+    SUCCESS_SOURCES,
+    PeopleVerdicts,
+    outcome_name,
+    success_expression,
+)
 from trajectories.overlay import ScoreOverlay
 from trajectories.parts import (
     MANIFEST,
@@ -63,14 +71,7 @@ from trajectories.parts import (
     atomic_write_text,
 )
 from trajectories.prior_rows import read_part_columns
-from trajectories.queries import (
-    DEFAULT_SUCCESS_SOURCE,
-    SUCCESS_SOURCES,
-    TASK_FIELDS,
-    Queries,
-    outcome_name,
-    success_expression,
-)
+from trajectories.queries import TASK_FIELDS, Queries
 from trajectories.staged_import import ImportReport, StagedImport, StagedRows, pending_rekeys
 
 __all__ = [
@@ -386,15 +387,20 @@ class Workspace:
     def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
         return self.queries.verdict_of(trajectory_id)
 
-    def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE) -> dict[str, int]:
-        return self.queries.summary(success_source)
+    def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE,
+                people: PeopleVerdicts = NO_PEOPLE) -> dict[str, int]:
+        """Counts, with ``people``'s verdicts winning (``trajectories.outcome``)."""
+        return self.queries.summary(success_source, people)
 
     # Last in the class: below it, ``list`` would name this method.
     def list(self, *, failed: bool = False, unscored: bool = False, run: str | None = None,
-             limit: int | None = None,
-             success_source: str = DEFAULT_SUCCESS_SOURCE) -> list[dict[str, Any]]:
+             limit: int | None = None, success_source: str = DEFAULT_SUCCESS_SOURCE,
+             people: PeopleVerdicts = NO_PEOPLE, needing_a_person: bool = False,
+             ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Trajectories and their outcomes, resolved with ``people``'s verdicts."""
         return self.queries.list(failed=failed, unscored=unscored, run=run, limit=limit,
-                                 success_source=success_source)
+                                 success_source=success_source, people=people,
+                                 needing_a_person=needing_a_person, ids=ids)
 
 
 def _content_sha(path: Path) -> str:

@@ -23,7 +23,7 @@ from faillab.app.state import (
     workspace_facets,
 )
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.stats_data import verdicts_for
+from faillab.app.widgets.stats_data import people_verdicts_of
 from labeling.queue import ids_with_final_category
 from labeling.store import Viewer
 from taxonomy import default_taxonomy
@@ -42,13 +42,6 @@ SORT_NAMES = {"": "browse order", "question": "question", "id": "id",
               "run": "run", "model": "model", "task_id": "task", "intent": "intent",
               "scope": "scope", "template_id": "template", "n_turns": "turns",
               "n_errors": "errors", "outcome": "outcome", "rollout": "rollout"}
-
-
-def _verdicts(viewer: Viewer) -> dict[str, bool | None]:
-    try:
-        return verdicts_for(get_settings().annotations_url(), viewer)
-    except Exception:  # a store outage must not hide the trajectories: outcomes as recorded
-        return {}
 
 
 @st.cache_data(ttl=15, max_entries=16, show_spinner=False)
@@ -170,7 +163,7 @@ def _filters(viewer: Viewer) -> tuple[BrowseFilter, str, bool]:
                           viewer) if failure_labels else None),
         # People's verdicts win over the recorded and judged outcome (as this viewer may
         # see them: the store decides).
-        verdicts=_verdicts(viewer),
+        verdicts=people_verdicts_of(viewer),
     )
     return flt, sort if sort in SORTABLE else "", descending
 

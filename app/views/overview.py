@@ -5,7 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from faillab.app.auth import current_user
 from faillab.app.state import workspace
+from faillab.app.viewer import viewer_of
+from faillab.app.widgets.stats_data import people_verdicts_of
 from trajectories.run_labels import with_short_run_names
 from trajectories.views import intent_scope_counts, overview_by_run
 
@@ -14,7 +17,9 @@ RUN_NAME_CHARS = 26
 
 st.title("Overview")
 ws = workspace()
-summary = ws.summary()
+# Outcomes as everywhere else: people's verdicts (as this viewer may see them) win.
+people = people_verdicts_of(viewer_of(current_user()))
+summary = ws.summary(people=people)
 if summary["trajectories"] == 0:
     st.info("This workspace has no trajectories yet. Import some with "
             "`faillab import FILE...` or build the demo with `faillab demo`.")
@@ -25,8 +30,8 @@ cols = st.columns(5)
 for col, (label, key, explained) in zip(
     cols,
     [("Trajectories", "trajectories", None), ("Tasks", "tasks", None), ("Runs", "runs", None),
-     ("Failures", "failed", "Trajectories whose outcome is a failure (the recorded outcome "
-                            "when there is one, else exact match)."),
+     ("Failures", "failed", "Trajectories whose outcome is a failure: a person's verdict "
+                            "when there is one, else the recorded outcome, else the judge's."),
      # Browse's filter for the same trajectories has the same name.
      ("Recorded ≠ exact", "outcome_disagreements",
       "Trajectories whose recorded outcome and exact match differ.")],
@@ -37,7 +42,7 @@ for col, (label, key, explained) in zip(
 st.subheader("By run and model")
 # Every column fits the centred page at 1280 px: real run names (90-110 characters) are shown
 # by their start and end, the full names listed below; numbers get fixed narrow columns.
-runs, shortened = with_short_run_names(overview_by_run(ws), limit=RUN_NAME_CHARS)
+runs, shortened = with_short_run_names(overview_by_run(ws, people), limit=RUN_NAME_CHARS)
 st.dataframe(
     runs,
     hide_index=True,
@@ -64,12 +69,13 @@ if shortened:
     with st.expander(f"Full run names ({len(shortened):,} shortened above)"):
         st.dataframe(pd.DataFrame({"shown as": list(shortened), "run": list(shortened.values())}),
                      hide_index=True, key="overview_run_names")
-st.caption("Success is the producer's recorded outcome when it has one, else our exact match. "
-           "Disagreements count trajectories where the two differ.")
+st.caption("Success is a person's verdict when there is one (a lead's wins), else the producer's "
+           "recorded outcome, else the judge's; what none decides is unscored. "
+           "Disagreements count trajectories whose recorded outcome and exact match differ.")
 
 st.subheader("By intent and scope")
 st.dataframe(
-    intent_scope_counts(ws),
+    intent_scope_counts(ws, people),
     hide_index=True,
     column_config={"success_rate": st.column_config.ProgressColumn(
         "success rate", format="%.2f", min_value=0.0, max_value=1.0)},

@@ -40,7 +40,10 @@ user = require_user()
 settings = get_settings()
 ws = workspace()
 store = get_store()
-failures = [row["id"] for row in ws.list(failed=True)]
+# The items a run labels: those that need a person, by the one outcome rule with every
+# person's verdict counted (a lead's wins), as the run itself selects them.
+failures = [row["id"] for row in ws.list(needing_a_person=True,
+                                         people=store.verdicts.effective())]
 if not failures:
     st.info("This workspace has no failed trajectories to pre-label. Import some with "
             "`faillab import FILE...` or build the demo with `faillab demo`.")

@@ -26,15 +26,17 @@ from faillab.app.state import (
     warm_sandbox,
     workspace,
 )
-from faillab.app.viewer import automatic_opinions_visible
-from faillab.app.widgets.answer import outcome_of, render_answer_panel
+from faillab.app.viewer import automatic_opinions_visible, viewer_of
+from faillab.app.widgets.answer import render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
+from faillab.app.widgets.stats_data import people_verdicts_of
 from faillab.app.widgets.steps import render_steps, steps_css
 from faillab.app.widgets.verdict import FAILED_KEY, NOTE_KEY, RIGHT_KEY, render_verdict
 from trajectories.model import Step
+from trajectories.outcome import outcome_name, resolve_recorded
 from trajectories.views import BrowseFilter
 
 # Start the SQL sandbox's worker now, in the background, so the first "Re-run" click does not
@@ -68,6 +70,14 @@ def _verdict_box(trajectory_id: str) -> None:
     if user is not None:
         st.text_input("Verdict note (optional)", key=NOTE_KEY, label_visibility="collapsed",
                       placeholder="Why? (optional, saved with Y or N)")
+
+
+def _outcome(trajectory_id: str) -> str:
+    """The trajectory's outcome by the one rule (``trajectories.outcome``): people's verdicts
+    as this viewer may see them, else the recorded outcome, else the judge's."""
+    stored = on_reader(lambda: workspace().verdict_of(trajectory_id))
+    people = people_verdicts_of(viewer_of(current_user()))
+    return outcome_name(resolve_recorded(trajectory_id, stored, people))
 
 
 def _show(trajectory_id: str) -> None:
@@ -105,7 +115,7 @@ def trajectory_view() -> None:
     with top[0]:
         st.caption(f"Trajectory {traj.id} · run {escape_markdown(run.name)} · model "
                    f"{escape_markdown(run.model)} · rollout {run.rollout} · "
-                   f"outcome: **{outcome_of(traj)}**")
+                   f"outcome: **{_outcome(trajectory_id)}**")
     prev_slot, next_slot = top[1].empty(), top[2].empty()
     with top[0]:
         key_help([("K", "previous failure"), ("J", "next failure"),

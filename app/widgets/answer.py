@@ -45,13 +45,6 @@ def diff_table(frame: pd.DataFrame, max_height_px: int) -> None:
     st.html(diff_html(frame, max_height_px))
 
 
-def outcome_of(traj: Trajectory) -> str:
-    """``success``, ``failure`` or ``unscored`` under the default success source without
-    people's verdicts (the recorded verdict, else the judge's; docs/scoring.md)."""
-    recorded = traj.outcome.success if traj.outcome else None
-    return outcome_name(recorded if recorded is not None else judge_trajectory(traj).success)
-
-
 def _verdict_html(label: str, value: str, note: str | None = None) -> str:
     extra = f'<div class="faillab-note">{escape_html(note)}</div>' if note else ""
     return (f'<div class="faillab-verdict"><div class="faillab-verdict-label">'

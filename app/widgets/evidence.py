@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from faillab.app.auth import current_user
 from faillab.app.state import (
     EhrKey,
     ehr_key,
@@ -16,11 +17,13 @@ from faillab.app.state import (
     on_reader,
     workspace,
 )
-from faillab.app.widgets.answer import outcome_of
+from faillab.app.viewer import viewer_of
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
+from faillab.app.widgets.stats_data import people_verdicts_of
 from faillab.app.widgets.steps import steps_css
 from taxonomy import TaxonomyError, default_taxonomy
 from trajectories.model import Trajectory
+from trajectories.outcome import resolve_recorded, trajectory_success
 
 
 def _display_name(category: str) -> str:
@@ -45,14 +48,17 @@ def _evidence(trajectory_json: str, ehr: EhrKey | None) -> dict[str, object]:
     return find_divergence(traj, probe=probe).to_dict()
 
 
-def _failed(traj: Trajectory) -> bool:
-    """A recorded failure (or partial reward), else a wrong answer under exact match: demo and
-    many imported trajectories record no outcome, and the Annotate queue holds them as
-    failures all the same."""
-    out = traj.outcome
-    if out is not None and out.reward is not None and out.reward < 1:
-        return True
-    return outcome_of(traj) == "failure"
+def _failed(traj: Trajectory, people: dict[str, bool | None] | None = None) -> bool:
+    """Whether ``traj`` failed by the one outcome rule (``trajectories.outcome``): people's
+    verdicts as the signed-in person may see them (``people``, when the caller has them),
+    else the workspace's recorded and judged outcome, else the record's own."""
+    if people is None:
+        people = people_verdicts_of(viewer_of(current_user()))
+    tid = traj.id or ""
+    stored = on_reader(lambda: workspace().verdict_of(tid)) if tid else None
+    if stored is None:
+        return trajectory_success(traj, people) is False
+    return resolve_recorded(tid, stored, people) is False
 
 
 def _suggestion(found: dict[str, object], show_category: bool) -> str:
@@ -131,7 +137,8 @@ def prefetch_evidence(trajectory_ids: Sequence[str]) -> None:
             try:
                 traj = load_trajectory(tid)
                 on_reader(lambda: ws.verdict_of(tid))  # noqa: B023 - called at once
-                if traj is not None and _failed(traj):
+                # No session here: the workspace's outcome (warming only).
+                if traj is not None and _failed(traj, {}):
                     _evidence(traj.model_dump_json(), key)
             except Exception:  # a warm-up failure only means a cold cache later
                 pass

@@ -34,7 +34,7 @@ def render_progress(store: Store, failed_ids: list[str], *, prelabel_threshold: 
 def render_assignment_form(store: Store, ws: Workspace, actor: str) -> None:
     """Leads and admins assign failures to annotators (re-running only adds what is missing)."""
     people = [u.name for u in store.users.all()]
-    n_failed = len(failed_frame(ws))
+    n_failed = len(failed_frame(ws, store.verdicts.effective()))
     with st.form("assign_form", clear_on_submit=False):
         st.markdown(f"**Assign failures** ({n_failed:,} failed trajectories in this workspace)")
         default = [u.name for u in store.users.all() if u.role == "annotator"]

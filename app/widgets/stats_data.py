@@ -27,7 +27,7 @@ from analysis.sources import (
 )
 from analysis.sources import counted_labels as policy_labels
 from analysis.success import INTENTS, NO_SCOPE, OTHER_INTENT, SCOPES, ordered_values
-from faillab.app.state import data_key, get_store_for, trajectory_frame
+from faillab.app.state import data_key, get_settings, get_store_for, trajectory_frame
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.stats_options import LABEL_SCOPES
 from labeling.store import Viewer
@@ -46,12 +46,29 @@ def labels_for(url: str, viewer: Viewer) -> tuple[pd.DataFrame, pd.DataFrame]:
     return store.adjudications.final_labels(viewer=viewer), labeller_pairs(store, viewer=viewer)
 
 
-@st.cache_data(ttl=LABELS_TTL_S, show_spinner=False, max_entries=4)
+@st.cache_data(show_spinner=False, max_entries=8)
+def _verdicts_cached(url: str, viewer: Viewer, revision: tuple[int, int]
+                     ) -> dict[str, bool | None]:
+    return human_verdicts(get_store_for(url), viewer)
+
+
 def verdicts_for(url: str, viewer: Viewer) -> dict[str, bool | None]:
-    """People's verdicts as ``viewer`` may see them (the store decides; blind: their own)."""
+    """People's verdicts as ``viewer`` may see them (the store decides; blind: their own),
+    kept until the store's change log moves (every verdict writes a row): a lead's verdict
+    reaches every page on its next run, never after a cache's lifetime."""
     if missing_sqlite_store(url):
         return {}
-    return human_verdicts(get_store_for(url), viewer)
+    return _verdicts_cached(url, viewer, get_store_for(url).history.revision())
+
+
+def people_verdicts_of(viewer: Viewer) -> dict[str, bool | None]:
+    """The people's verdicts every page resolves outcomes with (``trajectories.outcome``), as
+    ``viewer`` may see them. A store that cannot be read leaves the outcomes as recorded and
+    judged: the trajectories stay visible through an outage."""
+    try:
+        return verdicts_for(get_settings().annotations_url(), viewer)
+    except Exception:  # driver errors vary by backend; the page still shows its data
+        return {}
 
 
 def verdicts_token(verdicts: dict[str, bool | None]) -> int:

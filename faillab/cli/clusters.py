@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from faillab.cli.common import UserError, emit, open_workspace, workspace_option
+from faillab.cli.common import UserError, emit, open_workspace, people_verdicts, workspace_option
 
 _EMBEDDERS = ("auto", "tfidf", "minilm")
 
@@ -39,7 +39,7 @@ def clusters(as_json: bool, embedder: str, distance: float | None,
     ws = open_workspace(workspace)
     if not ws.exists():
         raise UserError(f"no workspace at {ws.root}: import trajectories first ('faillab import')")
-    failures = workspace_failures(ws)
+    failures = workspace_failures(ws, people_verdicts(workspace))
     view = build_clusters(failures, _embedder(embedder), distance=distance)
     if as_json:
         emit(view.to_dict())

@@ -60,6 +60,25 @@ def open_workspace(workspace: Path | None) -> Workspace:
     return Workspace.from_settings(settings_for(workspace))
 
 
+def people_verdicts(workspace: Path | None) -> dict[str, bool | None]:
+    """People's verdicts as the command line sees them (the operator: every person's, a
+    lead's winning), for the one outcome rule (``trajectories.outcome``); none when this
+    workspace has never had an annotation store (reading must not create one)."""
+    from labeling.store import StoreError, open_store
+
+    settings = settings_for(workspace)
+    if not settings.has_annotation_store():
+        return {}
+    try:
+        store = open_store(settings.annotations_url())
+    except StoreError as err:
+        raise UserError(f"cannot read people's verdicts: {err}") from None
+    try:
+        return store.verdicts.effective()
+    finally:
+        store.close()
+
+
 def emit(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, default=str))
 

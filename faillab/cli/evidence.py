@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from faillab.cli.common import UserError, settings_for
+from faillab.cli.common import UserError, people_verdicts, settings_for
 from trajectories.workspace import Workspace
 
 
@@ -27,6 +27,7 @@ def evidence(path: Path, workspace: Path | None, db: Path | None, no_exec: bool,
 
     from labeling.evidence import Probe, find_divergence
     from trajectories.importers import read_file
+    from trajectories.outcome import trajectory_success
     from trajectories.sql import SandboxError
 
     if not path.is_file():
@@ -37,14 +38,14 @@ def evidence(path: Path, workspace: Path | None, db: Path | None, no_exec: bool,
         if db is not None and not db.is_file():
             raise UserError(f"no such EHR database: {db}")
     parsed = read_file(path)
+    people = people_verdicts(workspace)
     try:
         opened = Probe.open(ehr) if ehr is not None else nullcontext(None)
         with opened as probe:
             for location, traj in parsed.trajectories:
-                out = traj.outcome
-                if out is None or (
-                    out.success is not False and (out.reward is None or out.reward >= 1)
-                ):
+                # The one outcome rule: people's verdicts on the id, else the record's
+                # verdict, else the judge's; only failures have a divergence to find.
+                if trajectory_success(traj, people) is not False:
                     continue
                 found = find_divergence(traj, probe=probe).to_dict()
                 found["location"] = location

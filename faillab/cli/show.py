@@ -18,6 +18,7 @@ from faillab.cli.common import (
     emit,
     json_option,
     open_workspace,
+    people_verdicts,
     success_source_option,
     workspace_option,
 )
@@ -118,7 +119,7 @@ def show(trajectory_id: str, workspace: Path | None, max_chars: int, success_sou
          as_json: bool) -> None:
     """Print one trajectory: question, every step with its observation, final answer vs
     ground truth, outcome and reference SQL."""
-    from trajectories.workspace import outcome_name, success_expression
+    from trajectories.outcome import outcome_name
 
     ws = open_workspace(workspace)
     traj = ws.get(trajectory_id) if ws.exists() else None
@@ -128,8 +129,7 @@ def show(trajectory_id: str, workspace: Path | None, max_chars: int, success_sou
     if as_json:
         emit(traj.model_dump(mode="json"))
         return
-    row = ws.connect().execute(
-        f"SELECT {success_expression(success_source)} FROM outcomes WHERE id = ?",
-        [trajectory_id],
-    ).fetchone()
-    echo_text(render(traj, outcome_name(row[0] if row else None), max_chars))
+    found = ws.list(success_source=success_source, people=people_verdicts(workspace),
+                    ids=[trajectory_id])
+    success = found[0]["success"] if found else None
+    echo_text(render(traj, outcome_name(success), max_chars))

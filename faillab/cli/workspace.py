@@ -15,6 +15,7 @@ from faillab.cli.common import (
     emit,
     json_option,
     open_workspace,
+    people_verdicts,
     settings_for,
     success_source_option,
     workspace_option,
@@ -299,12 +300,14 @@ def summary(workspace: Path | None, success_source: str, as_json: bool) -> None:
 
     ws = open_workspace(workspace)
     _refuse_missing(workspace, ws)
-    data: dict[str, object] = dict(ws.summary(success_source))
+    # People's verdicts win over the recorded and judged outcomes (trajectories.outcome).
+    people = people_verdicts(workspace) if ws.exists() else {}
+    data: dict[str, object] = dict(ws.summary(success_source, people))
     data["success_source"] = success_source
     for other in SUCCESS_SOURCES:
         if other == success_source:
             continue
-        alt = ws.summary(other)
+        alt = ws.summary(other, people)
         if (alt["failed"], alt["unscored"]) != (data["failed"], data["unscored"]):
             data[f"failed_{other}"] = alt["failed"]
             data[f"unscored_{other}"] = alt["unscored"]
@@ -347,8 +350,10 @@ def list_cmd(workspace: Path | None, failed: bool, unscored: bool, run: str | No
              limit: int | None, success_source: str, as_json: bool) -> None:
     """List trajectories: 'ok', 'FAIL' or '----' (unscored) with id, run, model and task.
     JSON rows carry 'outcome': success, failure or unscored."""
-    rows = open_workspace(workspace).list(failed=failed, unscored=unscored, run=run,
-                                          limit=limit, success_source=success_source)
+    ws = open_workspace(workspace)
+    rows = ws.list(failed=failed, unscored=unscored, run=run, limit=limit,
+                   success_source=success_source,
+                   people=people_verdicts(workspace) if ws.exists() else {})
     if as_json:
         emit(rows)
         return

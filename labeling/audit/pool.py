@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from labeling.audit.errors import AuditError
+from trajectories.outcome import resolved_relation
 from trajectories.workspace import Workspace
 
 
@@ -98,14 +97,8 @@ def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None,
     if not chosen:
         return CandidatePool(runs=(), candidates=(), n_total_tasks=0)
     marks = ", ".join("?" for _ in chosen)
-    source = "trajectories"
-    if verdicts:
-        ids = list(verdicts)
-        con.register("people_verdicts", pa.table({
-            "id": pa.array(ids, pa.string()),
-            "people": pa.array([verdicts[i] for i in ids], pa.bool_())}))
-        source = ("(SELECT t.* REPLACE (CASE WHEN v.id IS NULL THEN t.success ELSE v.people "
-                  "END AS success) FROM trajectories t LEFT JOIN people_verdicts v USING (id))")
+    # Outcomes by the one rule (trajectories.outcome): people's verdicts win.
+    source = resolved_relation(con, "trajectories", verdicts or {})
     # The run filter is a bound list; nothing from the user is formatted into the SQL text.
     base = f"FROM {source} WHERE run IN ({marks})"
     total_row = con.execute(

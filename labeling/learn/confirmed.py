@@ -57,7 +57,7 @@ def evaluate_confirmed(
     from labeling.learn.evaluate import evaluate_labellers
     from labeling.pool import workspace_failures
 
-    failures = workspace_failures(ws)
+    failures = workspace_failures(ws, store.verdicts.effective())
     gold = {k: v for k, v in confirmed_gold(store, taxonomy_version).items() if k in failures}
     if len(gold) < MIN_CONFIRMED:
         raise ValueError(f"only {len(gold)} failures have confirmed labels")

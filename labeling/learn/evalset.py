@@ -9,6 +9,7 @@ from pathlib import Path
 
 from faillab.core.errors import FaillabError
 from trajectories.model import Trajectory
+from trajectories.outcome import trajectory_success
 
 
 class EvalSetError(FaillabError, ValueError):
@@ -50,11 +51,9 @@ def load_gold(path: Path) -> dict[str, GoldLabel]:
 
 
 def is_failure(trajectory: Trajectory) -> bool:
-    """A recorded failure: the same rule the finder's CLI uses."""
-    out = trajectory.outcome
-    if out is None:
-        return False
-    return out.success is False or (out.reward is not None and out.reward < 1)
+    """A failure by the one outcome rule (``trajectories.outcome``) read from the record: its
+    recorded verdict, else the judge's (a file carries no people's verdicts)."""
+    return trajectory_success(trajectory) is False
 
 
 def failed_trajectories(paths: Iterable[Path]) -> dict[str, Trajectory]:

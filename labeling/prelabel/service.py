@@ -31,6 +31,7 @@ from labeling.prelabel.protocol import Labeller
 from labeling.prelabel.runner import run_prelabels
 from labeling.store.errors import StoreError
 from trajectories.model import Trajectory
+from trajectories.outcome import NO_PEOPLE, PeopleVerdicts
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -71,12 +72,16 @@ class PrelabelOutcome:
 # -- data ------------------------------------------------------------------------------------
 
 
-def failed_trajectories(ws: Workspace) -> Iterator[Trajectory]:
-    """Every failed trajectory of the workspace, streamed from the Parquet parts.
+def failed_trajectories(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE
+                        ) -> Iterator[Trajectory]:
+    """Every trajectory that needs a person (``trajectories.outcome``: the failures, with
+    ``people``'s verdicts winning, and what a person can still decide), streamed from the
+    Parquet parts: the same set the Annotate queue hands out, so every item a person is
+    given has its pre-label.
 
     One pass over the payload batches instead of ``Workspace.get`` per id: a lookup per id is a
     query over all parts, which is quadratic at study scale."""
-    wanted = {row["id"] for row in ws.list(failed=True)}
+    wanted = {row["id"] for row in ws.list(needing_a_person=True, people=people)}
     if not wanted:
         return
     for batch in ws.iter_payload_batches():
@@ -192,7 +197,8 @@ def run_prelabelling(
         if progress is not None:
             progress(live)
 
-    items = trajectories if trajectories is not None else failed_trajectories(ws)
+    items = trajectories if trajectories is not None \
+        else failed_trajectories(ws, store.verdicts.effective())
     # A heartbeat between progress writes too (one slow LLM call can take minutes), so a run
     # only reads as "interrupted" when this process is really gone.
     stop_beating = threading.Event()

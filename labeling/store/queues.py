@@ -13,6 +13,7 @@ from labeling.store.base import Part
 from labeling.store.errors import StoreError
 from labeling.store.models import AssignmentRow, LabelRow, UserRow
 from labeling.store.opinions import latest_opinions
+from labeling.store.policy import Viewer
 from labeling.store.records import PersonQueue, QueueProgress
 from labeling.store.verdicts import queue_verdicts
 
@@ -180,13 +181,24 @@ class Queues(Part):
         items = set(assigned)
         return PersonQueue(todo=[tid for tid in ordered if tid not in done],
                            assigned=len(items), done=len(items & done),
-                           judged_right=frozenset(t for t, ok in right.items() if ok))
+                           judged_right=frozenset(t for t, ok in right.items() if ok),
+                           verdicts=right)
 
     def progress(self, queue: str | None = None, *,
-                 user: str | None = None) -> list[QueueProgress]:
+                 user: str | None = None,
+                 viewer: Viewer | None = None) -> list[QueueProgress]:
         """Per annotator: items assigned and how many of those they have labelled; only
         `user`'s (one entry, or none when nothing is assigned to them) when given, which is
-        what a page asks on every key and costs a read of their rows, not everyone's."""
+        what a page asks on every key and costs a read of their rows, not everyone's.
+        `viewer` (a page's reader; None: the operator) who may not see counts over other
+        people's work (an annotator in blind mode, see `policy`) gets their own entry only."""
+        if viewer is not None:
+            with self._read() as s:
+                sees_team = self._gate.scope(s, viewer).sees_team_counts
+            if not sees_team:
+                if viewer.name is None or (user is not None and user != viewer.name):
+                    return []
+                user = viewer.name
         with self._read() as s:
             query = select(AssignmentRow.trajectory_id, AssignmentRow.user_id)
             labels = select(LabelRow.trajectory_id, LabelRow.annotator_id).where(

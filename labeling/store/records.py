@@ -7,7 +7,8 @@ to cache and to pass between threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -229,6 +230,9 @@ class PersonQueue:
     assigned: int
     done: int
     judged_right: frozenset[str]
+    #: The verdicts that decide this person's items (a lead's latest, else their own): True
+    #: right, False failed; what ``trajectories.outcome`` resolves their queue with.
+    verdicts: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

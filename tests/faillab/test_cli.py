@@ -39,8 +39,8 @@ def test_import_summary_list_json(tmp_path: Path) -> None:
                                "runs": {}}
     code, out, _ = invoke("summary", "--workspace", ws, "--json")
     assert json.loads(out) == {"trajectories": 3, "tasks": 3, "runs": 1, "failed": 1,
-                               "unscored": 0, "outcome_disagreements": 0,
-                               "success_source": "verdict"}
+                               "unscored": 0, "needs_a_person": 1, "decided_by_people": 0,
+                               "outcome_disagreements": 0, "success_source": "verdict"}
     code, out, _ = invoke("list", "--failed", "--workspace", ws, "--json")
     rows = json.loads(out)
     assert [r["task_id"] for r in rows] == ["t1"]

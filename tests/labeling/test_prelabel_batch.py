@@ -37,7 +37,7 @@ GEMINI = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", vertex=Fal
 
 
 def failure_ids(ws: Workspace) -> list[str]:
-    return [r["id"] for r in ws.list(failed=True)]
+    return [r["id"] for r in ws.list(needing_a_person=True)]
 
 
 def labelled(store: Store, ws: Workspace, options: PrelabelOptions = GEMINI) -> dict[str, str]:

@@ -70,7 +70,8 @@ def test_success_prefers_recorded_outcome_and_counts_disagreements(tmp_path: Pat
     assert bool(df.loc["51", "success"]) and not bool(df.loc["51", "exact_match"])
     assert bool(df.loc["52", "success"]) and bool(df.loc["52", "exact_match"])
     assert ws.summary() == {"trajectories": 3, "tasks": 1, "runs": 1, "failed": 1,
-                            "unscored": 0, "outcome_disagreements": 1}
+                            "unscored": 0, "needs_a_person": 1, "decided_by_people": 0,
+                            "outcome_disagreements": 1}
 
 
 def test_get_returns_the_stored_trajectory(tmp_path: Path) -> None:

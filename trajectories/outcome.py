@@ -1,0 +1,254 @@
+"""Did it fail: the one rule every reader of an outcome goes through (docs/scoring.md).
+
+A trajectory's outcome, for a viewer, is decided in this order:
+
+1. people's verdict, as the viewer may see them (the annotation store decides what a viewer
+   may see, and its rule for one item: a lead's latest verdict wins; annotators who disagree
+   leave it open, ``None``);
+2. else the producer's recorded verdict (a harness reward, a verdict column);
+3. else the judge's verdict (its rule layers, or an LLM judge beyond them);
+4. else undecided (``None``): never a success and never a failure.
+
+A trajectory *needs a person* when it failed (a failure label is wanted), or when it is
+undecided although it could be decided: people disagree (a lead decides), or the judge could
+not tell although the task has a gold answer.
+
+This module sits in the domain layer, below the annotation store: the store hands people's
+verdicts down as a plain mapping (trajectory id -> True, False or None), so the rule is
+written once, here, in SQL for the workspace's views and in Python for single trajectories
+and id lists; a test holds the two to the same answers. Only the ``verdict`` success source
+takes people's verdicts: ``recorded`` and ``exact_match`` are what their names say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+    from trajectories.model import Outcome as RecordedOutcome
+    from trajectories.model import Trajectory
+
+__all__ = [
+    "DEFAULT_SUCCESS_SOURCE",
+    "NEEDS_A_PERSON",
+    "NO_PEOPLE",
+    "SUCCESS_SOURCES",
+    "Outcome",
+    "PeopleVerdicts",
+    "apply_people",
+    "judge_could_decide",
+    "needs_a_person",
+    "outcome_name",
+    "outcome_of_success",
+    "people_counted",
+    "recorded_verdict",
+    "recorded_verdict_of",
+    "resolve",
+    "resolve_recorded",
+    "resolved_relation",
+    "still_needing_a_person",
+    "success_expression",
+    "trajectory_success",
+]
+
+#: People's verdicts as a viewer may see them: trajectory id -> True (the agent was right),
+#: False (it failed) or None (people disagree and no lead decided).
+PeopleVerdicts = Mapping[str, "bool | None"]
+NO_PEOPLE: PeopleVerdicts = {}
+
+
+#: Where the workspace's own outcome comes from (before people's verdicts): ``verdict`` (the
+#: default) is the producer's recorded verdict, else the judge's (undecided is NULL); people's
+#: verdicts win over both. ``recorded`` prefers the producer's verdict, then exact match;
+#: ``exact_match`` is EHR-Complex's scoring, then the recorded verdict. Under these two,
+#: people's verdicts do not apply: they are what their names say.
+SUCCESS_SOURCES = ("verdict", "recorded", "exact_match")
+DEFAULT_SUCCESS_SOURCE = "verdict"
+
+
+def success_expression(source: str) -> str:
+    """SQL for the workspace's ``success`` under a success source, over the ``outcomes`` and
+    ``trajectories`` views' columns (a fixed expression, never user text)."""
+    if source == "verdict":
+        return "coalesce(recorded_success, judged_success)"
+    if source == "recorded":
+        return "coalesce(recorded_success, exact_match)"
+    if source == "exact_match":
+        return "coalesce(exact_match, recorded_success)"
+    choices = ", ".join(SUCCESS_SOURCES)
+    raise ValueError(f"unknown success source {source!r} (choose from {choices})")
+
+
+def people_counted(success_source: str, people: PeopleVerdicts) -> PeopleVerdicts:
+    """People's verdicts count under the ``verdict`` source only."""
+    return people if success_source == DEFAULT_SUCCESS_SOURCE else NO_PEOPLE
+
+
+class Outcome(StrEnum):
+    """How an outcome is shown. ``unscored`` is the undecided outcome: nothing decides it."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    UNSCORED = "unscored"
+
+
+def outcome_of_success(success: bool | None) -> Outcome:
+    """The shown outcome of a resolved success (None, or a pandas NaN, is unscored)."""
+    if success is None or (isinstance(success, float) and success != success):
+        return Outcome.UNSCORED
+    return Outcome.SUCCESS if success else Outcome.FAILURE
+
+
+def outcome_name(success: bool | None) -> str:
+    """``success``, ``failure`` or ``unscored``, as plain text (CLI, JSON, tables)."""
+    return str(outcome_of_success(success))
+
+
+def recorded_verdict(outcome: RecordedOutcome | None) -> bool | None:
+    """The producer's verdict: its success flag, else a reward (full reward is success, any
+    partial reward a failure), else none."""
+    if outcome is None:
+        return None
+    return recorded_verdict_of(outcome.success, outcome.reward)
+
+
+def recorded_verdict_of(success: bool | None, reward: float | None) -> bool | None:
+    """``recorded_verdict`` from the two values (the fast import path has no model)."""
+    if success is not None:
+        return bool(success)
+    if reward is not None:
+        return reward >= 1.0 - 1e-9
+    return None
+
+
+def resolve(trajectory_id: str, *, recorded: bool | None, judged: bool | None,
+            people: PeopleVerdicts = NO_PEOPLE) -> bool | None:
+    """One trajectory's success under the module's order."""
+    if trajectory_id in people:
+        return people[trajectory_id]
+    if recorded is not None:
+        return recorded
+    return judged
+
+
+def resolve_recorded(trajectory_id: str, recorded: Mapping[str, object] | None,
+                     people: PeopleVerdicts = NO_PEOPLE) -> bool | None:
+    """``resolve`` over a workspace's stored outcome of one trajectory (``Workspace.verdict_of``:
+    ``recorded_success`` and ``judged_success``); None for an unknown id without a verdict."""
+    if recorded is None:
+        return people.get(trajectory_id)
+    return resolve(trajectory_id, recorded=_truth(recorded.get("recorded_success")),
+                   judged=_truth(recorded.get("judged_success")), people=people)
+
+
+def _truth(value: object) -> bool | None:
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return bool(value)
+
+
+def judge_could_decide(judge_verdict: str | None, judge_method: str | None) -> bool:
+    """False where the judge was left undecided although the task has a gold answer (a
+    person can decide what the rules could not); True otherwise."""
+    return not (judge_verdict == "undecided" and judge_method != "no_ground_truth")
+
+
+def needs_a_person(success: bool | None, *, person_decided: bool,
+                   judge_verdict: str | None, judge_method: str | None) -> bool:
+    """The module's "needs a person" for one resolved trajectory."""
+    if success is False:
+        return True
+    if success is True:
+        return False
+    return person_decided or not judge_could_decide(judge_verdict, judge_method)
+
+
+def trajectory_success(traj: Trajectory, people: PeopleVerdicts = NO_PEOPLE,
+                       judged: bool | None = None) -> bool | None:
+    """A trajectory's success read from its record (its recorded verdict, else the judge's
+    rules run on it now, unless ``judged`` is given), with people's verdicts on its id."""
+    recorded = recorded_verdict(traj.outcome)
+    tid = traj.id or ""
+    if tid not in people and recorded is None and judged is None:
+        from trajectories.judge import judge_trajectory
+
+        judged = judge_trajectory(traj).success
+    return resolve(tid, recorded=recorded, judged=judged, people=people)
+
+
+def still_needing_a_person(ids: Iterable[str], pool: Iterable[str],
+                           people: PeopleVerdicts) -> list[str]:
+    """``ids`` (in their order) that need a person, where ``pool`` is the set that needs one
+    by the workspace alone (no people's verdicts) and ``people`` the verdicts that count:
+    a person's False or None puts an item in, a True takes it out, and the workspace decides
+    the rest. The same answer as ``NEEDS_A_PERSON`` over ``resolved_relation``."""
+    in_pool = set(pool)
+    out = []
+    for tid in ids:
+        if tid in people:
+            if people[tid] is not True:
+                out.append(tid)
+        elif tid in in_pool:
+            out.append(tid)
+    return out
+
+
+# -- SQL over the workspace's views ---------------------------------------------------------------
+
+#: Over a ``resolved_relation``: the trajectories that need a person (the module's rule).
+NEEDS_A_PERSON = ("coalesce(success = false OR (success IS NULL AND (person_decided "
+                  "OR (judge_verdict = 'undecided' "
+                  "AND coalesce(judge_method, '') <> 'no_ground_truth'))), false)")
+
+#: The name people's verdicts are registered under on a reader's connection.
+_PEOPLE_TABLE = "people_verdicts"
+
+
+def resolved_relation(con: duckdb.DuckDBPyConnection, relation: str,
+                      people: PeopleVerdicts = NO_PEOPLE, *,
+                      success_sql: str = "success", has_success: bool = True) -> str:
+    """A subquery of ``relation``'s rows (a view or table name the code fixes, never user
+    text) with ``success`` resolved by the module's order and ``person_decided`` added.
+    Use it before the next ``resolved_relation`` on the same connection: the people's
+    verdicts table is the connection's, one at a time.
+
+    ``success_sql`` is the workspace's own outcome over the relation's columns (the success
+    source's expression); ``has_success`` says whether the relation already has a ``success``
+    column to replace. People's verdicts are registered on ``con`` (a reader's own cursor)."""
+    select = "SELECT b.* REPLACE ({expr} AS success)" if has_success \
+        else "SELECT b.*, {expr} AS success"
+    if not people:
+        return (f"({select.format(expr=success_sql)}, false AS person_decided "
+                f"FROM {relation} b)")
+    ids = list(people)
+    # A temporary table of this connection (a statement, where registering an Arrow table is
+    # refused while an earlier result on the connection is still open).
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_PEOPLE_TABLE} AS SELECT "
+                "unnest(?::VARCHAR[]) AS id, unnest(?::BOOLEAN[]) AS people",
+                [ids, [people[i] for i in ids]])
+    resolved = f"CASE WHEN pv.id IS NULL THEN {success_sql} ELSE pv.people END"
+    return (f"({select.format(expr=resolved)}, pv.id IS NOT NULL AS person_decided "
+            f"FROM {relation} b LEFT JOIN {_PEOPLE_TABLE} pv ON pv.id = b.id)")
+
+
+def apply_people(frame: pd.DataFrame, people: PeopleVerdicts) -> pd.DataFrame:
+    """``frame`` (rows with ``id`` and the workspace's ``success``) with people's verdicts
+    winning, as ``resolved_relation`` does in SQL: a None (people disagree) is undecided, left
+    out like every unscored row until a lead decides. The frame itself is returned when there
+    is nothing to apply (it may be a shared one, never written)."""
+    if not people or frame.empty:
+        return frame
+    ids = frame["id"].astype(str)
+    decided = ids.isin(people.keys())
+    if not decided.any():
+        return frame
+    out = frame.copy()
+    success = out["success"].astype("object")
+    success[decided] = [None if v is None else bool(v) for v in ids[decided].map(people)]
+    out["success"] = success.astype("boolean")
+    return out
