@@ -324,6 +324,6 @@ if user.role in LEAD_ROLES:
     with st.expander("Queues and assignments", expanded=not store.queues.progress()):
         render_assignment_form(store, ws, user.name)
 with st.expander("Progress per annotator", expanded=False):
-    render_progress(store, _failed_ids(),
+    render_progress(store, _failed_ids(), viewer=viewer_of(user),
                     prelabel_threshold=settings.prelabel_threshold,
                     spot_check_share=settings.spot_check_share)

@@ -18,6 +18,7 @@ import streamlit as st
 
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, get_store_for, workspace
+from faillab.app.viewer import viewer_of
 from labeling.prelabel.endpoints import OpenAIEndpoint
 from labeling.prelabel.errors import PrelabelServiceError
 from labeling.prelabel.labellers import labeller_identity, load_run_taxonomy
@@ -266,7 +267,13 @@ rows = _records(settings.annotations_url(), tuple(failures), options.labeller,
                 tuple((r.id, r.status, r.done) for r in runs[:1]))
 st.caption(f"{labeller_identity(options)[1]} on taxonomy `{taxonomy.version}`: "
            f"{len(rows):,} of {len(failures):,} failures pre-labelled.")
-if rows:
+# Counts over every item's pre-label tell an annotator in blind mode (or one who hides the
+# pre-label until committing) what the hidden pre-labels say: the store decides who sees them.
+sees_distribution = store.prelabels.sees_distribution(viewer_of(user))
+if rows and not sees_distribution:
+    st.caption("The distribution of the pre-labels is shown to leads and admins only (blind "
+               "mode, or pre-labels hidden until you commit).")
+if rows and sees_distribution:
     df = pd.DataFrame(rows)
     names = {c.key: c.name for c in taxonomy.categories}
     df["category"] = df["category"].map(lambda k: names.get(k, k))

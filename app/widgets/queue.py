@@ -5,18 +5,20 @@ from __future__ import annotations
 import streamlit as st
 
 from labeling.queue import create_assignments, failed_frame, queue_state
-from labeling.store import Store, StoreError
+from labeling.store import Store, StoreError, Viewer
 from trajectories.workspace import Workspace
 
 
-def render_progress(store: Store, failed_ids: list[str], *, prelabel_threshold: float,
-                    spot_check_share: float) -> None:
-    """One progress bar per annotator over the items they must label (done plus waiting).
+def render_progress(store: Store, failed_ids: list[str], *, viewer: Viewer,
+                    prelabel_threshold: float, spot_check_share: float) -> None:
+    """One progress bar per annotator over the items they must label (done plus waiting); for a
+    viewer who may not see counts over other people's work (an annotator in blind mode: the
+    store decides) their own bar only.
 
     Assigned items whose confident pre-label is left to the LLM are not open work, so they are
     named apart instead of keeping a bar short of full forever.
     """
-    progress = store.queues.progress()
+    progress = store.queues.progress(viewer=viewer)
     if not progress:
         st.caption("No assignments yet.")
         return

@@ -25,6 +25,11 @@ pre-label on most items, so hiding one and not the other would hide nothing. A v
 does not know yet (nobody signed in, a name not yet recorded, no store at all) has labelled
 nothing and is an annotator.
 
+Counts over everyone's work (each annotator's progress, the distribution of all pre-labels)
+say something about other people's labels or about pre-labels a viewer may not see: in blind
+mode they are for leads and admins only (``Scope.sees_team_counts``), and the distribution of
+the pre-labels also waits while they are hidden until commit (``Scope.sees_all_llm``).
+
 History (labels retracted by Undo, and the change log of labels) is shown only to the
 label's author and to leads and admins (where they see everything), in blind mode or not:
 an undone label is a draft its author took back, not a judgment for colleagues to read.
@@ -92,6 +97,20 @@ class Scope:
         if self._all_on(trajectory_id):
             return True
         return annotator_id is not None and annotator_id == self.user_id
+
+    @property
+    def sees_team_counts(self) -> bool:
+        """Counts over everyone's work (each annotator's progress): leads and admins, and
+        everyone with blind mode off."""
+        return self.sees_all
+
+    @property
+    def sees_all_llm(self) -> bool:
+        """Counts over every item's automatic opinion (the distribution of the pre-labels):
+        as ``sees_team_counts``, and for someone who hides the pre-label until commit only
+        when they are a lead (who reviews rather than labels)."""
+        return self.sees_all and (self.hide_llm_everywhere_but is None
+                                  or self.llm_hidden_items is not None)
 
     def may_see_adjudication(self, trajectory_id: str) -> bool:
         return self._all_on(trajectory_id)

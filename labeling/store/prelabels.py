@@ -217,6 +217,12 @@ class Prelabels(Part):
                 if scope.may_see_llm(r.trajectory_id)
             ]
 
+    def sees_distribution(self, viewer: Viewer) -> bool:
+        """Whether `viewer` may see counts over every item's pre-label (a page's distribution
+        of categories and confidences; see `policy`)."""
+        with self._read() as s:
+            return self._gate.scope(s, viewer).sees_all_llm
+
     def visible_items(self, trajectory_ids: Sequence[str], viewer: Viewer) -> frozenset[str]:
         """The items among `trajectory_ids` on which `viewer` may see automatic opinions: the
         pre-label and the evidence finder's suggested category (see `policy`)."""

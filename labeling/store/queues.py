@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from sqlalchemy import func, select
 
@@ -118,10 +118,12 @@ class Queues(Part):
         seed: int = 0,
         queue: str | None = None,
         limit: int | None = None,
+        left_to_machine: Collection[str] | None = None,
     ) -> list[str]:
         """What `user` should label next, in order (``queue_of``'s ``todo``)."""
         todo = self.queue_of(user, prelabel_threshold=prelabel_threshold,
-                             spot_check_share=spot_check_share, seed=seed, queue=queue).todo
+                             spot_check_share=spot_check_share, seed=seed, queue=queue,
+                             left_to_machine=left_to_machine).todo
         return todo[:limit] if limit is not None else todo
 
     def queue_of(
@@ -132,6 +134,7 @@ class Queues(Part):
         spot_check_share: float = 0.1,
         seed: int = 0,
         queue: str | None = None,
+        left_to_machine: Collection[str] | None = None,
     ) -> PersonQueue:
         """`user`'s queue in one read: what to label next, how far they got, and the items a
         verdict says the agent got right (a page asks this on every key; it was three reads
@@ -144,6 +147,11 @@ class Queues(Part):
         Confident items outside the sample are left to the LLM. The sample is drawn over all
         the user's confident assignments, labelled or not, so it does not drift as work
         progresses, and it is the same items for everyone with the same seed.
+
+        ``left_to_machine``: the items routing by measured trust leaves to their labeller
+        (``labeling.learn.trust``, spot checks already drawn); when given it replaces the
+        threshold and the spot-check share: every other item goes to the person, least
+        confident pre-label first, then the items with none.
         """
         if not 0.0 <= spot_check_share <= 1.0:
             raise StoreError("spot_check_share must be between 0 and 1")
@@ -169,9 +177,11 @@ class Queues(Part):
         confident: list[str] = []
         for tid in assigned:
             opinion = opinions.get(tid)
+            if left_to_machine is not None and tid in left_to_machine:
+                continue  # trusted to its labeller: not this person's work
             if opinion is None or opinion.confidence is None:
                 unlabelled.append(tid)
-            elif opinion.confidence < prelabel_threshold:
+            elif left_to_machine is not None or opinion.confidence < prelabel_threshold:
                 low.append((opinion.confidence, tid))
             else:
                 confident.append(tid)
@@ -199,6 +209,9 @@ class Queues(Part):
                 if viewer.name is None or (user is not None and user != viewer.name):
                     return []
                 user = viewer.name
+                with self._read() as s:
+                    if s.scalar(select(UserRow.id).where(UserRow.name == user)) is None:
+                        return []  # a name the store has not recorded: nothing assigned
         with self._read() as s:
             query = select(AssignmentRow.trajectory_id, AssignmentRow.user_id)
             labels = select(LabelRow.trajectory_id, LabelRow.annotator_id).where(

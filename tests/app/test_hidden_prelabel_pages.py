@@ -16,6 +16,7 @@ from faillab.core.settings import Settings
 from labeling.evidence import Probe, find_divergence
 from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.prelabel.heuristic import HeuristicLabeller
+from labeling.queue import create_assignments
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace
@@ -91,3 +92,47 @@ def test_the_trajectory_page_hides_the_prelabel_and_its_suggestion_without_blind
                      taxonomy_version=default_taxonomy().version)
     st.cache_resource.clear()
     assert "suggests" in _page_text("ana", tid)
+
+
+def _open(user: str, page: str) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.session_state["identity_name"] = user
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _progress_lines(at: AppTest) -> list[str]:
+    return [str(p.proto.text) for p in at.get("progress")]
+
+
+def test_blind_annotators_see_no_counts_over_other_peoples_work(
+        env: tuple[Workspace, Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, store = env
+    monkeypatch.setenv("FAILLAB_BLIND", "1")
+    monkeypatch.setenv("FAILLAB_HIDE_PRELABEL", "0")
+    st.cache_resource.clear()
+    store.users.add("ben", "annotator")
+    create_assignments(store, ws, ["ana", "ben"], overlap=2, double_share=1.0, limit=2)
+    [first, *_] = [tid for tid, who, _ in store.queues.assignments("ben") if who == "ben"]
+    store.labels.add(first, "sql_logic_error", annotator="ben",
+                     taxonomy_version=default_taxonomy().version)
+    store.prelabels.save(PrelabelRecord(
+        PrelabelKey(first, default_taxonomy().version, HeuristicLabeller.prompt_version,
+                    "heuristic"),
+        LabelResult(category="sql_logic_error", confidence=0.65, first_error_step=1,
+                    rationale=RATIONALE, labeller="heuristic", labeller_version="1")))
+
+    # Annotate: ana's own bar only; the lead sees both.
+    ana = _progress_lines(_open("ana", "views/annotate.py"))
+    assert ana and all(line.startswith("ana:") for line in ana), ana
+    lead = _progress_lines(_open("lea", "views/annotate.py"))
+    assert any(line.startswith("ben: 1 of") for line in lead), lead
+    # Pre-label: the distribution of every pre-label is the lead's.
+    ana_page = _open("ana", "views/prelabel.py")
+    assert not [m for m in ana_page.markdown if m.value == "**Categories**"]
+    assert any("leads and admins only" in c.value for c in ana_page.caption)
+    lead_page = _open("lea", "views/prelabel.py")
+    assert [m for m in lead_page.markdown if m.value == "**Categories**"]
