@@ -420,6 +420,6 @@ def advance_batch(
 def _gemini(options: PrelabelOptions, taxonomy: Taxonomy) -> GeminiLabeller:
     from labeling.prelabel.gemini import GeminiLabeller
 
-    lab = build_labeller(options, taxonomy)
+    lab = build_labeller(options, taxonomy, with_evidence=False)
     assert isinstance(lab, GeminiLabeller)  # options.labeller == "gemini" was checked
     return lab

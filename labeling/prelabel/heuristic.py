@@ -275,13 +275,19 @@ class HeuristicLabeller:
         """The evidence as a signal when its calibrated confidence reaches ``minimum``."""
         if evidence is None or evidence.category is None or evidence.confidence < minimum:
             return None
-        target = self._key_map.get(evidence.category)
-        if evidence.part == "no_data" and sg.NULL_NOT_RETURNED in self._key_map:
-            # A taxonomy with a category for an answer where NULL was right names it exactly.
-            target = self._key_map[sg.NULL_NOT_RETURNED]
+        target = self.evidence_category(evidence)
         if target is None:
             return None
         return sg.Signal(target, evidence.confidence, evidence.step, "evidence: " + evidence.reason)
+
+    def evidence_category(self, evidence: Evidence | None) -> str | None:
+        """The evidence's category as a key of this labeller's taxonomy (None: none)."""
+        if evidence is None or evidence.category is None:
+            return None
+        if evidence.part == "no_data" and sg.NULL_NOT_RETURNED in self._key_map:
+            # A taxonomy with a category for an answer where NULL was right names it exactly.
+            return self._key_map[sg.NULL_NOT_RETURNED]
+        return self._key_map.get(evidence.category)
 
     def _rank(self, category: str) -> int:
         for i, internal in enumerate(PRIORITY):
@@ -299,8 +305,7 @@ class HeuristicLabeller:
     def _decide(self, trajectory: Trajectory, evidence: Evidence | None) -> LabelResult:
         """The label, whose step is the evidence's or says why it is not (one proposal)."""
         return one_step(self._decide_category(trajectory, evidence), evidence,
-                        self._key_map.get(evidence.category) if evidence is not None
-                        and evidence.category else None)
+                        self.evidence_category(evidence))
 
     def _decide_category(self, trajectory: Trajectory, evidence: Evidence | None) -> LabelResult:
         views = sg.action_views(trajectory)

@@ -33,8 +33,11 @@ def labeller_identity(options: PrelabelOptions) -> tuple[str, str, str]:
 
 
 def build_labeller(
-    options: PrelabelOptions, taxonomy: Taxonomy, *, ehr_path: Path | None = None
+    options: PrelabelOptions, taxonomy: Taxonomy, *, ehr_path: Path | None = None,
+    with_evidence: bool = True,
 ) -> Labeller:
+    """The labeller the options name. An LLM labeller is asked with the evidence unless
+    ``with_evidence`` is false (the Batch API path builds its prompts itself)."""
     if options.labeller == "heuristic":
         try:
             # With the workspace's EHR database, the evidence finder executes in the sandbox.
@@ -43,13 +46,18 @@ def build_labeller(
             raise PrelabelServiceError(
                 f"the heuristic labeller cannot use this taxonomy: {e}"
             ) from None
+    # An LLM is asked with the evidence (executed on the workspace's EHR database when it has
+    # one), and its labels that contradict decisive evidence go to a person.
+    from labeling.prelabel.prompt_evidence import EvidenceGuidedLabeller
+
     if options.labeller == "openai-compatible":
-        return _openai_labeller(options)
+        llm = _openai_labeller(options)
+        return EvidenceGuidedLabeller(llm, ehr_path=ehr_path) if with_evidence else llm
     # Imported here: the SDK is heavy and the heuristic path should not pay for it.
     from labeling.prelabel.gemini import GeminiConfigError, GeminiLabeller
 
     try:
-        return GeminiLabeller(
+        gemini = GeminiLabeller(
             options.model or DEFAULT_GEMINI_MODEL,
             vertexai=bool(options.vertex),
             project=options.project,
@@ -58,6 +66,7 @@ def build_labeller(
         )
     except GeminiConfigError as e:
         raise PrelabelServiceError(str(e)) from None
+    return EvidenceGuidedLabeller(gemini, ehr_path=ehr_path) if with_evidence else gemini
 
 
 def _openai_labeller(options: PrelabelOptions) -> Labeller:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # the prompt only reads attributes, so taxonomy is not needed
 
 # Bump whenever the template text or the truncation policy changes: it is part of the cache key,
 # so cached pre-labels made with an older prompt are recomputed rather than silently reused.
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "3"  # 3: the evidence's proposal and the request to check it
 
 CHARS_PER_TOKEN = 4
 DEFAULT_TOKEN_BUDGET = 24_000
@@ -172,6 +174,58 @@ secondary_category.
 """
 
 
+# The evidence's proposal (labeling.prelabel.prompt_evidence sets it around an LLM call).
+_EVIDENCE_ROWS = 8
+_EVIDENCE_TEXT = 400
+current_evidence: ContextVar[Mapping[str, Any] | None] = ContextVar("current_evidence",
+                                                                     default=None)
+
+
+@contextmanager
+def using_evidence(evidence: Mapping[str, Any] | None) -> Iterator[None]:
+    """Prompts built inside carry ``evidence`` (an ``Evidence.to_dict()``)."""
+    token = current_evidence.set(evidence)
+    try:
+        yield
+    finally:
+        current_evidence.reset(token)
+
+
+def _category_name(taxonomy: Taxonomy, key: str | None) -> str:
+    if not key:
+        return "none (nothing decides)"
+    found = next((c for c in taxonomy.categories if c.key == key), None)
+    return found.name if found is not None else key
+
+
+def evidence_lines(
+    evidence: Mapping[str, Any], taxonomy: Taxonomy, trajectory: Trajectory
+) -> list[tuple[str, str | None]]:
+    """(plain line, untrusted text to fence or None): the proposal as the prompt shows it.
+    The reason and rows quote the agent's SQL and the database's rows, so they are data."""
+    step = evidence.get("step")
+    where = f"step {step}" if isinstance(step, int) else "the final answer"
+    out: list[tuple[str, str | None]] = [
+        ("## Evidence found by re-executing the queries (a proposal to check, not a verdict)",
+         None),
+        (f"Proposed first faulty step: {where}; diverging part: {evidence.get('part') or 'none'}"
+         f"; proposed category: {_category_name(taxonomy, evidence.get('category'))} "
+         f"(measured confidence {float(evidence.get('confidence') or 0):.2f}); reference "
+         f"executed: {'yes' if evidence.get('executed') else 'no'}.", None),
+        ("Why:", str(evidence.get("reason") or "")[:_EVIDENCE_TEXT]),
+    ]
+    rows = [str(r)[:_EVIDENCE_TEXT] for r in list(evidence.get("rows") or [])[:_EVIDENCE_ROWS]]
+    if rows:
+        out.append(("Evidence rows (steps, executed results, codes looked up):", "\n".join(rows)))
+    answer = json.dumps(trajectory.final_answer, default=str)[:_EVIDENCE_TEXT]
+    gold = json.dumps(trajectory.task.ground_truth, default=str)[:_EVIDENCE_TEXT]
+    out.append(("The final answer against the ground truth:", f"{answer}\n  vs\n{gold}"))
+    out.append(("Check this proposal against the steps above. If it holds, use its step as "
+                "first_error_step and its category. If you choose another category or step, "
+                "your rationale must say what in the run the proposal missed.", None))
+    return out
+
+
 @dataclass
 class _Field:
     """One piece of untrusted text in the prompt; ``cuttable`` ones may be shortened."""
@@ -245,10 +299,18 @@ def _render(parts: list[tuple[str, _Field | None]], fence: Callable[[str, str], 
 
 
 def build_prompt(
-    trajectory: Trajectory, taxonomy: Taxonomy, *, token_budget: int = DEFAULT_TOKEN_BUDGET
+    trajectory: Trajectory, taxonomy: Taxonomy, *, token_budget: int = DEFAULT_TOKEN_BUDGET,
+    evidence: Mapping[str, Any] | None = None,
 ) -> BuiltPrompt:
-    """The full prompt for one trajectory, cut to ``token_budget`` approximate tokens."""
+    """The full prompt for one trajectory, cut to ``token_budget`` approximate tokens. With
+    ``evidence`` (an ``Evidence.to_dict()``; by default the one ``using_evidence`` set for this
+    call) the prompt ends with that proposal and asks the model to check it."""
     parts = _collect(trajectory)
+    if evidence is None:
+        evidence = current_evidence.get()
+    if evidence is not None:
+        for n, (line, data) in enumerate(evidence_lines(evidence, taxonomy, trajectory)):
+            parts.append((line, _Field(f"evidence{n}", data, 0) if data is not None else None))
     fields = [f for _, f in parts if f is not None]
     fence = _Fence(_nonce([f.text for f in fields]))
     head = _INSTRUCTIONS + "\n" + render_taxonomy(taxonomy) + "\n"

@@ -11,6 +11,7 @@ from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, Run
 from labeling.prelabel.errors import PrelabelRunAborted
 from labeling.prelabel.gemini import GeminiLabeller
 from labeling.prelabel.pricing import estimate_cost_usd
+from labeling.prelabel.prompt import PROMPT_VERSION
 from labeling.prelabel.protocol import SyncLabellerAdapter
 from labeling.prelabel.retry import RETRY_AFTER_CEILING_S, backoff_delay
 from labeling.prelabel.runner import run_prelabels, run_prelabels_sync
@@ -98,7 +99,8 @@ def test_success_saves_every_label_and_counts_calls_tokens_cost() -> None:
     assert stats.estimated_cost_usd > 0
     assert seen[0] == (0, 5) and seen[-1] == (5, 5)
     for t in ts:
-        rec = store.records[PrelabelKey(t.id or "", TAX.version, "2", "gemini-2.5-pro")]
+        key = PrelabelKey(t.id or "", TAX.version, PROMPT_VERSION, "gemini-2.5-pro")
+        rec = store.records[key]
         assert rec.ok and rec.result is not None and rec.result.category in TAX.keys
 
 
