@@ -1,15 +1,16 @@
 """A scripted local LLM server that drives a tool-calling agent, for tests (stdlib only).
 
 It answers both protocols agent SDKs speak: OpenAI chat completions (``POST
-/v1/chat/completions``) and Anthropic messages (``POST /v1/messages``). It keeps no state: each
-answer follows from the conversation the client sends. While fewer tool results than scripted
-queries are in the conversation, it asks for the next query with a ``run_sql`` tool call
-(``{"query": SQL}``); then it answers with the final text, which quotes the last tool result,
-so a test knows the answer the agent gave. When the request offers a ``final_answer`` tool
-(smolagents' tool-calling agent ends that way), the final answer is a call to it instead.
+/v1/chat/completions``) and Anthropic messages (``POST /v1/messages``). Each client gets a
+session (``session_url(name)``: a path prefix), and each request in a session is the agent's
+next turn: while scripted queries remain, the answer is a ``run_sql`` tool call
+(``{"query": SQL}``), then the final answer text. Turns are counted per session, not read
+from the conversation, because SDKs resend it in their own shapes (smolagents merges a tool's
+error into the user message). When the request offers a ``final_answer`` tool (smolagents'
+tool-calling agent ends that way), the final answer is a call to it instead.
 
-    with FakeAgentLLM(["SELECT bad", "SELECT count(*) FROM patients"]) as llm:
-        client = openai.OpenAI(base_url=llm.openai_url, api_key="k")
+    with FakeAgentLLM(["SELECT bad", "SELECT count(*) FROM patients"], "39") as llm:
+        client = openai.OpenAI(base_url=llm.session_url("a") + "/v1", api_key="k")
 """
 
 from __future__ import annotations
@@ -20,29 +21,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["FakeAgentLLM", "final_text"]
+__all__ = ["FakeAgentLLM"]
 
 MODEL = "fake-sql-model"
 
 
-def final_text(last_result: str) -> str:
-    """The final answer the server gives after the last tool result."""
-    return f"The answer is {last_result.strip()}."
-
-
-def _text_of(content: Any) -> str:
-    """A tool result's text, whichever way the client packed it."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
-
-
 class FakeAgentLLM:
-    def __init__(self, queries: list[str]) -> None:
+    def __init__(self, queries: list[str], answer: str) -> None:
         self.queries = list(queries)
+        self.answer = answer
         self.requests: list[dict[str, Any]] = []
+        self._turns: dict[str, int] = {}
+        self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -51,9 +41,15 @@ class FakeAgentLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    @property
-    def openai_url(self) -> str:
-        return self.base_url + "/v1"
+    def session_url(self, name: str) -> str:
+        """The base URL of one client's session (its turns are counted apart)."""
+        return f"{self.base_url}/s/{name}"
+
+    def _turn(self, session: str) -> int:
+        with self._lock:
+            turn = self._turns.get(session, 0)
+            self._turns[session] = turn + 1
+            return turn
 
     def __enter__(self) -> FakeAgentLLM:
         self._thread.start()
@@ -66,10 +62,7 @@ class FakeAgentLLM:
 
     # ------------------------------------------------------------------ the two protocols
 
-    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        messages = body.get("messages") or []
-        results = [_text_of(m.get("content")) for m in messages if m.get("role") == "tool"]
-        turn = len(results)
+    def chat(self, body: dict[str, Any], turn: int) -> dict[str, Any]:
         tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if turn < len(self.queries):
@@ -77,12 +70,11 @@ class FakeAgentLLM:
                                                        {"query": self.queries[turn]})]
             finish = "tool_calls"
         elif "final_answer" in tools:
-            answer = final_text(results[-1] if results else "")
             message["tool_calls"] = [self._openai_call(turn, "final_answer",
-                                                       {"answer": answer})]
+                                                       {"answer": self.answer})]
             finish = "tool_calls"
         else:
-            message["content"] = final_text(results[-1] if results else "")
+            message["content"] = self.answer
             finish = "stop"
         return {"id": f"chatcmpl-{turn}", "object": "chat.completion", "created": 1_700_000_000,
                 "model": body.get("model") or MODEL,
@@ -95,12 +87,7 @@ class FakeAgentLLM:
         return {"id": f"call_{turn}", "type": "function",
                 "function": {"name": name, "arguments": json.dumps(arguments)}}
 
-    def messages(self, body: dict[str, Any]) -> dict[str, Any]:
-        results = [_text_of(block.get("content"))
-                   for m in body.get("messages") or [] if isinstance(m.get("content"), list)
-                   for block in m["content"]
-                   if isinstance(block, dict) and block.get("type") == "tool_result"]
-        turn = len(results)
+    def messages(self, body: dict[str, Any], turn: int) -> dict[str, Any]:
         if turn < len(self.queries):
             content: list[dict[str, Any]] = [
                 {"type": "text", "text": "Let me query the database."},
@@ -108,7 +95,7 @@ class FakeAgentLLM:
                  "input": {"query": self.queries[turn]}}]
             stop = "tool_use"
         else:
-            content = [{"type": "text", "text": final_text(results[-1] if results else "")}]
+            content = [{"type": "text", "text": self.answer}]
             stop = "end_turn"
         return {"id": f"msg_{turn}", "type": "message", "role": "assistant",
                 "model": body.get("model") or MODEL, "content": content, "stop_reason": stop,
@@ -122,13 +109,17 @@ class FakeAgentLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                fake.requests.append({"path": self.path, "body": body})
+                path, session = self.path.rstrip("/"), ""
+                if path.startswith("/s/"):
+                    session, _, rest = path[3:].partition("/")
+                    path = "/" + rest
+                fake.requests.append({"path": path, "session": session, "body": body})
                 if body.get("stream"):
                     self._send(400, {"error": {"message": "streaming is not scripted"}})
-                elif self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(200, fake.chat(body))
-                elif self.path.rstrip("/").endswith("/messages"):
-                    self._send(200, fake.messages(body))
+                elif path.endswith("/chat/completions"):
+                    self._send(200, fake.chat(body, fake._turn(session + " chat")))
+                elif path.endswith("/messages"):
+                    self._send(200, fake.messages(body, fake._turn(session + " messages")))
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 

@@ -7,7 +7,8 @@ settings once, so each run needs a fresh interpreter):
 
 A small EHRSQL agent answers ``QUESTION`` with a ``run_sql`` tool that really runs each query
 read-only on the SQLite database DB; the LLM is ``tests/fake_agent_llm.py`` at LLM_BASE_URL,
-which asks for ``QUERIES`` in order (the first fails: no such table) and then answers. Each kind
+which asks for ``QUERIES`` in order (the first fails: no such table) and then answers
+``ANSWER``. Each kind
 traces the run with the SDK's own instrumentation and writes the files its exporters write.
 """
 
@@ -24,6 +25,8 @@ from typing import Any
 QUESTION = "How many female patients are there?"
 QUERIES = ["SELECT count(*) FROM patient WHERE gender = 'f'",
            "SELECT count(*) FROM patients WHERE gender = 'f'"]
+#: What the scripted LLM answers after the queries (the database's answer is 39).
+ANSWER = "There are 39 female patients."
 MODEL = "fake-sql-model"
 SYSTEM = "You answer questions about the MIMIC-IV database with the run_sql tool."
 RUN_SQL_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}},
@@ -40,6 +43,7 @@ KINDS = {
     "openinference-console": ("spans.json",),
     "anthropic": ("messages.jsonl", "conversation.json"),
     "openai-agents": ("traces.jsonl",),
+    "smolagents": ("run.json",),
 }
 
 
@@ -341,6 +345,30 @@ def openai_agents(out: Path, base_url: str, db: str) -> None:
     log.close()
 
 
+def smolagents_run(out: Path, base_url: str, db: str) -> None:
+    """smolagents' tool-calling agent; the run kept as its ``RunResult.dict()``, with the
+    memory's full steps (model input messages included) as ``steps``."""
+    from smolagents import OpenAIModel, ToolCallingAgent, tool
+
+    @tool
+    def run_sql_tool(query: str) -> str:
+        """Run SQL on MIMIC-IV.
+
+        Args:
+            query: the SQLite query to run.
+        """
+        return run_sql(db, query)
+
+    run_sql_tool.name = "run_sql"
+    model = OpenAIModel(model_id=MODEL, api_base=base_url + "/v1", api_key="k")
+    agent = ToolCallingAgent(tools=[run_sql_tool], model=model, max_steps=6,
+                             verbosity_level=0)
+    result = agent.run(QUESTION, return_full_result=True)
+    record = result.dict()
+    record["steps"] = agent.memory.get_full_steps()
+    (out / "run.json").write_text(json.dumps(record, indent=2, default=str), "utf-8")
+
+
 def main(argv: list[str]) -> None:
     kind, out, base_url, db = argv
     out_dir = Path(out)
@@ -350,6 +378,8 @@ def main(argv: list[str]) -> None:
         otel(out_dir, base_url, db, capture, encoding)
     elif kind == "openai-agents":
         openai_agents(out_dir, base_url, db)
+    elif kind == "smolagents":
+        smolagents_run(out_dir, base_url, db)
     elif kind == "anthropic":
         anthropic_messages(out_dir, base_url, db)
     elif kind.startswith("openinference-"):

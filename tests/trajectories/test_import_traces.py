@@ -20,16 +20,15 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from tests.fake_agent_llm import FakeAgentLLM, final_text
+from tests.fake_agent_llm import FakeAgentLLM
 from tests.support import EHRSQL_SQLITE, require_shared
-from tests.trajectories.sdk_traces import KINDS, QUERIES, QUESTION
+from tests.trajectories.sdk_traces import ANSWER, KINDS, QUERIES, QUESTION
 from trajectories.importers import read_file
 from trajectories.importers.detect import iter_file
 from trajectories.model import StepKind, Trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "trajectories" / "sdk_traces.py"
-ANSWER = final_text("[(39,)]")  # 39 female patients in the EHRSQL database
 
 Make = Callable[[str], Path]
 
@@ -40,12 +39,12 @@ def make(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Make]:
     db = require_shared(EHRSQL_SQLITE)
     root = tmp_path_factory.mktemp("sdk-traces")
     made: dict[str, Path] = {}
-    with FakeAgentLLM(QUERIES) as llm:
+    with FakeAgentLLM(QUERIES, ANSWER) as llm:
         def run(kind: str) -> Path:
             if kind not in made:
                 out = root / kind
                 done = subprocess.run(
-                    [sys.executable, str(SCRIPT), kind, str(out), llm.base_url, str(db)],
+                    [sys.executable, str(SCRIPT), kind, str(out), llm.session_url(kind), str(db)],
                     capture_output=True, text=True, timeout=300, cwd=REPO,
                     env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
                          "NO_PROXY": "127.0.0.1", "OTEL_SDK_DISABLED": "false"})
@@ -76,7 +75,7 @@ def _whole(traj: Trajectory, *, traced: bool = True) -> None:
 #: Kinds whose files are logs of the API calls, not traces.
 UNTRACED = {"anthropic"}
 FORMAT_OF = {"openinference": "openinference", "anthropic": "anthropic",
-             "openai": "openai-agents"}
+             "openai": "openai-agents", "smolagents": "smolagents"}
 WHOLE = [(kind, name) for kind, names in KINDS.items() if kind != "otel-true-otlp"
          for name in names]
 
@@ -245,3 +244,13 @@ def test_an_agents_sdk_tool_error_is_flagged_from_the_span_error(make: Make) -> 
     assert failed.observation and "error occurred" in failed.observation
     assert (failed.model_extra or {}).get("error_message")
     assert traj.run.configuration.get("agent") == "ehrsql-agent"
+
+
+def test_a_failing_smolagents_step_keeps_its_sql_from_the_model_turn(make: Make) -> None:
+    """smolagents keeps no tool calls on a step whose tool raised: the SQL is read from the
+    model's own turn, the database's error is the observation and the step is flagged."""
+    traj = read_file(make("smolagents") / "run.json").trajectories[0][1]
+    failed = next(s for s in traj.steps if s.kind == StepKind.SQL)
+    assert failed.code == QUERIES[0] and failed.error
+    assert "no such table: patient" in (failed.observation or "")
+    assert (traj.model_extra or {}).get("run_state") == "success"

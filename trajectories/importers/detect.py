@@ -17,6 +17,7 @@ from trajectories.importers import (
     builtin,  # noqa: F401
     openai_agents,  # noqa: F401
     registry,
+    smolagents_runs,  # noqa: F401
     traces,  # noqa: F401
 )
 from trajectories.importers.errors import ImportProblem
