@@ -114,9 +114,10 @@ def _console() -> list[dict[str, Any]]:
 
 def _anthropic() -> list[dict[str, Any]]:
     use = {"type": "tool_use", "id": "t1", "name": "run_sql", "input": {"query": BAD}}
-    first = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": QUESTION}]}
+    asked = {"role": "user", "content": QUESTION}
+    first = {"model": "m", "max_tokens": 64, "messages": [asked]}
     second = {"model": "m", "max_tokens": 64, "messages": [
-        *first["messages"], {"role": "assistant", "content": [use]},
+        asked, {"role": "assistant", "content": [use]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                       "content": "no such table", "is_error": True}]}]}
     reply = {"type": "message", "role": "assistant", "model": "m", "content": [use],
