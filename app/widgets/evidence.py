@@ -181,6 +181,26 @@ def render_evidence(traj: Trajectory | None, *, key: str, show_category: bool = 
     return _step(found)
 
 
+def step_note(traj: Trajectory, prelabel_step: int | None) -> str | None:
+    """One sentence on how the pre-label's first faulty step stands to the evidence's, so the
+    page never shows two machine steps without saying which to believe (None: nothing to say).
+    Reads the same cached evidence the page's evidence box computed."""
+    if prelabel_step is None or traj.id is None or not _failed(traj):
+        return None
+    ehr = workspace().ehr_path
+    found = _evidence(traj.model_dump_json(),
+                      ehr_key(ehr) if ehr is not None and ehr.is_file() else None)
+    step = _step(found)
+    if step is None or found.get("part") is None:
+        return None
+    if step == prelabel_step:
+        return f"Same step as the evidence (part `{found.get('part')}`)."
+    return (f"The evidence points at step {step} (part `{found.get('part')}`), where the agent "
+            f"first commits to what diverges from the reference; this pre-label names step "
+            f"{prelabel_step} because it reads another category or another step: its rationale "
+            "says which evidence it did not follow. Check both steps.")
+
+
 def _step(found: dict[str, object]) -> int | None:
     step = found.get("step")
     return step if isinstance(step, int) else None

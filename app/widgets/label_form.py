@@ -21,6 +21,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.viewer import viewer_of
+from faillab.app.widgets.evidence import step_note
 from faillab.app.widgets.rubric import category_label
 from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.queue import PrelabelView, prelabel_for
@@ -129,7 +130,8 @@ def render_visible_labels(store: Store, trajectory_id: str, viewer: User, *, bli
     } for lab in labels]), hide_index=True, key=f"lf_{trajectory_id}_existing")
 
 
-def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy, *, seen: bool) -> None:
+def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy, *, seen: bool,
+                  traj: Trajectory) -> None:
     conf = f" · confidence {prelabel.confidence:.2f}" if prelabel.confidence is not None else ""
     step = ""
     if prelabel.first_error_step is not None:
@@ -141,6 +143,11 @@ def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy, *, seen: bool) -> 
         # Which labeller made it: the offline heuristic's guesses read "LLM pre-label" too.
         who = escape_markdown(prelabel.labeller or "LLM")
         st.markdown(f"**Pre-label ({who}):** {name}{conf}{step}")
+        # The evidence box above names a step too: say how the two stand, never leave two
+        # machine steps side by side unexplained.
+        note = step_note(traj, prelabel.first_error_step)
+        if note is not None:
+            st.caption(note)
         if prelabel.rationale:
             # A long rationale scrolls in place, so the buttons below keep their position.
             with st.container(height=72, border=False, key="lf_rationale"):
@@ -163,7 +170,8 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         st.caption("No LLM pre-label for this item.")
     if show_prelabel:
         assert prelabel is not None
-        _prelabel_box(prelabel, taxonomy, seen=prelabel.first_error_step in seen_steps())
+        _prelabel_box(prelabel, taxonomy, seen=prelabel.first_error_step in seen_steps(),
+                      traj=traj)
 
     steps: list[int | None] = [None, *range(len(traj.steps))]
     pick_col, second_col = st.columns(2, gap="small")

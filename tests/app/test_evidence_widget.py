@@ -9,9 +9,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from labeling.evidence import Probe, find_divergence
+from labeling.queue import create_assignments
+from labeling.store import Store
 from taxonomy import default_taxonomy
+from tests.app.test_annotate_page import env, open_page, save_prelabel, texts
 from tests.support import REPO
 from trajectories.workspace import Workspace
+
+__all__ = ["env"]  # the Annotate page's fixture, used here
 
 MAIN = str(REPO / "app" / "main.py")
 
@@ -46,3 +51,22 @@ def test_trajectory_page_shows_the_executed_evidence(
     if expected.category:  # the suggestion reads as the category's name, not its key
         name = default_taxonomy().category(expected.category).name
         assert f"suggests {html.escape(name)} (" in box, box
+
+
+def test_annotate_says_how_the_prelabel_step_stands_to_the_evidence(
+        env: tuple[Workspace, Store]) -> None:
+    ws, store = env
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=1)
+    [(tid, _, _)] = store.queues.assignments("ana")
+    traj = ws.get(tid)
+    assert traj is not None and ws.ehr_path is not None
+    with Probe.open(ws.ehr_path) as probe:
+        found = find_divergence(traj, probe=probe)
+    assert found.step is not None and found.part is not None
+    other = found.step + 1 if found.step + 1 < len(traj.steps) else found.step - 1
+    save_prelabel(store, tid, "semantic_misunderstanding", 0.4, step=other)
+    shown = texts(open_page("ana"))
+    assert f"The evidence points at step {found.step} (part `{found.part}`)" in shown
+    assert f"this pre-label names step {other}" in shown
+    save_prelabel(store, tid, "semantic_misunderstanding", 0.4, step=found.step)
+    assert f"Same step as the evidence (part `{found.part}`)." in texts(open_page("ana"))
