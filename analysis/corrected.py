@@ -5,21 +5,25 @@ labels as if they were people's. This one counts both, per model: people's label
 and the machine-labelled failures (LLM-only final labels) corrected by the machine's measured
 confusion on the items people checked, a misclassification-corrected estimate:
 
-- ``C[i, j]``, the share of checked items people put in category ``i`` that the machine put in
-  ``j``, measured on every checked item of the workspace (the labeller's errors do not depend
-  on which runs are selected), with one pseudo-item on the diagonal of each row so a category
-  people never checked is taken at the machine's word rather than dropped;
-- the machine's observed distribution ``q`` over a model's machine-labelled failures is
-  explained as ``q = C^T p``; ``p``, the estimated true distribution of those failures, is the
-  least-squares solution on the simplex (non-negative, summing to one), which is the
-  matrix-inversion (Rogan-Gladen) estimator wherever that one lands on the simplex, and its
-  clipped version where sampling noise pushes it off;
-- the model's estimated count per category is people's count plus the machine-labelled
-  failures times ``p``; the share divides by every labelled failure of the model.
+- the model: the machine's confusion ``C[i, j]`` (the chance it says ``j`` when people would
+  say ``i``) is one matrix for every model (a labeller's errors depend on the failure, not on
+  which agent made it), measured on every checked item of the workspace, with one
+  pseudo-item on the diagonal of each row so a category people never checked is taken at the
+  machine's word rather than dropped; each model has its own true distribution ``pi``;
+- the estimate is that model's maximum likelihood, by EM: people's labels count as they are,
+  each machine label ``j`` is spread over the true categories in proportion to
+  ``pi[i] * C[i, j]``, and ``C`` is refitted on the checked items plus those expectations.
+  It starts from the moment estimator, the least-squares solution of ``q = C^T p`` on the
+  simplex (the matrix-inversion / Rogan-Gladen estimator, clipped to non-negative shares
+  summing to one). Measured on the development set's labeller (docs/evaluation.md), the
+  inversion alone had twice the error of the likelihood at 100 checks: the heuristic's
+  confusion has nearly collinear rows (it calls most code look-up failures semantic), which
+  inversion amplifies, while the likelihood also reads the unchecked items;
+- the share divides by every labelled failure of the model.
 
 The 95% interval is a percentile bootstrap (``DRAWS`` draws, seeded, so the command line and
 the page print the same numbers) that resamples the checked items (the confusion), people's
-labels and the machine's labels of the model. Where a model has no machine-labelled failure
+labels and the machine's labels of each model. Where a model has no machine-labelled failure
 the estimate is people's share with its Wilson interval, as in the taxonomy table. Where it
 has machine labels but nobody has checked any item, the machine's error is unmeasured and the
 share is unknown (NaN), never the machine's raw count. The correction assumes the checked items
@@ -50,6 +54,12 @@ CORRECTED_COLUMNS = ["model", "category", "count", "n", "share", "ci_low", "ci_h
 MACHINE = "machine_category"
 DRAWS = 1000
 SEED = 0
+#: EM steps at most (it stops earlier once no share moves by more than 1e-9).
+ITERATIONS = 500
+#: EM steps of each bootstrap draw, which starts from the point estimate: on the statistics
+#: benchmark's 100,000 trajectories (8 models, 2,000 checked items) running them to 500 moved
+#: no interval bound by more than 0.0003 and took four times as long (7 s instead of 1.9 s).
+BOOTSTRAP_ITERATIONS = 100
 # Weight of the sum-to-one row in the constrained least squares: large against the unit-scale
 # residuals, so the solution sums to one within rounding.
 _SIMPLEX_WEIGHT = 1_000.0
@@ -95,13 +105,41 @@ def confusion_matrix(counts: NDArray[np.float64]) -> NDArray[np.float64]:
 
 def corrected_counts(people: NDArray[np.float64], machine: NDArray[np.float64],
                      confusion_counts: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Estimated count per category: people's, plus the machine-labelled failures spread by
-    the corrected distribution."""
+    """The moment estimate of one model's counts: people's, plus the machine-labelled
+    failures spread by the simplex least-squares solution (the likelihood's starting point)."""
     total = float(machine.sum())
     if total <= 0:
         return people.astype(float)
     p = simplex_least_squares(confusion_matrix(confusion_counts), machine / total)
     out: NDArray[np.float64] = people + total * p
+    return out
+
+
+def maximum_likelihood(confusion_counts: NDArray[np.float64], people: NDArray[np.float64],
+                       machine: NDArray[np.float64], start: NDArray[np.float64],
+                       iterations: int = ITERATIONS, tolerance: float = 1e-9
+                       ) -> NDArray[np.float64]:
+    """Every model's true distribution by EM (module docstring), for a stack of data sets at
+    once (the bootstrap's draws): ``confusion_counts`` (B, K, K) checked items, people's
+    true x machine; ``people`` and ``machine`` (B, M, K) each model's people's counts and
+    the machine's counts of its unchecked failures; ``start`` (B, M, K) the first ``pi``."""
+    k = confusion_counts.shape[-1]
+    n = (people + machine).sum(axis=2, keepdims=True)
+    pi = start
+    confusion = confusion_counts + np.eye(k)
+    confusion = confusion / confusion.sum(axis=2, keepdims=True)
+    for _ in range(iterations):
+        joint = pi[:, :, :, None] * confusion[:, None, :, :]  # B, M, true, machine
+        expected = machine[:, :, None, :] * joint / (joint.sum(axis=2, keepdims=True) + 1e-300)
+        new_pi = (people + expected.sum(axis=3)) / n
+        new_confusion = confusion_counts + np.eye(k) + expected.sum(axis=1)
+        new_confusion = new_confusion / new_confusion.sum(axis=2, keepdims=True)
+        change = max(float(np.max(np.abs(new_pi - pi))),
+                     float(np.max(np.abs(new_confusion - confusion))))
+        pi, confusion = new_pi, new_confusion
+        if change < tolerance:
+            break
+    out: NDArray[np.float64] = pi
     return out
 
 
@@ -146,45 +184,63 @@ def corrected_distribution(df: pd.DataFrame, labels: pd.DataFrame | None,
         confusion[index[name(str(truth))], index[name(str(said))]] += 1
     checked = int(confusion.sum())
     is_machine = joined["provenance"] == Provenance.LLM_ONLY.value
-    rng = np.random.default_rng(seed)
-    # One resampled confusion per draw, shared by every model: the models' estimates lean on
-    # the same checked items, and their intervals should say so together.
-    boot_confusions = (rng.multinomial(checked, confusion.ravel() / checked, size=draws)
-                       .reshape(draws, k, k).astype(float) if checked else None)
+    people = np.zeros((len(models), k))
+    machine = np.zeros((len(models), k))
+    for model, cat, is_m in zip(joined["model"], joined["category"].map(name), is_machine,
+                                strict=True):
+        (machine if is_m else people)[models.index(str(model)), index[cat]] += 1
+    n = people.sum(axis=1) + machine.sum(axis=1)
+    corrected = [m for m in range(len(models)) if machine[m].sum() > 0]
+    estimate = np.full((len(models), k), np.nan)
+    low = np.full((len(models), k), np.nan)
+    high = np.full((len(models), k), np.nan)
+    interval = [UNKNOWN] * len(models)
+    for m in range(len(models)):
+        if machine[m].sum() == 0:
+            estimate[m], interval[m] = people[m], WILSON
+            low[m], high[m] = wilson_interval(people[m], np.full(k, n[m]))
+    if checked and corrected:
+        h, u = people[corrected], machine[corrected]
+        start = np.array([corrected_counts(h[i], u[i], confusion) / n[m]
+                          for i, m in enumerate(corrected)])
+        point = maximum_likelihood(confusion[None], h[None], u[None], start[None])[0]
+        rng = np.random.default_rng(seed)
+        # One resampled confusion per draw, shared by every model: the models' estimates lean
+        # on the same checked items, and their intervals say so together.
+        boot_confusion = rng.multinomial(checked, confusion.ravel() / checked,
+                                         size=draws).reshape(draws, k, k).astype(float)
+        boot_people = np.stack([_resample(rng, row, draws) for row in h], axis=1)
+        boot_machine = np.stack([_resample(rng, row, draws) for row in u], axis=1)
+        shares = maximum_likelihood(boot_confusion, boot_people, boot_machine,
+                                    np.broadcast_to(point, (draws, *point.shape)).copy(),
+                                    iterations=BOOTSTRAP_ITERATIONS)
+        bounds = np.percentile(shares, [2.5, 97.5], axis=0)
+        for i, m in enumerate(corrected):
+            estimate[m], interval[m] = point[i] * n[m], BOOTSTRAP
+            low[m], high[m] = bounds[0, i], bounds[1, i]
     rows: list[dict[str, object]] = []
-    for model in models:
-        part = joined[joined["model"] == model]
-        people = np.zeros(k)
-        machine = np.zeros(k)
-        for cat, is_m in zip(part["category"].map(name), is_machine[part.index], strict=True):
-            (machine if is_m else people)[index[cat]] += 1
-        n_people, n_machine = int(people.sum()), int(machine.sum())
-        n = n_people + n_machine
-        if n_machine == 0:
-            estimate, interval = people, WILSON
-            low, high = wilson_interval(people, np.full(k, n))
-        elif boot_confusions is None:
-            estimate, interval = np.full(k, np.nan), UNKNOWN
-            low = high = np.full(k, np.nan)
-        else:
-            estimate, interval = corrected_counts(people, machine, confusion), BOOTSTRAP
-            people_draws = (rng.multinomial(n_people, people / n_people, size=draws)
-                            if n_people else np.zeros((draws, k)))
-            machine_draws = rng.multinomial(n_machine, machine / n_machine, size=draws)
-            shares = np.array([
-                corrected_counts(people_draws[b], machine_draws[b].astype(float),
-                                 boot_confusions[b]) / n for b in range(draws)])
-            low, high = np.percentile(shares, [2.5, 97.5], axis=0)
+    for m, model in enumerate(models):
+        n_machine = int(machine[m].sum())
         for cat, i in index.items():
             rows.append({
-                "model": model, "category": cat, "count": float(estimate[i]), "n": n,
-                "share": float(estimate[i]) / n if n else np.nan,
-                "ci_low": float(low[i]), "ci_high": float(high[i]),
-                "people": int(people[i]), "machine": int(machine[i]),
-                "machine_share": n_machine / n if n else np.nan,
-                "checked": checked, "interval": interval,
+                "model": model, "category": cat, "count": float(estimate[m, i]),
+                "n": int(n[m]), "share": float(estimate[m, i]) / n[m] if n[m] else np.nan,
+                "ci_low": float(low[m, i]), "ci_high": float(high[m, i]),
+                "people": int(people[m, i]), "machine": int(machine[m, i]),
+                "machine_share": n_machine / n[m] if n[m] else np.nan,
+                "checked": checked, "interval": interval[m],
             })
     return pd.DataFrame(rows, columns=CORRECTED_COLUMNS)
+
+
+def _resample(rng: np.random.Generator, counts: NDArray[np.float64], draws: int
+              ) -> NDArray[np.float64]:
+    """``draws`` multinomial resamples of a count vector (zeros stay zeros)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros((draws, len(counts)))
+    out: NDArray[np.float64] = rng.multinomial(total, counts / total, size=draws).astype(float)
+    return out
 
 
 CHART_TITLE = "Failure shares, machine labels corrected (95% interval)"
