@@ -130,16 +130,10 @@ def _read(path: Path, options: ReadOptions, convention: str | None) -> Iterator[
                              + [r.trace_id for r in telemetry.logs if r.trace_id]))
     if not own and not telemetry.problems:
         raise ImportProblem(str(path), "no spans or log records in the file")
-    folder = path.resolve().parent
-    index = _folder_index(str(folder), _listing(folder))
     for trace_id in own:
-        trace = index.get(trace_id) or _Trace(
-            {s.span_id: s for s in telemetry.spans if s.trace_id == trace_id},
-            [r for r in telemetry.logs if r.trace_id == trace_id])
         location = f"trace {trace_id}"
-        spans = list(trace.spans.values())
         try:
-            found = _run(trace_id, spans, trace.logs, convention)
+            found = _joined_run(path, trace_id, telemetry.spans, telemetry.logs, convention)
             traj = trajectory_of(found, path=path, run=options.run, model=options.model)
         except NoContent:
             yield Parsed(location, None, ImportProblem(str(path), _NO_CONTENT, location), "")
@@ -148,6 +142,26 @@ def _read(path: Path, options: ReadOptions, convention: str | None) -> Iterator[
             yield rejected(path, location, err, "")
             continue
         yield Parsed(location, traj, None, "")
+
+
+def _joined_run(path: Path, trace_id: str, spans: list[Span], logs: list[LogRecord],
+                convention: str | None) -> TraceRun:
+    """The run of a trace, from this file when it holds the trace whole (spans with their
+    content), else from every file of the folder (a logs file's spans are elsewhere; a
+    spans file's content may be in a logs file beside it). Looking only when needed keeps a
+    folder of one-trace files linear."""
+    own_spans = [s for s in spans if s.trace_id == trace_id]
+    own_logs = [r for r in logs if r.trace_id == trace_id]
+    if own_spans:
+        try:
+            return _run(trace_id, own_spans, own_logs, convention)
+        except NoContent:
+            pass
+    folder = path.resolve().parent
+    trace = _folder_index(str(folder), _listing(folder)).get(trace_id)
+    if trace is None:
+        return _run(trace_id, own_spans, own_logs, convention)
+    return _run(trace_id, list(trace.spans.values()), trace.logs, convention)
 
 
 def _run(trace_id: str, spans: list[Span], logs: list[LogRecord],
