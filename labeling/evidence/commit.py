@@ -10,15 +10,24 @@ visible in an action. Three readings of that, each stated from the trajectory al
   agent answers from, i.e. whose result its next message reports, when that query already lacks
   it (:func:`reported_steps`);
 - an answer seen in a step and then lost is lost at the first later action that replaces it: a
-  query with another result, else the message that reports another answer (:func:`left_answer`).
+  query with another result, else the message that reports another answer (:func:`left_answer`);
+- another entity (the answer read from another table) is committed to where the agent first
+  reaches for that table: a query on it, or a search of it or of its dictionary
+  (:func:`first_reaching`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from labeling import signals as sg
 from labeling.evidence.parts import RefParts, decompose
 from trajectories.model import StepKind, Trajectory
+
+# The dictionary an events table's codes are named in: searching it is reaching for the table.
+_DICTIONARY_OF = {"labevents": "d_labitems", "chartevents": "d_items", "inputevents": "d_items",
+                  "outputevents": "d_items", "procedureevents": "d_items",
+                  "diagnoses_icd": "d_icd_diagnoses", "procedures_icd": "d_icd_procedures"}
 
 
 def diverging_values(ref: RefParts, got: RefParts) -> set[str]:
@@ -78,3 +87,17 @@ def left_answer(trajectory: Trajectory, steps: list[tuple[int, str]], seen: int)
     last_message = next((i for i in range(len(trajectory.steps) - 1, seen, -1)
                          if _is_agent_message(trajectory, i)), None)
     return last_message if last_message is not None else seen
+
+
+def first_reaching(trajectory: Trajectory, tables: set[str], before: int) -> int | None:
+    """The first action before ``before`` that reads one of ``tables`` or searches it or its
+    dictionary (a search tool's table argument, or SQL on it)."""
+    wanted = set(tables) | {_DICTIONARY_OF[t] for t in tables if t in _DICTIONARY_OF}
+    for view in sg.action_views(trajectory):
+        if view.index >= before:
+            return None
+        if view.tool_table is not None and view.tool_table.lower() in wanted:
+            return view.index
+        if view.sql and any(t in view.sql.lower() for t in wanted) and view.tables & wanted:
+            return view.index
+    return None

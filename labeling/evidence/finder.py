@@ -36,7 +36,13 @@ from typing import Any
 
 from labeling import signals as sg
 from labeling.evidence.codes import earlier_wrong_code, with_lookups
-from labeling.evidence.commit import diverging_values, first_writing, left_answer, reported_steps
+from labeling.evidence.commit import (
+    diverging_values,
+    first_reaching,
+    first_writing,
+    left_answer,
+    reported_steps,
+)
 from labeling.evidence.grounding import searched, ungrounded_search, unknown_value, value_reason
 from labeling.evidence.noref import (
     absent_terms,
@@ -383,6 +389,11 @@ def find_divergence(
                       and (p := decompose(sql_at[i])) is not None and _reads_events(p)
                       and any(d.part in missing and _absent(d) for d in compare(ref, p))),
                      last_i)
+    elif final_div[0].part == "tables":
+        # Another entity is chosen where the agent first reaches for the table it answers from.
+        other = {t for t in last.tables if not t.startswith("d_")} - ref.tables
+        reached = first_reaching(trajectory, other, first)
+        first = first if reached is None else reached
     elif final_div[0].part in ("codes", "lookup") and unknown is None:
         # A wrong value is committed to where it is first written, on whatever table.
         written = first_writing(steps, diverging_values(ref, last), first)

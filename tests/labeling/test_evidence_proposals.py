@@ -152,3 +152,15 @@ def test_the_prelabel_step_is_the_evidence_step_or_says_why() -> None:
                      ev, SQL_LOGIC)
     assert other.first_error_step == 2 and "The evidence points at step 1 (times" in \
         other.rationale
+
+
+def test_another_entity_is_placed_where_the_agent_first_reaches_for_its_table() -> None:
+    ref = "SELECT COUNT(*) FROM microbiologyevents WHERE subject_id = 1"
+    search = Step(kind=StepKind.TOOL_CALL, name="substring_search_tool",
+                  arguments='{"table": "d_labitems", "column": "label", "value": "culture"}',
+                  observation="['blood culture hold']")
+    steps = [sql("SELECT * FROM patients WHERE subject_id = 1", "[(1,)]"), search,
+             sql("SELECT COUNT(*) FROM labevents WHERE subject_id = 1", "[(40,)]")]
+    ev = find_divergence(traj(steps, 40, ref=ref, gold=[[3]]))
+    assert ev.part == "tables" and "answers from labevents" in ev.reason
+    assert ev.step == 1  # the search of the lab dictionary: where lab items were taken for it
