@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy
 from click.testing import CliRunner
+from sqlalchemy import make_url
 
 from faillab.cli import main
 from labeling.store import Store, StoreStorageError, open_store
 from labeling.store import engine as engine_module
+from labeling.store.base import storage_error
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -201,3 +203,15 @@ def test_a_postgresql_server_out_of_connections_is_one_line() -> None:
                 conn.exec_driver_sql(f"DROP ROLE {role}")
     finally:
         admin.dispose()
+
+
+def test_permission_denied_names_the_store() -> None:
+    # Root (the test runner) is never refused a file, so the refusal is the OS error itself, as
+    # the store's own lock and folder calls raise it for another user.
+    url = make_url("sqlite:////srv/faillab/annotations.sqlite")
+    refused = PermissionError(errno.EACCES, "Permission denied", "/srv/faillab")
+    said = storage_error(url, refused)
+    assert said is not None
+    assert one_line(said) == ("the annotation store at /srv/faillab/annotations.sqlite cannot "
+                              "be used: permission denied (Permission denied)")
+    assert storage_error(url, FileNotFoundError(errno.ENOENT, "gone")) is None
