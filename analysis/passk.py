@@ -51,7 +51,9 @@ def task_outcomes(df: pd.DataFrame, runs: Iterable[str] | None = None) -> pd.Dat
     sub = normalise_task_fields(select_runs(df, runs))
     grouped = sub.groupby(["run", "task_id"], sort=False)
     tasks = grouped.agg(
-        n=("success", "size"),
+        # Rollouts with an outcome: an undecided one is unknown, not a failure (left out, as
+        # from every rate).
+        n=("success", "count"),
         c=("success", "sum"),
         scope=("scope", "first"),
         intent=("intent", "first"),

@@ -362,6 +362,16 @@ def robustness_chart(table: pd.DataFrame, by: str = "intent", note: str = "") ->
     return heat_table("robustness", title, rows, columns, values, note=note)
 
 
+def reliability_chart(table: pd.DataFrame, note: str = "") -> str:
+    """RS(c) per run as a shaded table: the scores run from -100 x c to 100, so colour is
+    capped at +-100 and the numbers carry the rest."""
+    columns = ["RS(0)", "RS(5)", "RS(10)", "RS(N)"]
+    rows = [_run_label(r["run"], r["model"]) for r in _records(table)]
+    values = [[r[c] for c in columns] for r in _records(table)]
+    return heat_table("reliability", "Reliability score (%)", rows, columns, values,
+                      note=note, digits=1, lo=-100.0, hi=100.0)
+
+
 def labeller_chart(table: pd.DataFrame, note: str = "") -> str:
     title = "LLM pre-labeller vs human"
     overall = table[table["category"] == "(overall)"] if not table.empty else table
@@ -396,6 +406,7 @@ def quick_chart(name: str, table: pd.DataFrame, *, note: str = "", by: str = "in
         "taxonomy_turns": taxonomy_turns_chart,
         "provenance": provenance_chart,
         "labeller": labeller_chart,
+        "reliability": reliability_chart,
     }
     if name not in builders:
         raise KeyError(f"no quick chart for table {name!r}")

@@ -47,6 +47,7 @@ from analysis.failures import (
 )
 from analysis.labeller import LABELLER_COLUMNS, labeller_agreement
 from analysis.passk import pass_k, pass_k_paper
+from analysis.reliability import reliability, reliability_bars
 from analysis.robustness import robustness
 from analysis.success import success_grid
 from analysis.turns import SR_DEFINITIONS, success_by_turn_budget, turns_table
@@ -148,6 +149,10 @@ def _robustness(df: pd.DataFrame, labels: pd.DataFrame | None, runs: Runs) -> pd
     return robustness(df, runs)
 
 
+def _reliability(df: pd.DataFrame, labels: pd.DataFrame | None, runs: Runs) -> pd.DataFrame:
+    return reliability(df, runs)
+
+
 def _labeller(df: pd.DataFrame, labels: pd.DataFrame | None, runs: Runs) -> pd.DataFrame:
     """Expects ``labels`` to be the pairs frame (trajectory_id, llm_category, human_category)."""
     if labels is None or not {"llm_category", "human_category"} <= set(labels.columns):
@@ -229,6 +234,10 @@ _ENTRIES = (
     Statistic("robustness", "Robustness", "Clean vs Noise success on paired tasks "
               "(EHR-RobustGym Table 2).", "trajectories", _with_runs(_robustness),
               robustness_bars),
+    Statistic("reliability", "Reliability score", "RS(0), RS(5), RS(10), RS(N) per run "
+              "(EHRSQL-2024's metric): +1 a right answer or abstention, 0 an abstention on a "
+              "question with an answer, -c any other answer; undecided left out and counted.",
+              "trajectories", _with_runs(_reliability), reliability_bars),
     Statistic("labeller", "Pre-labeller vs human", "LLM pre-labeller vs human labels: kappa, "
               "precision, recall, override rate.", "label_pairs", _with_runs(_labeller),
               labeller_bars),

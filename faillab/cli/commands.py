@@ -134,7 +134,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "ground truth, outcome and reference SQL."),
     "stats": ("faillab.cli.stats:stats",
         "Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, "
-        "taxonomy, taxonomy_turns, provenance, robustness, labeller."),
+        "taxonomy, taxonomy_turns, provenance, robustness, reliability, labeller."),
     "summary": ("faillab.cli.workspace:summary",
         "Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground "
         "truth and no recorded outcome) and outcome disagreements."),

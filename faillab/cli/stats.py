@@ -229,7 +229,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
           success_source: str, layout: str, sr_definition: str,
           offline_labellers: bool, calibration: bool, label_policy: str) -> None:
     """Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, taxonomy,
-    taxonomy_corrected, taxonomy_turns, provenance, robustness, labeller.
+    taxonomy_corrected, taxonomy_turns, provenance, robustness, reliability, labeller.
 
     'labeller' compares the LLM pre-labels with the human final labels (kappa, per-category
     precision / recall and override rate). Label tables read the workspace's annotation store.

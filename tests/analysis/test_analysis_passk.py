@@ -120,3 +120,15 @@ def test_run_order_follows_selection_and_wide_layout() -> None:
 def test_empty_input() -> None:
     out = pass_k(_frame({"a": [True]}).iloc[0:0])
     assert out.empty and "pass_hat_k" in out.columns
+
+
+def test_an_undecided_rollout_is_unknown_not_a_failure() -> None:
+    import pandas as pd
+
+    from analysis.passk import task_outcomes
+
+    frame = pd.DataFrame({"run": ["r"] * 3, "task_id": ["t"] * 3, "scope": ["patient"] * 3,
+                          "intent": ["Labs"] * 3,
+                          "success": pd.array([True, None, True], dtype="boolean")})
+    row = task_outcomes(frame).iloc[0]
+    assert (row["n"], row["c"]) == (2, 2)

@@ -149,3 +149,6 @@ def test_an_integer_gold_does_not_round_a_decimal_answer() -> None:
     assert judge(case).verdict == Verdict.UNDECIDED  # 0.5% off: close, never equal
     far = Case(question="How many?", ground_truth=[[57]], final_answer=[[60]])
     assert judge(far).verdict == Verdict.INCORRECT
+    # Near miss of "close": two whole numbers that differ are different counts.
+    count = Case(question="How many?", ground_truth=[[115]], final_answer=[[114]])
+    assert judge(count).verdict == Verdict.INCORRECT

@@ -343,7 +343,8 @@ _DECIMAL_TEXT = re.compile(r"[-+]?\d+\.(\d+)")
 
 
 def _close(answer: Any, gold: Any, ordered: bool) -> bool:
-    """Same shape, every value equal or a number within 1% of the gold's, and not all equal."""
+    """Same shape, every value equal or a number within 1% of the gold's (not both whole
+    numbers), and not all equal."""
     mine, theirs = to_rows(answer), to_rows(gold)
     if not theirs or len(mine) != len(theirs) or any(len(a) != len(b) for a, b in
                                                       zip(mine, theirs, strict=True)):
@@ -357,6 +358,8 @@ def _close(answer: Any, gold: Any, ordered: bool) -> bool:
             x, y = as_number(a), as_number(b)
             if x is None or y is None or y == 0 or abs(x - y) > 0.01 * abs(y):
                 return False
+            if x.is_integer() and y.is_integer():
+                return False  # two different whole numbers are different counts, never close
     return True
 
 
