@@ -400,19 +400,21 @@ class HeuristicLabeller:
 
 
 def one_step(result: LabelResult, evidence: Evidence | None, category: str | None) -> LabelResult:
-    """The label's step is the evidence's step, or its rationale says why not. Where both name
-    the same category, the evidence's step is the one kept: it is where the agent committed to
-    the diverging part, a text rule's step is where its pattern shows. Where they differ, the
-    label follows its own category's step and says which evidence it did not follow."""
+    """The label's step is the evidence's step whenever the evidence decides a category: it is
+    where the agent's actions first commit to what differs from the reference (or to answering
+    what cannot be answered), while a text rule's step is only where its pattern shows. When
+    the label reads another category there, its rationale says so."""
     if (evidence is None or evidence.category is None or evidence.step is None
             or result.first_error_step == evidence.step):
         return result  # no evidence decides, it names no step, or both name the same step
     if category == result.category:
         return dataclasses.replace(result, first_error_step=evidence.step)
-    where = f"step {evidence.step}" if evidence.step is not None else "the final answer"
-    why = (f" The evidence points at {where} ({evidence.part}: {category}, confidence "
-           f"{evidence.confidence:.2f}); this label's step is where its own category shows.")
-    return dataclasses.replace(result, rationale=result.rationale + why)
+    why = (f" Step {evidence.step} is the evidence's ({evidence.part}, which alone would say "
+           f"{category} at {evidence.confidence:.2f}); the rules read it as {result.category}"
+           + (f", whose pattern shows at step {result.first_error_step}."
+              if result.first_error_step is not None else "."))
+    return dataclasses.replace(result, first_error_step=evidence.step,
+                               rationale=result.rationale + why)
 
 
 def _evidence_why(evidence: Evidence) -> str:

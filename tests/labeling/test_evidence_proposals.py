@@ -146,12 +146,15 @@ def test_the_prelabel_step_is_the_evidence_step_or_says_why() -> None:
     label = HeuristicLabeller().label(t, default_taxonomy().version)
     assert label.evidence is not None
     assert label.first_error_step == label.evidence["step"] == 1
-    # A label of another category keeps its own step and names the evidence it did not follow.
+    # A label of another category takes the evidence's step too, and says how the two differ.
     ev = find_divergence(t)
     other = one_step(dataclasses.replace(label, category=ANSWER_FORMAT, first_error_step=2),
                      ev, SQL_LOGIC)
-    assert other.first_error_step == 2 and "The evidence points at step 1 (times" in \
-        other.rationale
+    assert other.first_error_step == 1
+    assert "Step 1 is the evidence's (times, which alone would say sql_logic_error" in \
+        other.rationale and "whose pattern shows at step 2" in other.rationale
+    # No evidence deciding: the rules' own step stands.
+    assert one_step(label, None, None) is label
 
 
 def test_another_entity_is_placed_where_the_agent_first_reaches_for_its_table() -> None:
