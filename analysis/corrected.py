@@ -15,10 +15,10 @@ confusion on the items people checked, a misclassification-corrected estimate:
   ``pi[i] * C[i, j]``, and ``C`` is refitted on the checked items plus those expectations.
   It starts from the moment estimator, the least-squares solution of ``q = C^T p`` on the
   simplex (the matrix-inversion / Rogan-Gladen estimator, clipped to non-negative shares
-  summing to one). Measured on the development set's labeller (docs/evaluation.md), the
-  inversion alone had twice the error of the likelihood at 100 checks: the heuristic's
-  confusion has nearly collinear rows (it calls most code look-up failures semantic), which
-  inversion amplifies, while the likelihood also reads the unchecked items;
+  summing to one). With the development set's heuristic confusion (docs/evaluation.md) the
+  inversion alone had twice the likelihood's error at 100 checks: inverting a confusion whose
+  rows each rest on a handful of checks amplifies their noise, while the likelihood also
+  reads the unchecked items;
 - the share divides by every labelled failure of the model.
 
 The 95% interval is a percentile bootstrap (``DRAWS`` draws, seeded, so the command line and
