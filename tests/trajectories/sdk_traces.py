@@ -44,6 +44,7 @@ KINDS = {
     "anthropic": ("messages.jsonl", "conversation.json"),
     "openai-agents": ("traces.jsonl",),
     "smolagents": ("run.json",),
+    "langsmith": ("run.json",),
 }
 
 
@@ -369,6 +370,59 @@ def smolagents_run(out: Path, base_url: str, db: str) -> None:
     (out / "run.json").write_text(json.dumps(record, indent=2, default=str), "utf-8")
 
 
+def langsmith_run(out: Path, base_url: str, db: str) -> None:
+    """LangSmith's ``@traceable`` agent and tool with the OpenAI client wrapped, traced
+    locally (nothing uploaded); the finished root run kept as ``RunTree.model_dump()`` with its
+    child runs nested under ``child_runs``."""
+    import langsmith
+    import openai
+    from langsmith.wrappers import wrap_openai
+
+    finished: list[Any] = []
+    client = wrap_openai(openai.OpenAI(base_url=base_url + "/v1", api_key="k", max_retries=0))
+    tools: Any = [{"type": "function", "function": {
+        "name": "run_sql", "description": "Run SQL on MIMIC-IV", "parameters": RUN_SQL_SCHEMA}}]
+
+    @langsmith.traceable(run_type="tool", name="run_sql")
+    def traced_sql(query: str) -> str:
+        return run_sql(db, query)
+
+    @langsmith.traceable(run_type="chain", name="ehrsql-agent")
+    def agent(question: str) -> str:
+        messages: list[Any] = [{"role": "system", "content": SYSTEM},
+                               {"role": "user", "content": question}]
+        while True:
+            reply = client.chat.completions.create(model=MODEL, messages=messages,
+                                                   tools=tools)
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                return message.content or ""
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                query = json.loads(call.function.arguments)["query"]  # type: ignore[union-attr]
+                try:
+                    result = traced_sql(query)
+                except sqlite3.Error as err:
+                    result = f"Error: {err}"
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    # Local tracing: runs are built, nothing is sent (the client points at a closed local
+    # port in case anything tried).
+    nowhere = langsmith.Client(api_url="http://127.0.0.1:9", api_key="k",
+                               auto_batch_tracing=False)
+    with langsmith.tracing_context(enabled="local", client=nowhere):
+        agent(QUESTION, langsmith_extra={"on_end": finished.append})
+    def tree(run: Any) -> dict[str, Any]:
+        # RunTree.model_dump leaves child_runs out: nest them as the API's Run
+        # (read_run(..., load_child_runs=True)) does.
+        dumped: dict[str, Any] = run.model_dump(mode="json")
+        dumped["child_runs"] = [tree(child) for child in run.child_runs]
+        return dumped
+
+    (out / "run.json").write_text(json.dumps(tree(finished[0]), indent=2, default=str),
+                                  "utf-8")
+
+
 def main(argv: list[str]) -> None:
     kind, out, base_url, db = argv
     out_dir = Path(out)
@@ -378,6 +432,8 @@ def main(argv: list[str]) -> None:
         otel(out_dir, base_url, db, capture, encoding)
     elif kind == "openai-agents":
         openai_agents(out_dir, base_url, db)
+    elif kind == "langsmith":
+        langsmith_run(out_dir, base_url, db)
     elif kind == "smolagents":
         smolagents_run(out_dir, base_url, db)
     elif kind == "anthropic":

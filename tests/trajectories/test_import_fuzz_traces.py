@@ -1,7 +1,8 @@
 """Hostile input to every trace reader (OTLP JSON lines, console exporter output, Anthropic
-messages logs, OpenAI Agents exports, smolagents runs): ``faillab import`` imports, or exits
-non-zero with one error line and leaves the workspace as it was. The mutations and the check
-are those of ``test_import_fuzz.py``; the seeds are small files in each format's structure."""
+messages logs, OpenAI Agents exports, smolagents runs, LangSmith run trees): ``faillab
+import`` imports, or exits non-zero with one error line and leaves the workspace as it was.
+The mutations and the check are those of ``test_import_fuzz.py``; the seeds are small files
+in each format's structure."""
 
 from __future__ import annotations
 
@@ -172,6 +173,28 @@ def _smolagents() -> dict[str, Any]:
                  "observations": "39", "action_output": "39", "is_final_answer": True}]}
 
 
+def _langsmith() -> dict[str, Any]:
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "run_sql", "arguments": json.dumps({"query": BAD})}}
+    return {
+        "id": "r1", "name": "agent", "run_type": "chain", "trace_id": "r1",
+        "dotted_order": "1", "inputs": {"question": QUESTION}, "outputs": {"output": "39"},
+        "error": None, "start_time": "2026-01-01T00:00:01Z", "end_time": "2026-01-01T00:00:04Z",
+        "child_runs": [
+            {"id": "r2", "name": "ChatOpenAI", "run_type": "llm", "parent_run_id": "r1",
+             "inputs": {"messages": []}, "start_time": "2026-01-01T00:00:02Z",
+             "end_time": "2026-01-01T00:00:02.5Z",
+             "outputs": {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]},
+             "extra": {"metadata": {"ls_model_name": "m",
+                                    "usage_metadata": {"input_tokens": 10}}},
+             "child_runs": []},
+            {"id": "r3", "name": "run_sql", "run_type": "tool", "parent_run_id": "r1",
+             "inputs": {"query": BAD}, "outputs": {"output": None},
+             "error": "OperationalError('no such table')\n\nTraceback ...",
+             "start_time": "2026-01-01T00:00:03Z", "end_time": "2026-01-01T00:00:03.5Z",
+             "child_runs": []}]}
+
+
 #: (file name, the seed, how it is written, paths worth aiming at first)
 SEEDS: dict[str, tuple[str, Any, str, list[tuple[Any, ...]]]] = {
     "otlp-spans": ("spans.jsonl", _otlp(), "jsonl",
@@ -193,6 +216,10 @@ SEEDS: dict[str, tuple[str, Any, str, list[tuple[Any, ...]]]] = {
                    [("steps", 1, "timing", "duration"), ("timing", "duration"),
                     ("steps", 0, "task"), ("steps", 1, "error", "message"),
                     ("token_usage", "input_tokens")]),
+    "langsmith": ("run.json", _langsmith(), "pretty",
+                  [("start_time",), ("child_runs", 1, "error"), ("inputs", "question"),
+                   ("child_runs", 0, "extra", "metadata", "usage_metadata", "input_tokens"),
+                   ("child_runs", 1, "end_time")]),
 }
 
 

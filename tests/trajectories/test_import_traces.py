@@ -75,7 +75,8 @@ def _whole(traj: Trajectory, *, traced: bool = True) -> None:
 #: Kinds whose files are logs of the API calls, not traces.
 UNTRACED = {"anthropic"}
 FORMAT_OF = {"openinference": "openinference", "anthropic": "anthropic",
-             "openai": "openai-agents", "smolagents": "smolagents"}
+             "openai": "openai-agents", "smolagents": "smolagents",
+             "langsmith": "langsmith"}
 WHOLE = [(kind, name) for kind, names in KINDS.items() if kind != "otel-true-otlp"
          for name in names]
 
@@ -254,3 +255,13 @@ def test_a_failing_smolagents_step_keeps_its_sql_from_the_model_turn(make: Make)
     assert failed.code == QUERIES[0] and failed.error
     assert "no such table: patient" in (failed.observation or "")
     assert (traj.model_extra or {}).get("run_state") == "success"
+
+
+def test_a_langsmith_tool_error_is_the_exception_line(make: Make) -> None:
+    """LangSmith keeps a raising tool's exception with its traceback in ``error``: the step
+    is flagged and keeps the exception's line, not the traceback."""
+    traj = read_file(make("langsmith") / "run.json").trajectories[0][1]
+    failed = next(s for s in traj.steps if s.kind == StepKind.SQL)
+    assert failed.error and "Traceback" not in (failed.observation or "")
+    assert (failed.model_extra or {}).get("error_message", failed.observation or "") \
+        .startswith("OperationalError")

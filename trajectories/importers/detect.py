@@ -15,6 +15,7 @@ from typing import Any
 from trajectories.importers import (
     anthropic_messages,  # noqa: F401
     builtin,  # noqa: F401
+    langsmith_runs,  # noqa: F401
     openai_agents,  # noqa: F401
     registry,
     smolagents_runs,  # noqa: F401
