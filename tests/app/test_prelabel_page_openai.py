@@ -90,3 +90,17 @@ def test_no_server_configured_says_which_setting(ws_dir: Path) -> None:
 
 def _has_ack(at: AppTest) -> bool:
     return any(c.key == "prelabel_ack" for c in at.checkbox)
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.1%2f.evil.com/v1",
+                                 "http://192.168.1.1%25.attacker.example/v1",
+                                 "http://127.0.0.1@evil.example/v1"])
+def test_a_hostile_address_is_refused_and_offers_no_start(
+        ws_dir: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    # Once called "a local or private address" with Start enabled and no consent box.
+    monkeypatch.setenv("FAILLAB_OPENAI_BASE_URL", url)
+    monkeypatch.setenv("FAILLAB_OPENAI_MODEL", "m")
+    at = lead_page()
+    assert "server address" in texts(at.error)
+    assert "local or private address" not in texts(at.info)
+    assert not [b for b in at.button if b.key == "prelabel_start"]
