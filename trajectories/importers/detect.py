@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Every format module, imported so that it registers its format (registration order is the
-# order ``--format`` lists them in). A new format: a module that calls ``registry.register``,
-# imported here.
+# Every format module, imported so that it registers its format. A new format: a module that
+# calls ``registry.register``, imported here.
 from trajectories.importers import (
     anthropic_messages,  # noqa: F401
     builtin,  # noqa: F401

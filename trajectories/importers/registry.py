@@ -4,9 +4,10 @@ anywhere else). A format reads either whole files (``read_file``: archives, tabl
 trajectories span many records) or one parsed JSON record at a time (``read_record``), or both
 (Inspect: ``.eval`` archives whole, ``.json`` logs as a record).
 
-Detection order is registration order: file detectors first (each asked with a ``FileSniff``,
-which reads the head of the file once, lazily), then record detectors on the first record; the
-last record format whose detector takes anything (``native``) is the fallback.
+File detectors are asked first (each with a ``FileSniff``, which reads the head of the file
+once, lazily), then record detectors on the first record, each kind in ``priority`` order
+(never the order modules happened to register in); the record format without a detector
+(``native``) is the fallback.
 """
 
 from __future__ import annotations
@@ -179,8 +180,9 @@ def register(fmt: ImportFormat) -> ImportFormat:
 
 
 def names() -> tuple[str, ...]:
-    """Every registered format's name, in detection order."""
-    return tuple(_FORMATS)
+    """Every registered format's name, sorted: the list ``--format`` shows stays the same
+    whichever module happened to register first."""
+    return tuple(sorted(_FORMATS))
 
 
 def get(name: str) -> ImportFormat:
