@@ -135,14 +135,26 @@ def _ask_llm(ws: Workspace, judge: LLMJudge, limit: int | None) -> dict[str, obj
 @workspace_option
 @click.option("--limit", default=20, show_default=True,
               help="Disagreements listed in the text report.")
+@click.option("--against", "against", default=None,
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="Compare with these per-question reference verdicts instead of people's: "
+                   "a JSON object of id -> verdict or score (an official scorer's per-question "
+                   "output: 1 right, 0 or -1 not), or a CSV/JSON table with an id and a "
+                   "verdict column; ids are trajectory ids or task ids.")
+@click.option("--run", default=None, help="With --against: match task ids in this run only.")
 @json_option
-def report_cmd(workspace: Path | None, limit: int, as_json: bool) -> None:
-    """Agreement of the automatic verdicts with people's: accuracy, Cohen's kappa with its
-    95% interval, the confusion table, figures by method and each disagreement."""
+def report_cmd(workspace: Path | None, limit: int, against: Path | None, run: str | None,
+               as_json: bool) -> None:
+    """Agreement of the automatic verdicts with people's (or with a reference file's):
+    accuracy, Cohen's kappa with its 95% interval, the confusion table, figures by method and
+    scoring profile, and each disagreement."""
     from analysis.verdicts import report_text, verdict_frame, verdict_report
     from faillab.cli.stats import open_store
 
     ws = open_workspace(workspace)
+    if against is not None:
+        _report_against(ws, against, run, limit, as_json)
+        return
     store = open_store(workspace)
     try:
         people = store.verdicts.effective() if store is not None else {}
@@ -154,6 +166,40 @@ def report_cmd(workspace: Path | None, limit: int, as_json: bool) -> None:
         emit(report.as_json())
         return
     click.echo(terminal_text(report_text(report, limit=limit)))
+
+
+def _report_against(ws: Workspace, path: Path, run: str | None, limit: int,
+                    as_json: bool) -> None:
+    import dataclasses
+
+    from analysis.verdicts import (
+        ReferenceFileError,
+        against_frame,
+        read_reference,
+        report_text,
+        verdict_report,
+    )
+
+    try:
+        reference = read_reference(path)
+    except ReferenceFileError as err:
+        raise UserError(str(err)) from None
+    matched = against_frame(ws, reference, run)
+    report = dataclasses.replace(verdict_report(matched.rows), against=path.name)
+    left_out = {"unmatched": matched.unmatched, "ambiguous": matched.ambiguous,
+                "unreadable": matched.unreadable}
+    if as_json:
+        emit({**report.as_json(), "reference_entries": len(reference),
+              **{f"{k}_ids": v for k, v in left_out.items()}})
+        return
+    click.echo(terminal_text(report_text(report, limit=limit)))
+    for what, ids in left_out.items():
+        if ids:
+            why = {"unmatched": "name no trajectory", "ambiguous": "name a task of several "
+                   "trajectories (--run picks one run)", "unreadable": "say neither right "
+                   "nor wrong"}[what]
+            click.echo(f"left out {len(ids)} reference entries that {why}: "
+                       + terminal_text(", ".join(ids[:5])) + (" ..." if len(ids) > 5 else ""))
 
 
 @verdicts.command("set")
