@@ -14,7 +14,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,25 +75,21 @@ def create_assignments(
 
 
 def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25, *,
-                    prelabel_threshold: float | None = None) -> int:
-    """Give `user` up to `n` failures nobody is assigned yet (single annotation).
+                    left_to_machine: Collection[str] = frozenset()) -> int:
+    """Give `user` up to `n` items that need a person and nobody is assigned yet (single
+    annotation).
 
     Lets one person start labelling without a lead planning overlap first (local use); items
     already in anyone's queue are left alone so a lead's overlap plan is never disturbed.
-    With `prelabel_threshold`, only items a person must label are taken (no pre-label, or one
-    less confident than the threshold): a confident pre-label would be left to the LLM by
-    `queue_for`, so taking it would promise an item the queue never shows.
+    Items routing by measured trust leaves to their labeller (`left_to_machine`,
+    ``labeling.learn.trust``) are not taken: the queue would never show them; spot checks
+    are taken like any other item.
     """
     taken = {tid for tid, _, _ in store.queues.assignments()}
     # What decides for this person: a lead's verdict, else their own (a colleague's never).
     frame = failed_frame(ws, store.verdicts.for_queue(user))
-    free = [str(t) for t in frame["id"] if str(t) not in taken]
-    if prelabel_threshold is not None:
-        opinions = store.prelabels.opinions()
-        free = [tid for tid in free
-                if (op := opinions.get(tid)) is None or op.confidence is None
-                or op.confidence < prelabel_threshold]
-    free = free[:n]
+    free = [str(t) for t in frame["id"]
+            if str(t) not in taken and str(t) not in left_to_machine][:n]
     if not free:
         return 0
     return store.queues.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",
@@ -109,6 +105,7 @@ def queue_for(
     spot_check_share: float,
     seed: int = 0,
     ranking: Mapping[str, float] | None = None,
+    left_to_machine: Collection[str] | None = None,
 ) -> list[str]:
     """`user`'s next items (the store's order), restricted to failed trajectories.
 
@@ -119,7 +116,8 @@ def queue_for(
     store's order. Which items are shown is the store's decision either way; only the order moves.
     """
     return queue_state(store, failed_ids, user, prelabel_threshold=prelabel_threshold,
-                       spot_check_share=spot_check_share, seed=seed, ranking=ranking).waiting
+                       spot_check_share=spot_check_share, seed=seed, ranking=ranking,
+                       left_to_machine=left_to_machine).waiting
 
 
 # Features once per (workspace, failures), computed in the background; a page asks on every key
@@ -337,12 +335,15 @@ class QueueState:
 
 def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
                 prelabel_threshold: float, spot_check_share: float,
-                seed: int = 0, ranking: Mapping[str, float] | None = None) -> QueueState:
-    """`user`'s waiting items (``queue_for``) and progress, from one read of the store."""
+                seed: int = 0, ranking: Mapping[str, float] | None = None,
+                left_to_machine: Collection[str] | None = None) -> QueueState:
+    """`user`'s waiting items (``queue_for``) and progress, from one read of the store;
+    ``left_to_machine`` as in ``Queues.queue_of``."""
     from labeling.learn import rerank_queue
 
     mine = store.queues.queue_of(user, prelabel_threshold=prelabel_threshold,
-                                 spot_check_share=spot_check_share, seed=seed)
+                                 spot_check_share=spot_check_share, seed=seed,
+                                 left_to_machine=left_to_machine)
     # `failed_ids` is the workspace's pool; the verdicts that decide this person's items (a
     # lead's, else their own) move items in and out of it by the one outcome rule.
     waiting = still_needing_a_person(mine.todo, failed_ids, mine.verdicts)

@@ -49,6 +49,7 @@ from faillab.app.widgets.undo import (
     render_undo_note,
 )
 from faillab.app.widgets.verdict import render_verdict
+from labeling.learn.trust import machine_routing
 from labeling.queue import (
     classifier_ranking,
     failed_frame,
@@ -93,18 +94,26 @@ def _failed_ids() -> list[str]:
     return _failed_ids_cached(*data_key())
 
 
+def _left_to_machine() -> frozenset[str]:
+    """The items routing by measured trust leaves to their labeller (``labeling.learn.trust``;
+    kept while the pre-labels and the calibration stand, so a key costs one store read)."""
+    return machine_routing(store, target=settings.routing_target,
+                           min_checked=settings.routing_min_checked,
+                           spot_check_share=settings.spot_check_share).left_to_machine
+
+
 def _take(me: User) -> None:
     """Button callback (one script run shows the first item, not a run plus a rerun)."""
     n = on_reader(lambda: take_unassigned(store, ws, me.name, TAKE_N,
-                                          prelabel_threshold=settings.prelabel_threshold))
+                                          left_to_machine=_left_to_machine()))
     if n == TAKE_N:
         msg = f"{n} failures added to your queue."
     elif n:
         msg = (f"Only {n} unassigned failures need a person (the others are assigned, or "
-               f"confidently pre-labelled and left to the LLM); {n} added.")
+               f"left to a labeller people trust; see the Pre-label page); {n} added.")
     else:
-        msg = ("No unassigned failure needs a person: every failure is assigned or "
-               "confidently pre-labelled.")
+        msg = ("No unassigned failure needs a person: every failure is assigned or left to "
+               "a labeller people trust (the Pre-label page says why each item went where).")
     st.session_state["annotate_take_msg"] = msg
 
 
@@ -150,7 +159,8 @@ def labelling_panel(me: User) -> None:
                                  failed_ids=_failed_ids())
     state = queue_state(store, _failed_ids(), me.name,
                         prelabel_threshold=settings.prelabel_threshold,
-                        spot_check_share=settings.spot_check_share, ranking=ranking)
+                        spot_check_share=settings.spot_check_share, ranking=ranking,
+                        left_to_machine=_left_to_machine())
     skipped: list[str] = st.session_state.setdefault(SKIPPED_KEY, [])
     done: list[str] = st.session_state.setdefault(DONE_KEY, [])
     revisit = st.session_state.get(REVISIT_KEY)
@@ -326,4 +336,5 @@ if user.role in LEAD_ROLES:
 with st.expander("Progress per annotator", expanded=False):
     render_progress(store, _failed_ids(), viewer=viewer_of(user),
                     prelabel_threshold=settings.prelabel_threshold,
-                    spot_check_share=settings.spot_check_share)
+                    spot_check_share=settings.spot_check_share,
+                    left_to_machine=_left_to_machine())

@@ -19,13 +19,14 @@ import streamlit as st
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from faillab.app.viewer import viewer_of
+from faillab.app.widgets.routing import render_routing
 from labeling.prelabel.endpoints import OpenAIEndpoint
 from labeling.prelabel.errors import PrelabelServiceError
 from labeling.prelabel.labellers import labeller_identity, load_run_taxonomy
 from labeling.prelabel.launch import launch_worker, mark_dead_run, run_log_path
 from labeling.prelabel.options import LABELLERS, PrelabelOptions, option_spec
 from labeling.prelabel.privacy import needs_consent, openai_privacy_notice, privacy_notice
-from labeling.prelabel.routing import prelabel_confidences, route_prelabels
+from labeling.prelabel.routing import prelabel_confidences
 from labeling.store import LEAD_ROLES, PrelabelRun
 
 
@@ -288,19 +289,4 @@ if rows and sees_distribution:
         hist.index = [f"{iv.left:.1f}–{iv.right:.1f}" for iv in hist.index]
         st.bar_chart(hist.rename("trajectories"))
 
-    confidences: dict[str, float | None] = dict.fromkeys(failures)
-    confidences.update({r["trajectory_id"]: r["confidence"] for r in rows})
-    routing = route_prelabels(confidences, threshold=settings.prelabel_threshold,
-                              spot_check_share=settings.spot_check_share)
-    st.markdown(f"**Who looks first** (threshold {settings.prelabel_threshold:.2f}, "
-                f"spot-check share {settings.spot_check_share:.0%})")
-    cols = st.columns(4)
-    for col, (label, value) in zip(cols, [
-        ("Low confidence → people", len(routing.low_confidence)),
-        ("No pre-label → people", len(routing.unlabelled)),
-        ("Spot checks → people", len(routing.spot_check)),
-        ("Left to the labeller", len(routing.automatic)),
-    ], strict=True):
-        col.metric(label, f"{value:,}")
-    st.caption("Set the threshold and share with FAILLAB_PRELABEL_THRESHOLD and "
-               "FAILLAB_SPOT_CHECK_SHARE; the labelling queues use the same rule.")
+    render_routing(store, failures)

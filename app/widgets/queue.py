@@ -10,13 +10,14 @@ from trajectories.workspace import Workspace
 
 
 def render_progress(store: Store, failed_ids: list[str], *, viewer: Viewer,
-                    prelabel_threshold: float, spot_check_share: float) -> None:
+                    prelabel_threshold: float, spot_check_share: float,
+                    left_to_machine: frozenset[str] | None = None) -> None:
     """One progress bar per annotator over the items they must label (done plus waiting); for a
     viewer who may not see counts over other people's work (an annotator in blind mode: the
     store decides) their own bar only.
 
-    Assigned items whose confident pre-label is left to the LLM are not open work, so they are
-    named apart instead of keeping a bar short of full forever.
+    Assigned items routing by measured trust leaves to their labeller are not open work, so
+    they are named apart instead of keeping a bar short of full forever.
     """
     progress = store.queues.progress(viewer=viewer)
     if not progress:
@@ -25,10 +26,10 @@ def render_progress(store: Store, failed_ids: list[str], *, viewer: Viewer,
     for p in progress:
         state = queue_state(store, failed_ids, p.annotator,
                             prelabel_threshold=prelabel_threshold,
-                            spot_check_share=spot_check_share)
+                            spot_check_share=spot_check_share, left_to_machine=left_to_machine)
         share = state.labelled / state.needed if state.needed else 1.0
-        extra = (f" ({state.not_for_you} more assigned need no label: left to the LLM or no "
-                 "longer failures)" if state.not_for_you else "")
+        extra = (f" ({state.not_for_you} more assigned need no label: left to a trusted "
+                 "labeller, or no longer failures)" if state.not_for_you else "")
         st.progress(min(1.0, share),
                     text=f"{p.annotator}: {state.labelled} of {state.needed} labelled{extra}")
 

@@ -135,8 +135,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("prelabel_threshold", "FAILLAB_PRELABEL_THRESHOLD", 0.7,
             "Pre-labels below this confidence go to people first.", minimum=0.0, maximum=1.0),
     Setting("spot_check_share", "FAILLAB_SPOT_CHECK_SHARE", 0.1,
-            "Share of confident pre-labels also sent to people as spot checks.", minimum=0.0,
+            "Share of trusted pre-labels also sent to people as spot checks.", minimum=0.0,
             maximum=1.0),
+    Setting("routing_target", "FAILLAB_ROUTING_TARGET", 0.9,
+            "A pre-label is left to its labeller only when its calibrated probability of "
+            "agreeing with people reaches this.", minimum=0.0, maximum=1.0),
+    Setting("routing_min_checked", "FAILLAB_ROUTING_MIN_CHECKED", 30,
+            "A pre-label is left to its labeller only when people have checked at least this "
+            "many of that labeller's items in its category.", minimum=0),
     # On once 20 labels are confirmed: fewer teach the classifier little (it needs 10 in two
     # categories at least). The features come from the evidence stored beside pre-labels and are
     # computed in the background, so no page run waits for them.
@@ -242,6 +248,8 @@ class Settings:
     hide_prelabel: bool
     prelabel_threshold: float
     spot_check_share: float
+    routing_target: float
+    routing_min_checked: int
     rerank_min_labels: int
     sql_timeout_s: float
     sql_row_cap: int

@@ -307,11 +307,31 @@ def test_first_faulty_step_by_keys_cursor_then_mark_then_category(
     assert step_picker(at).value is None
 
 
-def test_position_and_progress_count_only_work_for_people(env: tuple[Workspace, Store]) -> None:
+def _trust_every_measured_labeller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routing that leaves every pre-label of a measured labeller to it (target 0, no checked
+    items needed): the page's handling of machine-left items, without labelling 30 first."""
+    monkeypatch.setenv("FAILLAB_ROUTING_TARGET", "0")
+    monkeypatch.setenv("FAILLAB_ROUTING_MIN_CHECKED", "0")
+    st.cache_resource.clear()
+
+
+def test_with_no_measurement_confident_prelabels_still_go_to_people(
+        env: tuple[Workspace, Store]) -> None:
     ws, store = env
     create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=4)
+    for tid, _, _ in store.queues.assignments("ana"):
+        save_prelabel(store, tid, "sql_logic_error", 0.99)
+    at = open_page("ana")
+    assert position(at).startswith("Item 1 of 4 · 0 labelled · 0 skipped")
+
+
+def test_position_and_progress_count_only_work_for_people(
+        env: tuple[Workspace, Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, store = env
+    _trust_every_measured_labeller(monkeypatch)
+    create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=4)
     assigned = [tid for tid, _, _ in store.queues.assignments("ana")]
-    for tid in assigned[:2]:  # confident: left to the LLM (no spot check of 2 at 10 %)
+    for tid in assigned[:2]:  # trusted: left to the labeller (no spot check of 2 at 10 %)
         save_prelabel(store, tid, "sql_logic_error", 0.97)
     at = open_page("ana")
     assert position(at).startswith("Item 1 of 2 · 0 labelled · 0 skipped")
@@ -356,8 +376,10 @@ def test_undo_retracts_the_last_label_and_reopens_the_item(
     assert position(at).startswith("Item 2 of 3 · 1 labelled")
 
 
-def test_take_gives_items_that_need_a_person(env: tuple[Workspace, Store]) -> None:
+def test_take_gives_items_that_need_a_person(env: tuple[Workspace, Store],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     ws, store = env
+    _trust_every_measured_labeller(monkeypatch)
     failed = [str(t) for t in failed_frame(ws)["id"]]
     for tid in failed[:10]:
         save_prelabel(store, tid, "sql_logic_error", 0.99)
@@ -366,7 +388,9 @@ def test_take_gives_items_that_need_a_person(env: tuple[Workspace, Store]) -> No
     at.run()
     assert not at.exception
     taken = [tid for tid, _, _ in store.queues.assignments("ben")]
-    assert len(taken) == 25 and not set(taken) & set(failed[:10])
+    # Nine of the ten trusted items are left to the labeller; the tenth is the spot check
+    # (10 %), handed out like any other item.
+    assert len(taken) == 25 and len(set(taken) & set(failed[:10])) == 1
     assert position(at).startswith("Item 1 of 25 · 0 labelled · 0 skipped")
 
 

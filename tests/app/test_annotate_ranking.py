@@ -13,6 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from faillab.core.settings import Settings
+from labeling.learn.trust import machine_routing
 from labeling.prelabel.base import PrelabelKey, PrelabelRecord
 from labeling.prelabel.heuristic import HeuristicLabeller
 from labeling.queue import classifier_ranking, failed_frame, queue_for
@@ -100,7 +101,10 @@ def test_an_annotate_run_with_ranking_on_executes_no_finder(
     ranking = classifier_ranking(store, ws, min_labels=12, wait=True)
     assert ranking is not None and set(ranking) == set(failed)
     assert runs == []  # neither the page run nor the background: the stored evidence sufficed
-    # Confident pre-labels leave the person's queue: the least sure of what is left comes first.
-    waiting = queue_for(store, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.1)
+    # What routing by measured trust leaves to the heuristic leaves the person's queue (here
+    # nothing: no labeller has 30 checked items); the least sure of the rest comes first.
+    machine = machine_routing(store, target=0.9, min_checked=30, spot_check_share=0.1)
+    waiting = queue_for(store, failed, "ana", prelabel_threshold=0.7, spot_check_share=0.1,
+                        left_to_machine=machine.left_to_machine)
     assert waiting
     assert _shown("ana") == min(waiting, key=lambda t: ranking[t])

@@ -101,5 +101,11 @@ def test_start_launches_worker_and_run_finishes(ws_dir: Path) -> None:
     headers = [h.value for h in at.subheader]
     assert any(h.startswith(f"Run {run_id}: heuristic") and "done" in h for h in headers)
     assert any("20 of" in c.value and "pre-labelled" in c.value for c in at.caption)
+    # Routing by measured trust: nothing measured yet, so every item goes to people, each
+    # with its reason.
     labels = {m.label for m in at.metric}
-    assert {"Low confidence → people", "Spot checks → people"} <= labels
+    assert "No pre-label → people" in labels
+    assert labels & {"Too few checked items → people", "Below the target → people"}
+    assert "Left to the labeller" not in labels
+    [reasons] = [d.value for d in at.dataframe if "why" in d.value.columns]
+    assert set(reasons["goes to"]) == {"people"} and reasons["why"].str.len().min() > 0

@@ -22,7 +22,7 @@ from labeling.prelabel.errors import (
 from labeling.prelabel.launch import WORKER_COMMAND, worker_command
 from labeling.prelabel.options import PrelabelOptions
 from labeling.prelabel.privacy import require_consent
-from labeling.prelabel.routing import prelabel_confidences, route_prelabels
+from labeling.prelabel.routing import prelabel_confidences
 from labeling.prelabel.service import failed_trajectories, run_prelabelling
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
@@ -58,7 +58,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
 
 
 def n_failures(ws: Workspace) -> int:
-    return len(ws.list(failed=True))
+    return len(ws.list(needing_a_person=True))
 
 
 GEMINI = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", vertex=False,
@@ -68,7 +68,7 @@ GEMINI = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", vertex=Fal
 def test_failed_trajectories_are_exactly_the_workspace_failures(ws: Workspace) -> None:
     ids = [t.id for t in failed_trajectories(ws)]
     assert len(ids) == len(set(ids))
-    assert set(ids) == {r["id"] for r in ws.list(failed=True)}
+    assert set(ids) == {r["id"] for r in ws.list(needing_a_person=True)}
 
 
 def test_heuristic_labels_every_failure_then_caches(ws: Workspace, store: Store) -> None:
@@ -153,7 +153,7 @@ def test_killed_worker_resumes_without_duplicate_calls(
                     stream.close()
         first_requests = fake.request_count
         saved = sum(1 for rec in prelabel_confidences(
-            store, [r["id"] for r in ws.list(failed=True)], opts, default_taxonomy()
+            store, [r["id"] for r in ws.list(needing_a_person=True)], opts, default_taxonomy()
         ).values() if rec is not None and rec.ok)
         assert 0 < saved < n
         # At most the requests in flight at the kill were paid for and not saved.
@@ -210,45 +210,6 @@ def test_bad_options_are_user_errors() -> None:
         PrelabelOptions(concurrency=0)
     with pytest.raises(PrelabelServiceError):
         PrelabelOptions(limit=0)
-
-
-def test_routing_low_confidence_first_plus_seeded_spot_checks() -> None:
-    conf: dict[str, float | None] = {f"t{i:03d}": (i % 10) / 10 for i in range(200)}
-    conf["none-1"] = None
-    r = route_prelabels(conf, threshold=0.7, spot_check_share=0.1, seed=3)
-    confident = [t for t, c in conf.items() if c is not None and c >= 0.7]
-    low = [t for t, c in conf.items() if c is not None and c < 0.7]
-    assert set(r.low_confidence) == set(low)
-    values = [conf[t] or 0.0 for t in r.low_confidence]
-    assert values == sorted(values)  # least confident first
-    assert r.unlabelled == ["none-1"]
-    assert len(r.spot_check) == round(0.1 * len(confident))
-    assert set(r.spot_check) <= set(confident)
-    assert set(r.spot_check) | set(r.automatic) == set(confident)
-    assert not set(r.spot_check) & set(r.automatic)
-    assert r.to_people[: len(low)] == r.low_confidence
-    # Seeded: the same sample every time, another with another seed.
-    again = route_prelabels(conf, threshold=0.7, spot_check_share=0.1, seed=3)
-    assert again.spot_check == r.spot_check
-    other = route_prelabels(conf, threshold=0.7, spot_check_share=0.1, seed=4)
-    assert other.spot_check != r.spot_check
-    assert route_prelabels(conf, threshold=0.7, spot_check_share=0.0).spot_check == []
-    with pytest.raises(ValueError):
-        route_prelabels(conf, threshold=0.7, spot_check_share=1.5)
-
-
-def test_routing_matches_the_annotation_queue(ws: Workspace, store: Store) -> None:
-    """The page's counts and what an annotator is actually given agree."""
-    run_prelabelling(ws, store, PrelabelOptions(labeller="heuristic"))
-    ids = [r["id"] for r in ws.list(failed=True)]
-    found = prelabel_confidences(store, ids, PrelabelOptions(), default_taxonomy())
-    conf = {t: (rec.result.confidence if rec and rec.result else None) for t, rec in found.items()}
-    routing = route_prelabels(conf, threshold=0.7, spot_check_share=0.2, seed=0)
-    store.users.add("ana", "annotator")
-    store.queues.assign(ids, ["ana"], overlap=1)
-    queue = store.queues.next_items("ana", prelabel_threshold=0.7, spot_check_share=0.2, seed=0)
-    assert set(queue) == set(routing.to_people)
-    assert queue[: len(routing.low_confidence)] == routing.low_confidence
 
 
 def test_worker_entry_point_runs_heuristic(ws: Workspace, store: Store) -> None:
