@@ -37,6 +37,11 @@ LABEL_CAPTIONS = {
     "labeller": "Counts trajectories with both an LLM pre-label and a human-derived final label "
                 "(adjudicated, agreed or single annotator); LLM-only and disputed items are "
                 "left out.",
+    "taxonomy_corrected": "Counts every final label whatever the labels counted: people's as "
+                          "they are, the LLM-only ones corrected by the machine's errors on the "
+                          "items people checked (the checked column); machine_share says how "
+                          "much of each model's failures the machine labelled. Disputed items "
+                          "are left out.",
 }
 
 
@@ -70,6 +75,8 @@ SCOPED_TABLES = frozenset({"taxonomy", "taxonomy_turns"})
 FIXED_LABEL_NOTES = {
     "provenance": "Labels: every final label by source (not filtered by the labels counted)",
     "labeller": "Labels: LLM pre-labels vs human-derived final labels (LLM-only left out)",
+    "taxonomy_corrected": "Labels: every final label, LLM-only ones corrected by their checked "
+                          "errors (not filtered by the labels counted)",
 }
 
 
