@@ -43,8 +43,9 @@ def has_reference(trajectory: Trajectory) -> bool:
 
 
 def unanswerable(trajectory: Trajectory) -> bool:
-    """No reference SQL and a verified answer that says there is none."""
-    if has_reference(trajectory):
+    """No reference SQL and a verified answer that says there is none. A task whose producer
+    recorded no ground truth at all says nothing about whether an answer exists."""
+    if has_reference(trajectory) or not trajectory.task.has_ground_truth:
         return False
     gold = trajectory.task.ground_truth
     if gold is None:

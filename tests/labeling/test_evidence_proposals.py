@@ -124,6 +124,10 @@ def test_an_unanswerable_question_answered_is_placed_at_the_query_it_reports(
     assert find_divergence(t).step == 2
     # An abstention is no failure of this kind.
     assert find_divergence(unanswerable(steps, "null")).part != "no_data"
+    # Nor is a task whose producer recorded no ground truth: nobody verified that none exists.
+    unknown = t.model_copy(update={"task": t.task.model_copy(update={
+        "reference_sql": None, "has_ground_truth": False})})
+    assert find_divergence(unknown).part != "no_data"
 
 
 def test_no_tool_used_is_the_final_message() -> None:
