@@ -45,6 +45,7 @@ KINDS = {
     "openai-agents": ("traces.jsonl",),
     "smolagents": ("run.json",),
     "langsmith": ("run.json",),
+    "langfuse": ("spans.jsonl",),
 }
 
 
@@ -423,6 +424,48 @@ def langsmith_run(out: Path, base_url: str, db: str) -> None:
                                   "utf-8")
 
 
+def langfuse_run(out: Path, base_url: str, db: str) -> None:
+    """Langfuse's ``@observe`` agent and tool and its OpenAI drop-in, exported through the
+    client's ``span_exporter`` (OTLP JSON lines here; nothing goes to a Langfuse server)."""
+    import langfuse
+    from langfuse.openai import OpenAI
+
+    client_lf = langfuse.Langfuse(public_key="pk-lf-test", secret_key="sk-lf-test",
+                                  base_url="http://127.0.0.1:9",
+                                  span_exporter=otlp_span_exporter(out / "spans.jsonl"),
+                                  flush_at=1)
+    client = OpenAI(base_url=base_url + "/v1", api_key="k", max_retries=0)
+    tools: Any = [{"type": "function", "function": {
+        "name": "run_sql", "description": "Run SQL on MIMIC-IV", "parameters": RUN_SQL_SCHEMA}}]
+
+    @langfuse.observe(as_type="tool", name="run_sql")
+    def traced_sql(query: str) -> str:
+        return run_sql(db, query)
+
+    @langfuse.observe(as_type="agent", name="ehrsql-agent")
+    def agent(question: str) -> str:
+        messages: list[Any] = [{"role": "system", "content": SYSTEM},
+                               {"role": "user", "content": question}]
+        while True:
+            reply = client.chat.completions.create(model=MODEL, messages=messages,
+                                                   tools=tools)
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                return message.content or ""
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                query = json.loads(call.function.arguments)["query"]  # type: ignore[union-attr]
+                try:
+                    result = traced_sql(query)
+                except sqlite3.Error as err:
+                    result = f"Error: {err}"
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    agent(QUESTION)
+    client_lf.flush()
+    client_lf.shutdown()
+
+
 def main(argv: list[str]) -> None:
     kind, out, base_url, db = argv
     out_dir = Path(out)
@@ -432,6 +475,8 @@ def main(argv: list[str]) -> None:
         otel(out_dir, base_url, db, capture, encoding)
     elif kind == "openai-agents":
         openai_agents(out_dir, base_url, db)
+    elif kind == "langfuse":
+        langfuse_run(out_dir, base_url, db)
     elif kind == "langsmith":
         langsmith_run(out_dir, base_url, db)
     elif kind == "smolagents":

@@ -1,5 +1,5 @@
 """Hostile input to every trace reader (OTLP JSON lines, console exporter output, Anthropic
-messages logs, OpenAI Agents exports, smolagents runs, LangSmith run trees): ``faillab
+messages logs, OpenAI Agents exports, smolagents runs, LangSmith run trees, Langfuse): ``faillab
 import`` imports, or exits non-zero with one error line and leaves the workspace as it was.
 The mutations and the check are those of ``test_import_fuzz.py``; the seeds are small files
 in each format's structure."""
@@ -195,6 +195,30 @@ def _langsmith() -> dict[str, Any]:
              "child_runs": []}]}
 
 
+def _langfuse() -> list[dict[str, Any]]:
+    """Langfuse observations as OTLP spans, one request per line."""
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "run_sql", "arguments": json.dumps({"query": GOOD})}}
+    spans = [
+        _otlp_span("00000000000000c1", None, "agent", 1, {
+            "langfuse.observation.type": "agent",
+            "langfuse.observation.input": json.dumps({"args": [QUESTION], "kwargs": {}}),
+            "langfuse.observation.output": "39"}),
+        _otlp_span("00000000000000c2", "00000000000000c1", "OpenAI-generation", 2, {
+            "langfuse.observation.type": "generation",
+            "langfuse.observation.model.name": "m",
+            "langfuse.observation.usage_details": json.dumps({"prompt_tokens": 10}),
+            "langfuse.observation.output": json.dumps({"role": "assistant",
+                                                       "tool_calls": [call]})}),
+        _otlp_span("00000000000000c3", "00000000000000c1", "run_sql", 3, {
+            "langfuse.observation.type": "tool",
+            "langfuse.observation.input": json.dumps({"args": [GOOD], "kwargs": {}}),
+            "langfuse.observation.output": "[(39,)]"}),
+    ]
+    return [{"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [
+        {"scope": {"name": "langfuse"}, "spans": [span]}]}]} for span in spans]
+
+
 #: (file name, the seed, how it is written, paths worth aiming at first)
 SEEDS: dict[str, tuple[str, Any, str, list[tuple[Any, ...]]]] = {
     "otlp-spans": ("spans.jsonl", _otlp(), "jsonl",
@@ -220,6 +244,12 @@ SEEDS: dict[str, tuple[str, Any, str, list[tuple[Any, ...]]]] = {
                   [("start_time",), ("child_runs", 1, "error"), ("inputs", "question"),
                    ("child_runs", 0, "extra", "metadata", "usage_metadata", "input_tokens"),
                    ("child_runs", 1, "end_time")]),
+    "langfuse": ("spans.jsonl", _langfuse(), "jsonl",
+                 [(0, "resourceSpans", 0, "scopeSpans", 0, "spans", 0, "attributes", 1,
+                   "value", "stringValue"),
+                  (1, "resourceSpans", 0, "scopeSpans", 0, "spans", 0, "attributes", 3,
+                   "value", "stringValue"),
+                  (2, "resourceSpans", 0, "scopeSpans", 0, "spans", 0, "endTimeUnixNano")]),
 }
 
 

@@ -76,7 +76,7 @@ def _whole(traj: Trajectory, *, traced: bool = True) -> None:
 UNTRACED = {"anthropic"}
 FORMAT_OF = {"openinference": "openinference", "anthropic": "anthropic",
              "openai": "openai-agents", "smolagents": "smolagents",
-             "langsmith": "langsmith"}
+             "langsmith": "langsmith", "langfuse": "langfuse"}
 WHOLE = [(kind, name) for kind, names in KINDS.items() if kind != "otel-true-otlp"
          for name in names]
 
@@ -265,3 +265,10 @@ def test_a_langsmith_tool_error_is_the_exception_line(make: Make) -> None:
     assert failed.error and "Traceback" not in (failed.observation or "")
     assert (failed.model_extra or {}).get("error_message", failed.observation or "") \
         .startswith("OperationalError")
+
+
+def test_a_langfuse_tool_at_level_error_is_flagged(make: Make) -> None:
+    traj = read_file(make("langfuse") / "spans.jsonl").trajectories[0][1]
+    failed = next(s for s in traj.steps if s.kind == StepKind.SQL)
+    assert failed.error and failed.observation == "no such table: patient"
+    assert traj.run.configuration.get("agent") == "ehrsql-agent"

@@ -1,4 +1,5 @@
-"""OpenTelemetry trace files as trajectories: the ``otel-genai`` and ``openinference`` formats.
+"""OpenTelemetry trace files as trajectories: the ``otel-genai``, ``openinference`` and
+``langfuse`` formats.
 
 A file of spans or log records, in OTLP JSON lines or the console exporters' output
 (``otlp``), is read trace by trace: one trace is one trajectory. A trace's spans and log
@@ -10,7 +11,8 @@ read (imported together, the second is a duplicate of the first), and a spans fi
 content is in no file beside it says so in one line.
 
 Which conventions a trace follows is read from its attributes: OpenInference spans carry
-``openinference.span.kind``; the rest is read as OpenTelemetry GenAI (``genai``).
+``openinference.span.kind``, Langfuse's ``langfuse.observation.type``; the rest is read as
+OpenTelemetry GenAI (``genai``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from trajectories.importers.errors import ImportProblem
 from trajectories.importers.genai import NoContent, genai_run
+from trajectories.importers.langfuse_spans import LANGFUSE_TYPE, langfuse_run
 from trajectories.importers.openinference import OPENINFERENCE_KIND, openinference_run
 from trajectories.importers.otlp import LogRecord, Span, kind_of, read_telemetry
 from trajectories.importers.registry import (
@@ -77,14 +80,23 @@ def _attribute_keys(value: Any) -> set[str]:
     return keys
 
 
+def _convention_of(keys: set[str]) -> str:
+    """Which conventions spans with these attribute keys follow."""
+    if OPENINFERENCE_KIND in keys:
+        return "openinference"
+    if LANGFUSE_TYPE in keys:
+        return "langfuse"
+    return "otel-genai"
+
+
 def _convention(sniff: FileSniff) -> str | None:
-    """``openinference``, ``otel-genai`` or None (not an OpenTelemetry file)."""
+    """``openinference``, ``langfuse``, ``otel-genai`` or None (not an OpenTelemetry file)."""
     if not any(marker in sniff.text for marker in _MARKERS):
         return None
     value = sniff.first_value
     if kind_of(value) is None:
         return None
-    return "openinference" if OPENINFERENCE_KIND in _attribute_keys(value) else "otel-genai"
+    return _convention_of(_attribute_keys(value))
 
 
 @lru_cache(maxsize=8)
@@ -167,10 +179,11 @@ def _joined_run(path: Path, trace_id: str, spans: list[Span], logs: list[LogReco
 def _run(trace_id: str, spans: list[Span], logs: list[LogRecord],
          convention: str | None) -> TraceRun:
     if convention is None:
-        keys = {k for s in spans for k in s.attributes}
-        convention = "openinference" if OPENINFERENCE_KIND in keys else "otel-genai"
+        convention = _convention_of({k for s in spans for k in s.attributes})
     if convention == "openinference":
         return openinference_run(trace_id, spans)
+    if convention == "langfuse":
+        return langfuse_run(trace_id, spans)
     return genai_run(trace_id, spans, logs)
 
 
@@ -182,6 +195,10 @@ def _read_openinference(path: Path, options: ReadOptions) -> Iterator[Parsed]:
     yield from _read(path, options, "openinference")
 
 
+def _read_langfuse(path: Path, options: ReadOptions) -> Iterator[Parsed]:
+    yield from _read(path, options, "langfuse")
+
+
 OTEL_GENAI = register(ImportFormat(
     "otel-genai", "OpenTelemetry GenAI traces (OTLP JSON lines or console exporter; spans "
     "and logs)", detect_file=lambda sniff: _convention(sniff) == "otel-genai",
@@ -190,3 +207,7 @@ OPENINFERENCE = register(ImportFormat(
     "openinference", "OpenInference traces (Arize Phoenix; OTLP JSON lines or console)",
     detect_file=lambda sniff: _convention(sniff) == "openinference",
     read_file=_read_openinference, priority=50))
+LANGFUSE = register(ImportFormat(
+    "langfuse", "Langfuse traces (its span exporter's OpenTelemetry spans, OTLP JSON lines or "
+    "console)", detect_file=lambda sniff: _convention(sniff) == "langfuse",
+    read_file=_read_langfuse, priority=50))
