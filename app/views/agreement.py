@@ -15,7 +15,7 @@ from analysis.labeller import PRELABEL_SLICES, llm_vs_human
 from analysis.sources import labeller_pairs
 from analysis.verdicts import verdict_frame, verdict_report
 from faillab.app.auth import require_user
-from faillab.app.state import get_store, workspace
+from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_initials, category_label
 from faillab.core.textsafe import csv_frame
@@ -31,6 +31,7 @@ from labeling.rater_agreement import (
     pairwise_table,
     step_agreement,
 )
+from labeling.store import Viewer
 from taxonomy import default_taxonomy
 
 st.title("Agreement")
@@ -129,16 +130,27 @@ else:
                                                   "override_rate")})
             download(frame, f"llm_vs_human_{name.replace(' ', '_')}")
 
+@st.cache_data(ttl=30, show_spinner=False, max_entries=8)
+def calibration_frames(url: str, version: str, viewer: Viewer, with_classifier: bool
+                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each labeller's calibration as ``viewer`` may see the labels; kept for half a minute,
+    since it reads every pre-label and the page reruns on each widget change."""
+    found = get_store_for(url)
+    observations = workspace_observations(found, version, viewer)
+    if with_classifier:
+        observations += classifier_observations(workspace(), found, version, viewer)
+    return calibration_tables(*calibration_report(observations))
+
+
 st.subheader("Calibrated confidence")
 # Each labeller's raw confidence against how often people agreed with it, on the items people
 # checked (the same computation as `faillab stats labeller --calibration`). The classifier is
 # cross-validated on the confirmed labels, which takes seconds, so it is measured on request.
-observations = workspace_observations(store, version, me)
-if st.toggle("Measure the classifier too (cross-validated on the checked items)",
-             key="agreement_calibration_classifier"):
-    with st.spinner("Cross-validating the classifier on the checked items..."):
-        observations += classifier_observations(workspace(), store, version, me)
-summary, bins = calibration_tables(*calibration_report(observations))
+with_classifier = st.toggle("Measure the classifier too (cross-validated on the checked items)",
+                            key="agreement_calibration_classifier")
+with st.spinner("Measuring each labeller's calibration..."):
+    summary, bins = calibration_frames(get_settings().annotations_url(), version, me,
+                                       with_classifier)
 if summary.empty:
     st.info("No labeller has a measured calibration yet.")
 else:
@@ -150,7 +162,7 @@ else:
                "sample (each item scored by a map fitted without its fold). A labeller "
                "nobody here has checked shows its development-set measurement, where its "
                "prior comes from; an LLM nobody checked has none, and its probability is "
-               "unknown.")
+               "unknown. Refreshed every 30 s.")
     st.dataframe(summary, hide_index=True, key="agreement_calibration",
                  column_config={c: st.column_config.NumberColumn(c, format="%.3f")
                                 for c in ("agreement", "mean_raw", "mean_calibrated",
