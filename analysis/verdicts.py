@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from faillab.core.errors import FaillabError
 from labeling.agreement import KappaResult, cohens_kappa
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ _VERDICT_COLUMNS = ("verdict", "correct", "score", "result", "human_verdict", "l
                     "correct_incorrect", "is_correct")
 
 
-class ReferenceFileError(ValueError):
+class ReferenceFileError(FaillabError, ValueError):
     """A reference file that cannot be read as per-question verdicts."""
 
 

@@ -53,3 +53,41 @@ def test_no_module_imports_a_conftest() -> None:
         if pattern.search(path.read_text("utf-8"))
     ]
     assert offenders == []
+
+
+#: Exceptions that never reach a user: each is caught inside its module and turned into one
+#: that does (a too-deep JSON document into an ImportProblem naming the file; a spans file
+#: without content into one naming the file that holds it).
+INTERNAL_SIGNALS = {"NestingTooDeep", "NoContent"}
+
+
+def test_every_error_a_user_can_cause_derives_from_the_root() -> None:
+    """One error root: the CLI catches ``FaillabError`` alone and prints it as one line."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from faillab.core.errors import FaillabError
+
+    outside: list[str] = []
+    for package in ("faillab.core", "taxonomy", "trajectories", "labeling", "analysis"):
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            if ".migrations" in info.name or info.name.endswith("__main__"):
+                continue  # alembic's scripts run on import; entry points start a program
+            module = importlib.import_module(info.name)
+            for name, cls in inspect.getmembers(module, inspect.isclass):
+                if (cls.__module__ == module.__name__ and issubclass(cls, BaseException)
+                        and not name.startswith("_") and name not in INTERNAL_SIGNALS
+                        and not issubclass(cls, FaillabError)):
+                    outside.append(f"{info.name}.{name}")
+    assert outside == []
+
+
+def test_no_module_over_500_lines_outside_the_demo_catalogue() -> None:
+    long = {str(p.relative_to(REPO)): n
+            for package in ("trajectories", "labeling", "taxonomy", "analysis", "faillab", "app")
+            for p in (REPO / package).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500
+            and p.relative_to(REPO).as_posix() != "trajectories/demo/ehr.py"}
+    assert long == {}

@@ -22,7 +22,7 @@ takes people's verdicts: ``recorded`` and ``exact_match`` are what their names s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,9 @@ __all__ = [
     "Outcome",
     "PeopleVerdicts",
     "apply_people",
+    "count_outcomes",
     "judge_could_decide",
+    "list_outcomes",
     "needs_a_person",
     "outcome_name",
     "outcome_of_success",
@@ -252,3 +254,64 @@ def apply_people(frame: pd.DataFrame, people: PeopleVerdicts) -> pd.DataFrame:
     success[decided] = [None if v is None else bool(v) for v in ids[decided].map(people)]
     out["success"] = success.astype("boolean")
     return out
+
+
+# -- counts and lists over a workspace's ``outcomes`` view ------------------------------------
+
+
+def count_outcomes(con: duckdb.DuckDBPyConnection, success_source: str = DEFAULT_SUCCESS_SOURCE,
+                   people: PeopleVerdicts = NO_PEOPLE) -> dict[str, int]:
+    """Counts over the ``outcomes`` view on ``con``: ``failed``, ``unscored`` and
+    ``needs_a_person`` follow ``success_source`` and, under the ``verdict`` source, people's
+    verdicts; ``decided_by_people`` counts the trajectories a person's verdict decided."""
+    rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
+                             success_sql=success_expression(success_source), has_success=False)
+    row = con.execute(
+        f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
+                  count(*) FILTER (WHERE NOT success),
+                  count(*) FILTER (WHERE success IS NULL),
+                  count(*) FILTER (WHERE {NEEDS_A_PERSON}),
+                  count(*) FILTER (WHERE person_decided),
+                  count(*) FILTER (WHERE recorded_success IS NOT NULL
+                                   AND recorded_success <> exact_match)
+           FROM {rows}"""
+    ).fetchone()
+    assert row is not None
+    keys = ("trajectories", "tasks", "runs", "failed", "unscored", "needs_a_person",
+            "decided_by_people", "outcome_disagreements")
+    return {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
+
+
+def list_outcomes(con: duckdb.DuckDBPyConnection, *, failed: bool = False,
+                  unscored: bool = False, run: str | None = None, limit: int | None = None,
+                  success_source: str = DEFAULT_SUCCESS_SOURCE,
+                  people: PeopleVerdicts = NO_PEOPLE, needing_a_person: bool = False,
+                  ids: Sequence[str] | None = None) -> list[dict[str, object]]:
+    """Trajectories of the ``outcomes`` view on ``con`` with ``success`` (None when
+    undecided) and ``outcome`` (``success`` | ``failure`` | ``unscored``), resolved as
+    ``count_outcomes`` does; ``needing_a_person`` keeps what ``NEEDS_A_PERSON`` keeps."""
+    rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
+                             success_sql=success_expression(success_source), has_success=False)
+    where: list[str] = []
+    params: list[object] = []
+    if failed:
+        where.append("NOT success")
+    if unscored:
+        where.append("success IS NULL")
+    if needing_a_person:
+        where.append(NEEDS_A_PERSON)
+    if run:
+        where.append("run = ?")
+        params.append(run)
+    if ids is not None:
+        where.append("id IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(ids))
+    sql = f"SELECT id, run, model, task_id, success FROM {rows}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY run, task_id, rollout, id"
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    keys = ("id", "run", "model", "task_id", "success")
+    return [{**dict(zip(keys, r, strict=True)), "outcome": str(outcome_of_success(r[4]))}
+            for r in con.execute(sql, params).fetchall()]

@@ -20,13 +20,10 @@ import pyarrow as pa
 from trajectories.model import Trajectory
 from trajectories.outcome import (
     DEFAULT_SUCCESS_SOURCE,
-    NEEDS_A_PERSON,
     NO_PEOPLE,
     PeopleVerdicts,
-    outcome_of_success,
-    people_counted,
-    resolved_relation,
-    success_expression,
+    count_outcomes,
+    list_outcomes,
 )
 from trajectories.parts import Parts, store_errors, store_errors_from_os
 from trajectories.rows import INDEX_COLUMNS, INDEX_SCHEMA, JUDGE_COLUMNS, PROVENANCE_COLUMNS
@@ -443,62 +440,17 @@ class Queries:
 
     def summary(self, success_source: str = DEFAULT_SUCCESS_SOURCE,
                 people: PeopleVerdicts = NO_PEOPLE) -> dict[str, int]:
-        """Counts; ``failed``, ``unscored`` and ``needs_a_person`` follow ``success_source``
-        and, under the ``verdict`` source, people's verdicts (``trajectories.outcome``)."""
-        con = self._outcomes_connection()
-        rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
-                                 success_sql=success_expression(success_source),
-                                 has_success=False)
-        row = con.execute(
-            f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
-                      count(*) FILTER (WHERE NOT success),
-                      count(*) FILTER (WHERE success IS NULL),
-                      count(*) FILTER (WHERE {NEEDS_A_PERSON}),
-                      count(*) FILTER (WHERE person_decided),
-                      count(*) FILTER (WHERE recorded_success IS NOT NULL
-                                       AND recorded_success <> exact_match)
-               FROM {rows}"""
-        ).fetchone()
-        assert row is not None
-        keys = ("trajectories", "tasks", "runs", "failed", "unscored", "needs_a_person",
-                "decided_by_people", "outcome_disagreements")
-        return {k: int(v or 0) for k, v in zip(keys, row, strict=True)}
+        """Counts (``trajectories.outcome.count_outcomes``)."""
+        return count_outcomes(self._outcomes_connection(), success_source, people)
 
     def list(self, *, failed: bool = False, unscored: bool = False, run: str | None = None,
              limit: int | None = None, success_source: str = DEFAULT_SUCCESS_SOURCE,
              people: PeopleVerdicts = NO_PEOPLE, needing_a_person: bool = False,
              ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Trajectories with ``success`` (None when unscored) and ``outcome``
-        (``success`` | ``failure`` | ``unscored``), resolved as ``summary`` does;
-        ``needing_a_person`` keeps the failures and the items a person can decide."""
-        con = self._outcomes_connection()
-        rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
-                                 success_sql=success_expression(success_source),
-                                 has_success=False)
-        where: list[str] = []
-        params: list[Any] = []
-        if failed:
-            where.append("NOT success")
-        if unscored:
-            where.append("success IS NULL")
-        if needing_a_person:
-            where.append(NEEDS_A_PERSON)
-        if run:
-            where.append("run = ?")
-            params.append(run)
-        if ids is not None:
-            where.append("id IN (SELECT unnest(?::VARCHAR[]))")
-            params.append(list(ids))
-        sql = f"SELECT id, run, model, task_id, success FROM {rows}"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY run, task_id, rollout, id"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        found = con.execute(sql, params).fetchall()
-        keys = ("id", "run", "model", "task_id", "success")
-        return [{**dict(zip(keys, r, strict=True)), "outcome": str(outcome_of_success(r[4]))}
-                for r in found]
+        """Trajectories and their outcomes (``trajectories.outcome.list_outcomes``)."""
+        return list_outcomes(self._outcomes_connection(), failed=failed, unscored=unscored,
+                             run=run, limit=limit, success_source=success_source,
+                             people=people, needing_a_person=needing_a_person, ids=ids)
 
 
 def _sql_str(value: str) -> str:

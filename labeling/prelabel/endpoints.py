@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from faillab.core.errors import FaillabError
 from faillab.core.settings import RESPONSE_FORMATS as SETTINGS_RESPONSE_FORMATS
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ _RESERVED_NAMES = frozenset({"example.com", "example.net", "example.org"})
 _RESERVED_TLDS = frozenset({"example", "test", "invalid"})
 
 
-class EndpointAddressError(ValueError):
+class EndpointAddressError(FaillabError, ValueError):
     """A base URL whose host is not plainly one name or one address; the message says why."""
 
 

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-class LabellerError(Exception):
+class LabellerError(FaillabError):
     """Base class. ``usage`` carries tokens billed for a call that still failed."""
 
     kind = "error"
@@ -82,7 +82,7 @@ class FatalError(LabellerError):
         self.abort_run = abort_run
 
 
-class PrelabelRunAborted(RuntimeError):
+class PrelabelRunAborted(FaillabError):
     """Raised after a run stopped early on a fatal error; ``stats`` holds what was done."""
 
     def __init__(self, message: str, stats: RunStats) -> None:

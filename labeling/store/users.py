@@ -10,6 +10,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from faillab.core.errors import FaillabError
 from labeling.store.base import Part
 from labeling.store.errors import ConflictError, StoreError
 from labeling.store.models import UserRow
@@ -66,7 +67,7 @@ def check_password(password: str, name: str | None = None) -> None:
         raise PasswordPolicyError("the password is the user's name; choose another")
 
 
-class SignInBusyError(Exception):
+class SignInBusyError(FaillabError):
     """Too many password checks are running at once; try again in a moment."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from faillab.core.errors import FaillabError
 from labeling.prelabel.answer import AnswerField, AnswerSchema
 from labeling.prelabel.errors import PrelabelServiceError
 from labeling.prelabel.protocol import UsageTally
@@ -85,7 +86,7 @@ class JudgeConfigError(PrelabelServiceError):
     """The judge cannot be built (unknown backend, no server address, no model, no key)."""
 
 
-class JudgeAborted(RuntimeError):
+class JudgeAborted(FaillabError):
     """The service refused in a way no further request can fix (bad key, unknown model).
     ``verdicts`` is the full list, in item order (the unjudged ones undecided with an error);
     what was received is cached."""

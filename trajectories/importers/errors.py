@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from faillab.core.errors import FaillabError
+
 
 @dataclass(eq=False)  # not frozen: raising sets __traceback__ on the instance
-class ImportProblem(Exception):
+class ImportProblem(FaillabError):
     """A problem in one file: which record (line or index) and which field, in one line."""
 
     path: str
