@@ -272,3 +272,21 @@ def test_a_langfuse_tool_at_level_error_is_flagged(make: Make) -> None:
     failed = next(s for s in traj.steps if s.kind == StepKind.SQL)
     assert failed.error and failed.observation == "no such table: patient"
     assert traj.run.configuration.get("agent") == "ehrsql-agent"
+
+
+def test_an_escaped_emoji_is_text_and_a_lone_surrogate_is_refused(make: Make,
+                                                                  tmp_path: Path) -> None:
+    """JSON encoders that escape non-ASCII write an emoji as a surrogate pair: that is text. A
+    surrogate without its pair is not, and its record is refused in one line."""
+    lines = (make("otel-span-otlp") / "spans.jsonl").read_text().splitlines()
+    asked = QUESTION + " \U0001f600"
+    emoji = tmp_path / "emoji.jsonl"
+    emoji.write_text("".join(json.dumps(json.loads(line.replace(QUESTION, asked))) + "\n"
+                             for line in lines))
+    assert "\\ud83d\\ude00" in emoji.read_text()
+    parsed = read_file(emoji)
+    assert parsed.problems == [] and parsed.trajectories[0][1].task.question == asked
+    lone = tmp_path / "lone.jsonl"
+    lone.write_text(emoji.read_text().replace("\\ud83d\\ude00", "\\ud83d"))
+    problems = read_file(lone).problems
+    assert problems and all("lone surrogate" in p.message for p in problems)

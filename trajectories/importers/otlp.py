@@ -116,9 +116,9 @@ def json_values(path: Path) -> Iterator[tuple[str, Any]]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise ImportProblem(str(path), f"not UTF-8 text (byte {err.start})") from None
-    if _SURROGATE_HINT.search(text):
-        raise ImportProblem(str(path), "lone surrogate escape (e.g. \\ud800) is not valid "
-                            "Unicode text")
+    # Escaped surrogate pairs are fine (an emoji under ensure_ascii); a lone one decodes to a
+    # code point that is not Unicode text and cannot be stored: such a value is refused.
+    check_surrogates = bool(_SURROGATE_HINT.search(text))
     decoder = json.JSONDecoder()
     at, end, line = 0, len(text), 1
     while True:
@@ -141,9 +141,26 @@ def json_values(path: Path) -> Iterator[tuple[str, Any]]:
             if not nests_within(value):
                 value = ImportProblem(str(path), f"nested deeper than {MAX_DEPTH} levels of "
                                       "arrays and objects", location)
+            elif check_surrogates and _lone_surrogate(value):
+                value = ImportProblem(str(path), "lone surrogate escape (e.g. \\ud800) is not "
+                                      "valid Unicode text", location)
             yield location, value
         line += text.count("\n", start, stop)
         at = stop
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """True when a string (or key) anywhere in the value holds a lone surrogate."""
+    if isinstance(value, str):
+        return bool(_LONE.search(value))
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(v) for v in value)
+    return False
 
 
 def _skip_space(text: str, at: int) -> int:
