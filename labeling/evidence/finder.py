@@ -402,7 +402,9 @@ def find_divergence(
         first = next((i for i, sql in steps if i <= last_i and unknown[1].lower() in sql.lower()
                       and (p := decompose(sql)) is not None
                       and unknown in p.filters | p.codes), first)
-    if probe is not None and final_div[0].part not in ("codes", "lookup", "no_data"):
+    if probe is not None and final_div[0].part != "no_data":
+        # A code guessed for the reference's concept before the first diverging step is the
+        # earliest error, whatever diverges later (another code or look-up included).
         early = earlier_wrong_code(ref, steps, first, probe)
         if early is not None:
             first, wrong = early[0], _div("codes", early[1])

@@ -171,3 +171,26 @@ def test_another_entity_is_placed_where_the_agent_first_reaches_for_its_table() 
     ev = find_divergence(traj(steps, 40, ref=ref, gold=[[3]]))
     assert ev.part == "tables" and "answers from labevents" in ev.reason
     assert ev.step == 1  # the search of the lab dictionary: where lab items were taken for it
+
+
+def test_a_code_guessed_before_another_code_error_is_the_first_error(tmp_path: Path) -> None:
+    path = sqlite_ehr(tmp_path / "px.sqlite", (
+        "CREATE TABLE d_icd_procedures (icd_code TEXT, long_title TEXT);"
+        "INSERT INTO d_icd_procedures VALUES ('icd9|5491', 'percutaneous abdominal drainage'),"
+        " ('icd9|3615', 'single internal mammary-coronary artery bypass');"
+        "CREATE TABLE procedures_icd (subject_id INTEGER, hadm_id INTEGER, icd_code TEXT);"
+        "INSERT INTO procedures_icd VALUES (1, 10, 'icd9|5491'), (2, 20, 'icd9|3615');"
+        "CREATE TABLE microbiologyevents (subject_id INTEGER, hadm_id INTEGER, test_name TEXT);"
+        "INSERT INTO microbiologyevents VALUES (1, 10, 'gram stain');"
+    ))
+    ref = ("SELECT m.test_name FROM microbiologyevents m WHERE m.hadm_id IN (SELECT hadm_id "
+           "FROM procedures_icd WHERE icd_code = (SELECT icd_code FROM d_icd_procedures "
+           "WHERE long_title = 'percutaneous abdominal drainage'))")
+    guessed = "SELECT hadm_id FROM procedures_icd WHERE icd_code = 'icd9|3615'"
+    row_id = ("SELECT m.test_name FROM microbiologyevents m JOIN procedures_icd p ON "
+              "m.hadm_id = p.hadm_id JOIN d_icd_procedures d ON p.icd_code = d.row_id "
+              "WHERE d.long_title = 'percutaneous abdominal drainage'")
+    steps = [sql("SELECT * FROM d_icd_procedures"), sql(guessed, "[(20,)]"), sql(row_id, "[]")]
+    ev = find_divergence(traj(steps, "none", ref=ref, gold=[["gram stain"]]), path)
+    assert ev.part == "codes" and ev.category == CODE_LOOKUP
+    assert ev.step == 1 and "icd9|3615" in ev.reason  # the guessed code, before the row_id
