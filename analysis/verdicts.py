@@ -26,13 +26,14 @@ import pandas as pd
 
 from faillab.core.errors import FaillabError
 from labeling.agreement import KappaResult, cohens_kappa
+from trajectories.judge import Verdict
 
 if TYPE_CHECKING:
     from trajectories.workspace import Workspace
 
 #: Recorded-outcome sources that are a person's verdict.
 PERSON_SOURCES = ("human", "person", "annotator", "expert", "reviewer", "manual")
-VERDICT_LEVELS = ("correct", "incorrect", "undecided")
+VERDICT_LEVELS = tuple(v.value for v in Verdict)
 DISAGREEMENT_COLUMNS = ["id", "run", "question", "human", "judge", "method", "evidence",
                         "final_answer", "ground_truth"]
 

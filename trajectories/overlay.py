@@ -85,7 +85,7 @@ class ScoreOverlay:
                                      schema=_SCHEMA))
         verdicts = judged["judge_verdict"]
         return {"scored": len(ids), "changed": changed, "kept": kept,
-                **{v: verdicts.count(v) for v in ("correct", "incorrect", "undecided")}}
+                **{v.value: verdicts.count(v) for v in Verdict}}
 
     def record_judgements(self, judgements: Mapping[str, Judgement], version: str) -> int:
         """Put verdicts from beyond the rules (``judgements`` by trajectory id, ``version``

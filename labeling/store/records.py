@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from trajectories.judge import Verdict
+
 
 class Role(StrEnum):
     """What a person may do: label (annotator), settle disagreements and see everyone's work
@@ -67,15 +69,6 @@ class Origin(StrEnum):
     IMPORT = "import"
 
 
-class PersonVerdict(StrEnum):
-    """A person's verdict on a final answer. Never undecided: an open disagreement between
-    people is what reads as undecided (the values are those of ``trajectories.judge.Verdict``).
-    """
-
-    CORRECT = "correct"
-    INCORRECT = "incorrect"
-
-
 def values(*members: StrEnum) -> tuple[str, ...]:
     """Plain string values, in order (for click choices, messages and CHECK constraints)."""
     return tuple(m.value for m in members)
@@ -90,7 +83,10 @@ ROLES: tuple[str, ...] = values(*Role)
 SOURCES: tuple[str, ...] = values(*Source)
 STAGES: tuple[str, ...] = values(*Stage)
 ORIGINS: tuple[str, ...] = values(*Origin)
-PERSON_VERDICTS: tuple[str, ...] = values(*PersonVerdict)
+#: A person's verdict on a final answer: the judge's values less ``undecided`` (an open
+#: disagreement between people is what reads as undecided). Defined once, in
+#: ``trajectories.judge.Verdict``.
+PERSON_VERDICTS: tuple[str, ...] = values(Verdict.CORRECT, Verdict.INCORRECT)
 RUN_STATUSES: tuple[str, ...] = values(RunStatus.RUNNING, RunStatus.DONE, RunStatus.FAILED)
 REPORTED_RUN_STATUSES: tuple[str, ...] = values(*RunStatus)
 HEARTBEAT_STALE_S = 120.0

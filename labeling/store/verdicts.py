@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, or_, select, update
 from sqlalchemy.orm import Session
@@ -24,12 +24,12 @@ from labeling.store.base import Part, snapshot
 from labeling.store.errors import StoreError
 from labeling.store.models import UserRow, VerdictRow, utcnow
 from labeling.store.policy import OPERATOR, Viewer
-from labeling.store.records import LEAD_ROLES, PERSON_VERDICTS, Origin, PersonVerdict
+from labeling.store.records import LEAD_ROLES, PERSON_VERDICTS, Origin
+from trajectories.judge import Verdict
 
 if TYPE_CHECKING:
     import pandas as pd
 
-VerdictValue = Literal["correct", "incorrect"]
 VERDICTS: tuple[str, ...] = PERSON_VERDICTS
 
 
@@ -37,7 +37,7 @@ VERDICTS: tuple[str, ...] = PERSON_VERDICTS
 class HumanVerdict:
     id: int
     trajectory_id: str
-    verdict: VerdictValue
+    verdict: Verdict  # correct or incorrect (PERSON_VERDICTS)
     annotator: str | None
     role: str | None
     note: str | None
@@ -47,7 +47,7 @@ class HumanVerdict:
 
     @property
     def success(self) -> bool:
-        return self.verdict == PersonVerdict.CORRECT
+        return self.verdict == Verdict.CORRECT
 
 
 # The verdict frame's columns are the record's fields, so the two cannot drift apart.
@@ -165,7 +165,7 @@ def queue_verdicts(session: Session, user_id: int, among: Select[Any]) -> dict[s
     mine: dict[str, bool] = {}
     leads: dict[str, bool] = {}
     for trajectory_id, verdict, annotator_id, role in rows:
-        right = verdict == PersonVerdict.CORRECT
+        right = verdict == Verdict.CORRECT
         if role in LEAD_ROLES:
             leads[trajectory_id] = right
         if annotator_id == user_id:
@@ -191,7 +191,7 @@ def _latest(verdicts: list[HumanVerdict]) -> list[HumanVerdict]:
 
 
 def _record(row: VerdictRow, name: str | None, role: str | None) -> HumanVerdict:
-    value: VerdictValue = "correct" if row.verdict == "correct" else "incorrect"
+    value = Verdict.CORRECT if row.verdict == Verdict.CORRECT else Verdict.INCORRECT
     return HumanVerdict(id=row.id, trajectory_id=row.trajectory_id, verdict=value,
                         annotator=name, role=role, note=row.note, origin=row.origin,
                         created_at=row.created_at, retracted_at=row.retracted_at)

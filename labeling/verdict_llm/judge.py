@@ -9,7 +9,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from labeling.prelabel.answer import AnswerSchema
 from labeling.prelabel.errors import FatalError, LabellerError
@@ -115,7 +115,7 @@ class LLMJudge:
         answers: dict[str, tuple[VerdictValue, str, str | None, bool]] = {}
         for key, (verdict, rationale) in known.items():
             if verdict in VERDICTS:
-                answers[key] = (cast(VerdictValue, verdict), rationale, None, True)
+                answers[key] = (VerdictValue(verdict), rationale, None, True)
         pending: dict[str, JudgeItem] = {}
         for key, item in zip(keys, items, strict=True):
             if key not in answers and key not in pending:
@@ -130,7 +130,8 @@ class LLMJudge:
         verdicts: list[LLMVerdict] = []
         for key, item in zip(keys, items, strict=True):
             verdict, rationale, error, cached = answers.get(
-                key, ("undecided", "", "not sent: the run stopped after a fatal error", False))
+                key, (VerdictValue.UNDECIDED, "",
+                      "not sent: the run stopped after a fatal error", False))
             verdicts.append(LLMVerdict(item.trajectory_id, verdict, rationale, self.model,
                                        error=error, cached=cached))
         if abort is not None:
@@ -170,7 +171,7 @@ class LLMJudge:
                 except Exception as e:  # a bug in one item must not lose the others
                     error = f"unexpected {type(e).__name__}: {e}"
                 else:
-                    verdict = cast(VerdictValue, data["verdict"])
+                    verdict = VerdictValue(data["verdict"])
                     rationale = str(data["rationale"]).strip()
                     answers[key] = (verdict, rationale, None, False)
                     # Saved as each answer arrives: an interrupted run keeps what it paid for.
@@ -184,7 +185,7 @@ class LLMJudge:
                     stats.calls += tried.calls
                     stats.add(tried)
             if error:
-                answers[key] = ("undecided", "", error, False)
+                answers[key] = (VerdictValue.UNDECIDED, "", error, False)
                 stats.failed += 1
                 stats.errors.append(f"{item.trajectory_id}: {error}")
 

@@ -4,12 +4,12 @@ verdict, the stats of a call, and the judge's errors."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from faillab.core.errors import FaillabError
 from labeling.prelabel.answer import AnswerField, AnswerSchema
 from labeling.prelabel.errors import PrelabelServiceError
 from labeling.prelabel.protocol import UsageTally
+from trajectories.judge import Verdict
 
 __all__ = [
     "VERDICTS",
@@ -22,8 +22,9 @@ __all__ = [
     "VerdictValue",
 ]
 
-VerdictValue = Literal["correct", "incorrect", "undecided"]
-VERDICTS: tuple[VerdictValue, ...] = ("correct", "incorrect", "undecided")
+#: The LLM judge answers with the judge's own values (``trajectories.judge.Verdict``).
+VerdictValue = Verdict
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 
 VERDICT_SCHEMA = AnswerSchema(
     "LLMVerdict",

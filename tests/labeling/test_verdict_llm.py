@@ -30,6 +30,7 @@ from labeling.verdict_llm import (
 from tests import fake_gemini, fake_openai
 from tests.fake_gemini import FakeGemini
 from tests.fake_openai import Behaviour, FakeOpenAI, fenced
+from trajectories.judge import Verdict
 
 NO_WAIT = RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)
 PROXIED_URL = "http://llm.example.com/v1"
@@ -103,9 +104,9 @@ def test_three_verdicts_through_a_json_schema(tmp_path: Path) -> None:
         verdicts = judge.judge(ITEMS)
         body = fake.requests[0].body
     assert verdicts == [
-        LLMVerdict("t-right", "correct", "three = 3.", "judge-model"),
-        LLMVerdict("t-wrong", "incorrect", "4 is not 5.", "judge-model"),
-        LLMVerdict("t-unclear", "undecided", "'around two' vs 2.1.", "judge-model"),
+        LLMVerdict("t-right", Verdict.CORRECT, "three = 3.", "judge-model"),
+        LLMVerdict("t-wrong", Verdict.INCORRECT, "4 is not 5.", "judge-model"),
+        LLMVerdict("t-unclear", Verdict.UNDECIDED, "'around two' vs 2.1.", "judge-model"),
     ]
     rf = body["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
