@@ -18,7 +18,6 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,61 +60,17 @@ def run_sql(db: str, query: str) -> str:
 # --------------------------------------------------------------------------- OTLP JSON
 
 
-def _hex_ids(value: Any) -> Any:
-    """OTLP/JSON writes trace and span ids as hex (the protobuf JSON mapping would give base64);
-    the collector's file exporter and the OTLP JSON file exporters write them so."""
-    import base64
-
-    if isinstance(value, dict):
-        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId")
-                    and isinstance(v, str) else _hex_ids(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_hex_ids(v) for v in value]
-    return value
-
-
-class OtlpJsonLines:
-    """Span and log exporters writing one OTLP ``Export*ServiceRequest`` per line, encoded by
-    the SDK's own OTLP encoder (the JSON file exporter package is not on every index)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _write(self, message: Any) -> None:
-        from google.protobuf.json_format import MessageToDict
-
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(_hex_ids(MessageToDict(message))) + "\n")
-
-
 def otlp_span_exporter(path: Path) -> Any:
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    """The OTLP JSON file exporter's span exporter: one OTLP/JSON request per line."""
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
-    class Exporter(SpanExporter, OtlpJsonLines):
-        def export(self, spans: Sequence[Any]) -> SpanExportResult:
-            self._write(encode_spans(spans))
-            return SpanExportResult.SUCCESS
-
-    return Exporter(path)
+    return FileSpanExporter(path)
 
 
 def otlp_log_exporter(path: Path) -> Any:
-    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+    from opentelemetry.exporter.otlp.json.file._log_exporter import FileLogExporter
 
-    class Exporter(LogRecordExporter, OtlpJsonLines):
-        def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
-            self._write(encode_logs(batch))
-            return LogRecordExportResult.SUCCESS
-
-        def shutdown(self) -> None:
-            pass
-
-        def force_flush(self, timeout_millis: int = 30000) -> bool:
-            return True
-
-    return Exporter(path)
+    return FileLogExporter(path)
 
 
 def _providers(out: Path, encoding: str) -> tuple[Any, Any, list[Any]]:
