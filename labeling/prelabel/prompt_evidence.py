@@ -6,8 +6,8 @@ workspace's EHR database when there is one) and the prompt carries that proposal
 the diverging part, the evidence rows, the final answer against the ground truth) and asks the
 model to check it and to name the step. After the call, a label whose category contradicts
 *decisive* evidence (a calibrated confidence of at least ``EVIDENCE_MIN``, the bar at which the
-heuristic lets evidence decide) is capped below any review threshold and says so, so the
-routing sends it to a person instead of trusting either machine.
+heuristic lets evidence decide) is capped at ``CONTRADICTED_MAX`` and says so, so the routing
+sends it to a person instead of trusting either machine.
 
 The proposal reaches ``prompt.build_prompt`` through a context variable set around the wrapped
 call (``prompt.using_evidence``), so the labellers' transport code is not touched; a prompt
@@ -31,9 +31,10 @@ from trajectories.model import Trajectory
 
 __all__ = ["CONTRADICTED_MAX", "EvidenceGuidedLabeller", "contradicts"]
 
-#: A contradicted label's confidence is at most this: below every review threshold people set
-#: (the pre-label page's lowest is 0.5), so it is never left to the machine.
-CONTRADICTED_MAX = 0.3
+#: A contradicted label's confidence is at most this, the lowest a labeller here reports (the
+#: heuristic's floor): only a team that leaves every label to the machine (threshold 0) would
+#: not see it, so the person decides between the two machines.
+CONTRADICTED_MAX = 0.05
 def contradicts(result: LabelResult, evidence: Mapping[str, Any] | None,
                 category: str | None) -> bool:
     """Whether the label's category differs from decisive evidence's (``category``: the
