@@ -32,8 +32,8 @@ from trajectories.model import Trajectory
 __all__ = ["CONTRADICTED_MAX", "EvidenceGuidedLabeller", "contradicts"]
 
 #: A contradicted label's confidence is at most this, the lowest a labeller here reports (the
-#: heuristic's floor): only a team that leaves every label to the machine (threshold 0) would
-#: not see it, so the person decides between the two machines.
+#: heuristic's floor): routing by measured trust leaves it to the machine only if people found
+#: that labeller right at its lowest confidence, so a person decides between the two machines.
 CONTRADICTED_MAX = 0.05
 def contradicts(result: LabelResult, evidence: Mapping[str, Any] | None,
                 category: str | None) -> bool:
