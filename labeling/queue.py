@@ -25,7 +25,7 @@ from labeling.store.policy import OPERATOR, Viewer
 from trajectories.outcome import still_needing_a_person
 
 if TYPE_CHECKING:
-    from labeling.store import Store
+    from labeling.store import LlmOpinion, Store
     from trajectories.workspace import Workspace
 
 
@@ -355,25 +355,11 @@ def queue_state(store: Store, failed_ids: Iterable[str], user: str, *,
 # -- the LLM's pre-label, as people see it -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PrelabelView:
-    category: str
-    confidence: float | None
-    first_error_step: int | None
-    secondary_category: str | None
-    rationale: str | None
-    labeller: str | None
-
-
 def prelabel_for(store: Store, trajectory_id: str,
-                 viewer: Viewer) -> tuple[PrelabelView | None, bool]:
-    """The LLM opinion on an item as `viewer` may see it, with its rationale, and whether the
-    store holds one it hides from them (the store decides, by its blind rules)."""
-    opinion, hidden = store.prelabels.opinion_for(trajectory_id, viewer)
-    if opinion is None:
-        return None, hidden
-    return PrelabelView(opinion.category, opinion.confidence, opinion.first_error_step,
-                        opinion.secondary_category, opinion.rationale, opinion.labeller), False
+                 viewer: Viewer) -> tuple[LlmOpinion | None, bool]:
+    """The automatic opinion on an item as `viewer` may see it (the store's own record, with
+    its rationale), and whether the store holds one it hides from them (its blind rules)."""
+    return store.prelabels.opinion_for(trajectory_id, viewer)
 
 
 # -- final labels (Browse filter) ----------------------------------------------------------------

@@ -30,11 +30,12 @@ from faillab.app.widgets.steps import render_steps
 from labeling.queue import prelabel_for
 from labeling.store import ConflictError, Label, StoreError
 from labeling.store.history import history_table
+from labeling.store.records import Role
 from taxonomy import default_taxonomy
 from trajectories.model import Trajectory
 
 st.title("Adjudicate")
-lead = require_user("lead", "admin")
+lead = require_user(Role.LEAD, Role.ADMIN)
 settings = get_settings()
 store = get_store()
 ws = workspace()

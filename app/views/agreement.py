@@ -32,10 +32,11 @@ from labeling.rater_agreement import (
     step_agreement,
 )
 from labeling.store import Viewer
+from labeling.store.records import Role
 from taxonomy import default_taxonomy
 
 st.title("Agreement")
-me = viewer_of(require_user("lead", "admin"))
+me = viewer_of(require_user(Role.LEAD, Role.ADMIN))
 store = get_store()
 taxonomy = default_taxonomy()
 

@@ -15,9 +15,10 @@ from faillab.app.widgets.audit_item import load_context, pick_audit, reason_labe
 from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.audit import REASON_CODES, audit_disagreements
 from labeling.store import ConflictError, StoreError
+from labeling.store.records import Role
 
 st.title("Validity audit: adjudication")
-user = require_user("lead", "admin")
+user = require_user(Role.LEAD, Role.ADMIN)
 store = get_store()
 
 audit = pick_audit(store, key="audit_adj_audit")

@@ -32,9 +32,10 @@ from labeling.audit import (
     valid_headline,
 )
 from labeling.store import StoreError
+from labeling.store.records import Role
 
 st.title("Validity audit: report")
-lead = require_user("lead", "admin")
+lead = require_user(Role.LEAD, Role.ADMIN)
 store = get_store()
 
 audit = pick_audit(store, key="audit_report_audit")

@@ -24,8 +24,9 @@ from faillab.app.viewer import viewer_of
 from faillab.app.widgets.evidence import step_note
 from faillab.app.widgets.rubric import category_label
 from faillab.app.widgets.safe import escape_markdown, plain
-from labeling.queue import PrelabelView, prelabel_for
-from labeling.store import Store, StoreError, StoreUnavailableError, User
+from labeling.queue import prelabel_for
+from labeling.store import LlmOpinion, Store, StoreError, StoreUnavailableError, User
+from labeling.store.records import Role
 from taxonomy import Taxonomy
 from trajectories.model import Trajectory
 from trajectories.render import preview
@@ -53,7 +54,7 @@ class Saved:
 
     trajectory_id: str
     category: str
-    prelabel: PrelabelView | None
+    prelabel: LlmOpinion | None
     prelabel_was_hidden: bool
 
 
@@ -122,7 +123,7 @@ def render_visible_labels(store: Store, trajectory_id: str, viewer: User, *, bli
     if not labels:
         return
     st.caption("Labels already on this item" + (" (yours only: blind mode)" if blind and
-                                                  viewer.role == "annotator" else ""))
+                                                  viewer.role == Role.ANNOTATOR else ""))
     st.dataframe(pd.DataFrame([{
         "annotator": lab.annotator, "category": category_label(taxonomy, lab.category),
         "secondary": category_label(taxonomy, lab.secondary_category),
@@ -130,7 +131,7 @@ def render_visible_labels(store: Store, trajectory_id: str, viewer: User, *, bli
     } for lab in labels]), hide_index=True, key=f"lf_{trajectory_id}_existing")
 
 
-def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy, *, seen: bool,
+def _prelabel_box(prelabel: LlmOpinion, taxonomy: Taxonomy, *, seen: bool,
                   traj: Trajectory) -> None:
     conf = f" · confidence {prelabel.confidence:.2f}" if prelabel.confidence is not None else ""
     step = ""
@@ -155,7 +156,7 @@ def _prelabel_box(prelabel: PrelabelView, taxonomy: Taxonomy, *, seen: bool,
 
 
 def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User, *,
-                      prelabel: PrelabelView | None, hide_prelabel: bool,
+                      prelabel: LlmOpinion | None, hide_prelabel: bool,
                       hooks: Hooks | None = None) -> list[DeltaGenerator]:
     """The form for one item; `hooks` hear of a save or a skip. Returns the row of Skip: its
     other two cells are free for the page's buttons. `prelabel` is what the store shows this
@@ -240,7 +241,7 @@ class Hooks:
 
 
 def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
-          prelabel: PrelabelView | None, hide_prelabel: bool, hooks: Hooks,
+          prelabel: LlmOpinion | None, hide_prelabel: bool, hooks: Hooks,
           chosen: str, *, accept: bool = False) -> None:
     """Store the label from the form's current values (read from the session: a callback runs
     before the widgets are drawn again, and the session holds what the person last entered).

@@ -6,6 +6,7 @@ import streamlit as st
 
 from labeling.queue import create_assignments, failed_frame, queue_state
 from labeling.store import Store, StoreError, Viewer
+from labeling.store.records import Role
 from trajectories.workspace import Workspace
 
 
@@ -40,7 +41,7 @@ def render_assignment_form(store: Store, ws: Workspace, actor: str) -> None:
     n_failed = len(failed_frame(ws, store.verdicts.effective()))
     with st.form("assign_form", clear_on_submit=False):
         st.markdown(f"**Assign failures** ({n_failed:,} failed trajectories in this workspace)")
-        default = [u.name for u in store.users.all() if u.role == "annotator"]
+        default = [u.name for u in store.users.all() if u.role == Role.ANNOTATOR]
         annotators = st.multiselect("Annotators", people, default=default,
                                     key="assign_annotators")
         c1, c2, c3, c4 = st.columns(4)
