@@ -290,3 +290,24 @@ def test_an_escaped_emoji_is_text_and_a_lone_surrogate_is_refused(make: Make,
     lone.write_text(emoji.read_text().replace("\\ud83d\\ude00", "\\ud83d"))
     problems = read_file(lone).problems
     assert problems and all("lone surrogate" in p.message for p in problems)
+
+
+def test_a_metrics_file_beside_the_traces_is_passed_over(make: Make, tmp_path: Path) -> None:
+    """The file exporter writes metrics beside spans and logs; importing the folder reads the
+    traces and passes the metrics over."""
+    from opentelemetry.exporter.otlp.json.file import FileMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    folder = tmp_path / "telemetry"
+    shutil.copytree(make("otel-span-otlp"), folder)
+    reader = PeriodicExportingMetricReader(FileMetricExporter(folder / "metrics.jsonl"),
+                                           export_interval_millis=600_000)
+    provider = MeterProvider(metric_readers=[reader])
+    provider.get_meter("ehrsql-agent").create_counter("calls").add(1)
+    provider.shutdown()
+    assert '"resourceMetrics"' in (folder / "metrics.jsonl").read_text()
+    result = CliRunner().invoke(main, ["import", str(folder), "--workspace",
+                                       str(tmp_path / "ws"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["imported"] == 1

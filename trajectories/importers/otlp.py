@@ -34,6 +34,7 @@ from trajectories.importers.json_documents import MAX_DEPTH, nests_within
 #: Keys that say a JSON value is an OTLP request or a console span / log record.
 _OTLP_SPAN_KEYS = ("resourceSpans", "resource_spans")
 _OTLP_LOG_KEYS = ("resourceLogs", "resource_logs")
+_OTLP_METRIC_KEYS = ("resourceMetrics", "resource_metrics")
 _SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -77,15 +78,20 @@ class Telemetry:
     logs: list[LogRecord] = field(default_factory=list)
     #: Values that were neither (location, what): reported, never guessed at.
     problems: list[tuple[str, str]] = field(default_factory=list)
+    #: OTLP metrics requests seen (a file exporter writes them beside spans and logs; they
+    #: hold no trajectory and are passed over).
+    metrics: int = 0
 
 
 # --------------------------------------------------------------------------- detection
 
 
 def kind_of(value: Any) -> str | None:
-    """``"spans"``, ``"logs"`` or None for a file's first JSON value."""
+    """``"spans"``, ``"logs"``, ``"metrics"`` or None for a file's first JSON value."""
     if not isinstance(value, dict):
         return None
+    if any(key in value for key in _OTLP_METRIC_KEYS):
+        return "metrics"
     if any(key in value for key in _OTLP_SPAN_KEYS):
         return "spans"
     if any(key in value for key in _OTLP_LOG_KEYS):
@@ -183,7 +189,9 @@ def read_telemetry(path: Path) -> Telemetry:
             found.problems.append((location, value.message))
             continue
         kind = kind_of(value)
-        if kind is None:
+        if kind == "metrics":
+            found.metrics += 1
+        elif kind is None:
             found.problems.append((location, "not an OpenTelemetry span, log record or OTLP "
                                    "export request"))
         elif any(key in value for key in _OTLP_SPAN_KEYS):

@@ -41,7 +41,7 @@ from trajectories.importers.trace_steps import TraceRun, trajectory_of
 
 #: Markers one of which the head of any OpenTelemetry file we read holds.
 _MARKERS = ('"resourceSpans"', '"resource_spans"', '"resourceLogs"', '"resource_logs"',
-            '"trace_id"')
+            '"resourceMetrics"', '"resource_metrics"', '"trace_id"')
 _SUFFIXES = frozenset({".json", ".jsonl", ".ndjson", ".log", ".txt"})
 #: What to do when a trace holds no content.
 _NO_CONTENT = ("the trace's spans hold no message content and no logs file beside it holds "
@@ -140,7 +140,7 @@ def _read(path: Path, options: ReadOptions, convention: str | None) -> Iterator[
         yield Parsed(location, None, ImportProblem(str(path), message, location), "")
     own = list(dict.fromkeys([s.trace_id for s in telemetry.spans]
                              + [r.trace_id for r in telemetry.logs if r.trace_id]))
-    if not own and not telemetry.problems:
+    if not own and not telemetry.problems and not telemetry.metrics:
         raise ImportProblem(str(path), "no spans or log records in the file")
     for trace_id in own:
         location = f"trace {trace_id}"
