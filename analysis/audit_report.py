@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.export import latex_escape
 from analysis.export import to_markdown as frame_to_markdown
-from faillab.core.textsafe import csv_cell, csv_text
+from faillab_core.textsafe import csv_cell, csv_text
 
 if TYPE_CHECKING:
     from labeling.audit.report import AuditReport, RateCount

@@ -1,6 +1,6 @@
 """Each labeller's calibration laid out for people: the summary table (items checked, agreement,
 mean raw confidence and calibrated probability, the calibration error raw and calibrated) and
-the reliability curve. The numbers are computed in ``labeling.learn.calibration_store``; this
+the reliability curve. The numbers are computed in ``opinions.learn.calibration_store``; this
 module only shapes them, so ``faillab stats labeller --calibration`` and the Agreement page show
 the same frames."""
 

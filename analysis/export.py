@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from faillab.core.textsafe import csv_frame, csv_frame_text
+from faillab_core.textsafe import csv_frame, csv_frame_text
 
 #: LaTeX text-mode escapes; backslash must be handled first or it would re-escape the others.
 _LATEX_ESCAPES = [
@@ -68,7 +68,7 @@ def to_csv(df: pd.DataFrame) -> str:
     """CSV with a header row, no index, ``\\n`` line endings and empty fields for missing values.
 
     Text cells that a spreadsheet would run as a formula are neutralised (see
-    :mod:`faillab.core.textsafe`); numbers are written as numbers.
+    :mod:`faillab_core.textsafe`); numbers are written as numbers.
     """
     return csv_frame_text(csv_frame(df))
 

@@ -77,10 +77,10 @@ OFFLINE_COLUMNS = ["labeller", "n", "accuracy", "kappa", "step_exact", "step_wit
 
 
 def offline_comparison(figures: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per labeller from ``labeling.learn`` figures on the confirmed labels
+    """One row per labeller from ``opinions.learn`` figures on the confirmed labels
     (``evaluate_confirmed``): the classifier (cross-validated) first, then the live heuristic
     and finder, then the stored pre-labels (Gemini, heuristic). Reporting only: the figures are
-    computed in ``labeling.learn``, so this package needs no scikit-learn."""
+    computed in ``opinions.learn``, so this package needs no scikit-learn."""
     rows = [
         {"labeller": name, **{k: row.get(k) for k in OFFLINE_COLUMNS[1:]}}
         for name, row in figures.items()

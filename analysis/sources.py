@@ -33,7 +33,7 @@ from analysis.tables import (
     label_policy_line,
 )
 from analysis.tables import counted_labels as _policy_labels
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
 from trajectories.outcome import DEFAULT_SUCCESS_SOURCE, apply_people, people_counted

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 from labeling.agreement import KappaResult, cohens_kappa
 from trajectories.judge import Verdict
 

@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote, urlsplit
 import streamlit as st
 
 from faillab.app.state import get_settings, get_store
-from faillab.core.settings import AuthMode, Settings
+from faillab_core.settings import AuthMode, Settings
 from labeling.store import Store, StoreError, User
 from labeling.store.models import utcnow
 from labeling.store.records import LEAD_ROLES, Role

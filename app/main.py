@@ -9,7 +9,7 @@ from streamlit.navigation.page import StreamlitPage
 
 from faillab.app.auth import is_lead, sign_in_gate, sign_in_required
 from faillab.app.state import existing_store, get_settings, workspace
-from faillab.core.settings import SettingsError
+from faillab_core.settings import SettingsError
 from labeling.store import StoreUnavailableError
 from trajectories.parts import WorkspaceError
 

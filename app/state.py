@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.store import Store, open_store
 from trajectories.model import Trajectory
 from trajectories.views import keep_browse_warm

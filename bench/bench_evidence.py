@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from labeling.evidence import Evidence, Probe, find_divergence
+from trajectories.evidence import Evidence, Probe, find_divergence
 from trajectories.importers import read_file
 from trajectories.model import Trajectory
 

@@ -22,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labeling.prelabel.base import PrelabelKey, PrelabelRecord
-from labeling.prelabel.gemini import GeminiLabeller
-from labeling.prelabel.protocol import SyncLabellerAdapter
-from labeling.prelabel.runner import run_prelabels, run_prelabels_sync
+from opinions.prelabel.base import PrelabelKey, PrelabelRecord
+from opinions.prelabel.gemini import GeminiLabeller
+from opinions.prelabel.protocol import SyncLabellerAdapter
+from opinions.prelabel.runner import run_prelabels, run_prelabels_sync
 from taxonomy import default_taxonomy
 from tests.fake_gemini import FakeGemini
 from trajectories.model import Run, Step, StepKind, Task, Trajectory
@@ -122,7 +122,7 @@ async def _gemini(
 
 def _heuristic(trajectories: list[Trajectory]) -> dict[str, Any]:
     try:
-        from labeling.prelabel.heuristic import HeuristicLabeller
+        from opinions.prelabel.heuristic import HeuristicLabeller
     except ImportError as e:
         return {"skipped": f"heuristic labeller not importable: {e}"}
     tax = default_taxonomy()
@@ -147,9 +147,9 @@ def _batch(trajectories: list[Trajectory]) -> dict[str, Any]:
     import os
     import tempfile
 
-    from labeling.prelabel.batch import advance_batch
-    from labeling.prelabel.options import PrelabelOptions
     from labeling.store import open_store
+    from opinions.prelabel.batch import advance_batch
+    from opinions.prelabel.options import PrelabelOptions
     from trajectories.workspace import Workspace
 
     with tempfile.TemporaryDirectory() as tmp, FakeGemini(batch_polls=0) as fake:

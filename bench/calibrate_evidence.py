@@ -6,7 +6,7 @@ Builds a demo with the calibration-only templates (``trajectories/demo/templates
 ``--default-demo`` leaves them out), whose generator records each failure's injected cause, runs
 the finder executed on the demo's EHR, and prints how often the ``codes`` value rule decided
 and, per deciding part: the category it went with most, how often, the
-calibrated confidence (``labeling.evidence.calibrate``) and the one in ``CALIBRATION`` now. The
+calibrated confidence (``trajectories.evidence.calibrate``) and the one in ``CALIBRATION`` now. The
 real hand-labelled failures are not read: calibration must not see the evaluation set.
 """
 
@@ -16,8 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from labeling.evidence import CALIBRATION, Probe, find_divergence
-from labeling.evidence.calibrate import DEMO_CAUSE_KEYS, score_parts
+from trajectories.evidence import CALIBRATION, Probe, find_divergence
+from trajectories.evidence.calibrate import DEMO_CAUSE_KEYS, score_parts
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Figures for docs/evaluation.md: calibrated confidence and corrected failure shares, measured
 on the hand-labelled development set (``tests/data/ai612_eval``) through the observations the
-shipped prior holds (``labeling/learn/calibration_prior.json``: each offline labeller's
+shipped prior holds (``opinions/learn/calibration_prior.json``: each offline labeller's
 category and raw confidence on the 95 failures, the finder executed on EHRSQL's database).
 
     .venv/bin/python bench/eval_calibration.py [--draws 200]
@@ -34,7 +34,7 @@ from analysis.corrected import (  # noqa: E402
     with_machine_category,
 )
 from analysis.failures import category_display_name, failure_distribution  # noqa: E402
-from labeling.learn.calibration import (  # noqa: E402
+from opinions.learn.calibration import (  # noqa: E402
     PRIOR_PATH,
     Observation,
     expected_calibration_error,
@@ -42,7 +42,7 @@ from labeling.learn.calibration import (  # noqa: E402
     out_of_sample,
     raw_probability,
 )
-from labeling.learn.evalset import DEV, HELD_OUT, load_gold, split_halves  # noqa: E402
+from opinions.learn.evalset import DEV, HELD_OUT, load_gold, split_halves  # noqa: E402
 
 
 def calibration_figures(obs: list[Observation]) -> dict[str, object]:

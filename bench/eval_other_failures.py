@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from labeling.agreement import cohens_kappa_from_labels
-from labeling.learn import failed_trajectories
-from labeling.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
+from opinions.learn import failed_trajectories
+from opinions.prelabel.heuristic import FALLBACK_CONFIDENCE, HeuristicLabeller
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
 
 SHARED = Path("../shared/data/trajectories")

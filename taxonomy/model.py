@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TAXONOMY = "ehr_complex"

@@ -67,10 +67,10 @@ def test_every_error_a_user_can_cause_derives_from_the_root() -> None:
     import inspect
     import pkgutil
 
-    from faillab.core.errors import FaillabError
+    from faillab_core.errors import FaillabError
 
     outside: list[str] = []
-    for package in ("faillab.core", "taxonomy", "trajectories", "labeling", "analysis"):
+    for package in ("faillab_core", "taxonomy", "trajectories", "labeling", "analysis"):
         root = importlib.import_module(package)
         for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
             if ".migrations" in info.name or info.name.endswith("__main__"):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 __all__ = ["MIMIC_MODULES", "MimicBuildError", "build_duckdb_from_mimic", "find_mimic_csvs"]
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 if TYPE_CHECKING:
-    from faillab.core.settings import Settings
+    from faillab_core.settings import Settings
 
 SCHEME = "s3://"
 

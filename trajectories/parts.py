@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from faillab.core.errors import FaillabError
-from faillab.core.locks import MachineLock
+from faillab_core.errors import FaillabError
+from faillab_core.locks import MachineLock
 from trajectories.objectstore import (
     ObjectStoreError,
     ObjectStoreUnreachableError,
@@ -48,7 +48,7 @@ from trajectories.objectstore import (
 from trajectories.rows import INDEX_SCHEMA, PART_OPTIONS, part_name, rows_table, stage_rows
 
 if TYPE_CHECKING:
-    from faillab.core.settings import Settings
+    from faillab_core.settings import Settings
 
 PART_GLOB = "part-*.parquet"
 MANIFEST = "manifest.json"  # the visible parts; replaced atomically by each writer

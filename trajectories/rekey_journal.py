@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 JOURNAL = "pending-rekeys.json"
 

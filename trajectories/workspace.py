@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from faillab.core.settings import Settings, sqlite_store_url
+from faillab_core.settings import Settings, sqlite_store_url
 from trajectories import rekey_journal
 from trajectories.compaction import COMPACT_AT_PARTS, COMPACT_PART_MB, COMPACT_ROWS, Compaction
 from trajectories.gc import GarbageCollection, GarbageReport

@@ -18,12 +18,7 @@ from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.rubric import category_initials, category_label
-from faillab.core.textsafe import csv_frame
-from labeling.learn.calibration_store import (
-    calibration_report,
-    classifier_observations,
-    workspace_observations,
-)
+from faillab_core.textsafe import csv_frame
 from labeling.rater_agreement import (
     latest_human_labels,
     multi_rater_summary,
@@ -33,6 +28,11 @@ from labeling.rater_agreement import (
 )
 from labeling.store import Viewer
 from labeling.store.records import Role
+from opinions.learn.calibration_store import (
+    calibration_report,
+    classifier_observations,
+    workspace_observations,
+)
 from taxonomy import default_taxonomy
 
 st.title("Agreement")

@@ -49,9 +49,7 @@ from faillab.app.widgets.undo import (
     render_undo_note,
 )
 from faillab.app.widgets.verdict import render_verdict
-from labeling.learn.trust import machine_routing
 from labeling.queue import (
-    classifier_ranking,
     failed_frame,
     prelabel_for,
     queue_state,
@@ -59,6 +57,8 @@ from labeling.queue import (
 )
 from labeling.store import User
 from labeling.store.records import LEAD_ROLES
+from opinions.learn.trust import machine_routing
+from opinions.ranking import classifier_ranking
 from taxonomy import Taxonomy, default_taxonomy
 
 SKIPPED_KEY = "annotate_skipped"
@@ -95,7 +95,7 @@ def _failed_ids() -> list[str]:
 
 
 def _left_to_machine() -> frozenset[str]:
-    """The items routing by measured trust leaves to their labeller (``labeling.learn.trust``;
+    """The items routing by measured trust leaves to their labeller (``opinions.learn.trust``;
     kept while the pre-labels and the calibration stand, so a key costs one store read)."""
     return machine_routing(store, target=settings.routing_target,
                            min_checked=settings.routing_min_checked,

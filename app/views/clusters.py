@@ -17,8 +17,8 @@ from faillab.app.state import get_settings, get_store, workspace
 from faillab.app.viewer import automatic_opinions_visible
 from faillab.app.widgets.clusters_data import cluster_view, parts_signature
 from faillab.app.widgets.rubric import category_label
-from labeling.clusters import cluster_title, label_cluster
 from labeling.store import PermissionDeniedError
+from opinions.clusters import cluster_title, label_cluster
 from taxonomy import default_taxonomy
 
 st.title("Look-alike failures")

@@ -20,14 +20,14 @@ from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.routing import render_routing
-from labeling.prelabel.endpoints import OpenAIEndpoint
-from labeling.prelabel.errors import PrelabelServiceError
-from labeling.prelabel.labellers import labeller_identity, load_run_taxonomy
-from labeling.prelabel.launch import launch_worker, mark_dead_run, run_log_path
-from labeling.prelabel.options import LABELLERS, PrelabelOptions, option_spec
-from labeling.prelabel.privacy import needs_consent, openai_privacy_notice, privacy_notice
-from labeling.prelabel.routing import prelabel_confidences
 from labeling.store import LEAD_ROLES, PrelabelRun
+from opinions.prelabel.endpoints import OpenAIEndpoint
+from opinions.prelabel.errors import PrelabelServiceError
+from opinions.prelabel.labellers import labeller_identity, load_run_taxonomy
+from opinions.prelabel.launch import launch_worker, mark_dead_run, run_log_path
+from opinions.prelabel.options import LABELLERS, PrelabelOptions, option_spec
+from opinions.prelabel.privacy import needs_consent, openai_privacy_notice, privacy_notice
+from opinions.prelabel.routing import prelabel_confidences
 
 
 @st.cache_resource

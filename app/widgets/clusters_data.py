@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from faillab.app.widgets.stats_data import missing_sqlite_store
-from labeling.clusters import ClusterView, build_clusters, default_embedder, workspace_failures
+from opinions.clusters import ClusterView, build_clusters, default_embedder, workspace_failures
 from trajectories.workspace import Workspace
 
 #: Failures up to which the server clusters in the background before anyone asks.
@@ -31,7 +31,7 @@ def cluster_view(root: str, annotations_url: str, signature: tuple[str, ...],
     (the finder runs only where there is none); who may see which suggestion is decided per
     viewer when the page draws them, not here (the view is shared by everyone)."""
     from faillab.app.state import get_store_for, get_workspace
-    from labeling.learn.proposals import stored_evidence
+    from opinions.learn.proposals import stored_evidence
 
     stored = {} if missing_sqlite_store(annotations_url) else \
         stored_evidence(get_store_for(annotations_url).prelabels.successful())

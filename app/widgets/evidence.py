@@ -40,7 +40,7 @@ def _evidence(trajectory_json: str, ehr: EhrKey | None) -> dict[str, object]:
     # database gives fresh evidence, an unchanged one is not re-executed on every rerun.
     from pathlib import Path
 
-    from labeling.evidence import Probe, find_divergence
+    from trajectories.evidence import Probe, find_divergence
 
     traj = Trajectory.model_validate_json(trajectory_json)
     # Agent SQL runs in the sandbox's worker processes, never in the server's own memory.

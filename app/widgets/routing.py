@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from faillab.app.state import get_settings
-from labeling.learn.trust import Destination, Route, machine_routing
 from labeling.store import Store
+from opinions.learn.trust import Destination, Route, machine_routing
 
 #: Items listed with their reason (the counts above cover every item).
 LISTED = 500

@@ -14,7 +14,7 @@ _EMBEDDERS = ("auto", "tfidf", "minilm")
 
 
 def _embedder(name: str):  # type: ignore[no-untyped-def]
-    from labeling.clusters import default_embedder
+    from opinions.clusters import default_embedder
 
     try:
         return default_embedder(name)
@@ -34,7 +34,7 @@ def clusters(as_json: bool, embedder: str, distance: float | None,
              workspace: Path | None) -> None:
     """Group the workspace's failed trajectories into look-alike clusters (question, final SQL,
     error text, divergence), largest first; outliers are marked for one-by-one confirmation."""
-    from labeling.clusters import build_clusters, workspace_failures
+    from opinions.clusters import build_clusters, workspace_failures
 
     ws = open_workspace(workspace)
     if not ws.exists():
@@ -82,8 +82,8 @@ def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Pat
     """Agreement of the heuristic, the first-divergence finder and the classifier
     (cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa,
     first-step exact and within one step, share of real (non-fallback) suggestions."""
-    from labeling.learn import evaluate_labellers, failed_trajectories, load_gold
-    from labeling.learn.evalset import EvalSetError
+    from opinions.learn import evaluate_labellers, failed_trajectories, load_gold
+    from opinions.learn.evalset import EvalSetError
 
     if ehr_db is not None and not ehr_db.is_file():
         raise UserError(f"no such EHR database: {ehr_db}")
@@ -116,7 +116,7 @@ def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Pat
 def _evaluate_confirmed(workspace: Path | None, embedder: str,
                         ehr_db: Path | None) -> dict[str, object]:
     from faillab.cli.users import open_annotations
-    from labeling.learn.confirmed import MIN_CONFIRMED, evaluate_confirmed
+    from opinions.learn.confirmed import MIN_CONFIRMED, evaluate_confirmed
 
     ws = open_workspace(workspace)
     if not ws.exists():

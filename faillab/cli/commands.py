@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from faillab.cli.common import UserError, environment_refusal, settings_for, workspace_option
-from faillab.core.settings import AuthMode
+from faillab_core.settings import AuthMode
 
 
 class LazyGroup(click.Group):
@@ -229,9 +229,9 @@ def run() -> None:
     try:
         main(standalone_mode=True)
     except Exception as err:
-        # Every error a user can act on derives from FaillabError (faillab.core.errors), so any
+        # Every error a user can act on derives from FaillabError (faillab_core.errors), so any
         # such error that no command turned into its own message still prints as one line.
-        from faillab.core.errors import FaillabError
+        from faillab_core.errors import FaillabError
 
         if not isinstance(err, FaillabError):
             raise

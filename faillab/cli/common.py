@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from faillab.core.settings import Settings, SettingsError
-from faillab.core.textsafe import terminal_text
+from faillab_core.settings import Settings, SettingsError
+from faillab_core.textsafe import terminal_text
 
 if TYPE_CHECKING:
     from trajectories.workspace import Workspace

@@ -25,7 +25,7 @@ def evidence(path: Path, workspace: Path | None, db: Path | None, no_exec: bool,
     failure in PATH. The reference and agent SQL run read-only in the SQL sandbox."""
     from contextlib import nullcontext
 
-    from labeling.evidence import Probe, find_divergence
+    from trajectories.evidence import Probe, find_divergence
     from trajectories.importers import read_file
     from trajectories.outcome import trajectory_success
     from trajectories.sql import SandboxError

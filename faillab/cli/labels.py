@@ -18,7 +18,7 @@ from faillab.cli.common import (
     write_output,
 )
 from faillab.cli.users import open_annotations
-from faillab.core.textsafe import csv_text, csv_uncell
+from faillab_core.textsafe import csv_text, csv_uncell
 from labeling.store import DataImportError, StoreError, export_labels, import_labels
 from taxonomy import Taxonomy, default_taxonomy
 

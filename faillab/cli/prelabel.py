@@ -13,7 +13,7 @@ notice is printed to stderr first, and nothing is sent unless ``--yes-send-data`
 ``--labeler openai-compatible`` the notice names the server's address; a local or private
 address (the team's own machines) needs no acknowledgement, any other address does.
 
-The run options are defined once, in ``labeling.prelabel.options.OPTIONS``; this module turns
+The run options are defined once, in ``opinions.prelabel.options.OPTIONS``; this module turns
 them into click options for the visible command and for the hidden worker command the app
 launches (``faillab prelabel-worker``).
 """
@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from faillab.cli.common import UserError, emit, json_option, settings_for, workspace_option
-from faillab.core.textsafe import terminal_text
-from labeling.prelabel.options import OPTIONS, OptionSpec, PrelabelOptions
+from faillab_core.textsafe import terminal_text
+from opinions.prelabel.options import OPTIONS, OptionSpec, PrelabelOptions
 
 if TYPE_CHECKING:
-    from faillab.core.settings import Settings
+    from faillab_core.settings import Settings
     from labeling.store import Store
     from trajectories.workspace import Workspace
 
@@ -70,7 +70,7 @@ def prelabel_options(func: F) -> F:
 
 
 def _options(params: dict[str, Any], settings: Settings) -> PrelabelOptions:
-    from labeling.prelabel.errors import PrelabelServiceError
+    from opinions.prelabel.errors import PrelabelServiceError
 
     try:
         return PrelabelOptions.from_params(params).with_defaults(settings)
@@ -97,8 +97,8 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
     With --json prints {"labelled", "cached", "failed", "calls"}; "calls" counts the API
     requests this run made. Token usage and estimated cost are kept with the run record.
     """
-    from labeling.prelabel.privacy import privacy_text
     from labeling.store import open_store
+    from opinions.prelabel.privacy import privacy_text
     from trajectories.workspace import Workspace
 
     settings = settings_for(workspace)
@@ -133,8 +133,8 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
 def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
     """The latest runs as the store records them (a run whose worker stopped beating reads as
     interrupted) and the Batch API jobs the workspace's state file still waits for."""
-    from labeling.prelabel.batch_state import BatchError, load_state, state_path
     from labeling.store import open_store
+    from opinions.prelabel.batch_state import BatchError, load_state, state_path
 
     if not settings.database_url and not settings.workspace.exists():
         raise UserError(f"no workspace at {settings.workspace}")
@@ -171,8 +171,8 @@ def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
 def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_json: bool) -> None:
     from tqdm import tqdm
 
-    from labeling.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
-    from labeling.prelabel.service import RunProgress, run_prelabelling
+    from opinions.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
+    from opinions.prelabel.service import RunProgress, run_prelabelling
 
     # On a terminal only (a log or a pipe would get a line per refresh).
     bar = tqdm(total=0, unit="traj", disable=as_json or not sys.stderr.isatty(),
@@ -216,7 +216,7 @@ def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_js
 
 
 def _structured_output_line(mode: str | None, refused: tuple[str, ...]) -> str:
-    from labeling.prelabel.endpoints import describe_structured_output
+    from opinions.prelabel.endpoints import describe_structured_output
 
     line = f"structured output: {describe_structured_output(mode)}"
     if refused:
@@ -234,8 +234,8 @@ def _echo_errors(errors: list[str], most: int) -> None:
 
 def _batch(ws: Workspace, store: Store, options: PrelabelOptions, *, wait: bool,
            as_json: bool) -> None:
-    from labeling.prelabel.batch import BatchError, BatchReport, advance_batch
-    from labeling.prelabel.errors import PrelabelServiceError
+    from opinions.prelabel.batch import BatchError, BatchReport, advance_batch
+    from opinions.prelabel.errors import PrelabelServiceError
 
     def show_plan(report: BatchReport) -> None:
         # Before anything is submitted (and also when consent is missing), so that the person
@@ -276,10 +276,10 @@ def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -
     1 refused or aborted (the record is marked failed), 2 bad options, 130 interrupted
     (SIGTERM/SIGINT; the record is marked failed and completed items are kept).
     """
-    from labeling.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
-    from labeling.prelabel.privacy import privacy_text
-    from labeling.prelabel.service import run_prelabelling
     from labeling.store import open_store
+    from opinions.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
+    from opinions.prelabel.privacy import privacy_text
+    from opinions.prelabel.service import run_prelabelling
     from trajectories.workspace import Workspace
 
     signal.signal(signal.SIGTERM, _interrupt)

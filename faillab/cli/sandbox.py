@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from faillab.cli.common import UserError, check_output, settings_for
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from trajectories.workspace import Workspace
 
 

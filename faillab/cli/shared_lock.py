@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from trajectories.objectstore import is_remote
 
 #: Prefix of the text hashed into the advisory-lock key (one key per trajectories URL).

@@ -1,7 +1,7 @@
 """``faillab show``: one trajectory as readable text, for a researcher at a terminal.
 
 Everything printed comes from imported files (questions, SQL, observations, answers), so every
-line goes through :func:`faillab.core.textsafe.terminal_text`: an observation holding escape
+line goes through :func:`faillab_core.textsafe.terminal_text`: an observation holding escape
 sequences must not recolour, retitle or rewrite the reader's terminal.
 """
 

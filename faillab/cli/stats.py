@@ -336,10 +336,10 @@ def _note_label_policy(names: list[str], options: TableOptions) -> None:
 def _offline_labellers(ws: Workspace, workspace: Path | None,
                        taxonomy_version: str | None) -> pd.DataFrame:
     """The classifier cross-validated on the confirmed labels, with the other labellers' figures
-    on the same items (computed in labeling.learn; analysis only lays them out)."""
+    on the same items (computed in opinions.learn; analysis only lays them out)."""
     from analysis.labeller import offline_comparison
-    from labeling.clusters.embed import TfidfEmbedder
-    from labeling.learn.confirmed import MIN_CONFIRMED, evaluate_confirmed
+    from opinions.clusters.embed import TfidfEmbedder
+    from opinions.learn.confirmed import MIN_CONFIRMED, evaluate_confirmed
 
     store = open_store(workspace)
     if store is None:
@@ -357,9 +357,9 @@ def _offline_labellers(ws: Workspace, workspace: Path | None,
 def _calibration(ws: Workspace, workspace: Path | None,
                  taxonomy_version: str | None) -> dict[str, pd.DataFrame]:
     """Each labeller's calibration on the workspace's people-checked items (computed in
-    labeling.learn; analysis only lays it out)."""
+    opinions.learn; analysis only lays it out)."""
     from analysis.calibration import calibration_tables
-    from labeling.learn.calibration_store import (
+    from opinions.learn.calibration_store import (
         calibration_report,
         classifier_observations,
         workspace_observations,

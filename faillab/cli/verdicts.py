@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 import click
 
 from faillab.cli.common import UserError, emit, json_option, open_workspace, workspace_option
-from faillab.core.textsafe import terminal_text
+from faillab_core.textsafe import terminal_text
 
 #: The scoring profiles (``trajectories.judge.Profile``), named here so ``--help`` imports no
 #: judge.
 PROFILE_NAMES = ("default", "ehrsql-2024", "robustgym", "ehr-complex")
 
 if TYPE_CHECKING:
-    from labeling.verdict_llm import LLMJudge
+    from opinions.verdict_llm import LLMJudge
     from trajectories.workspace import Workspace
 
 
@@ -101,8 +101,8 @@ def _llm_judge(workspace: Path | None, backend: str, model: str | None,
     """The LLM judge, built before any rule runs so a missing key fails first; its privacy
     notice goes to stderr."""
     from faillab.cli.common import settings_for
-    from labeling.prelabel.errors import PrelabelServiceError
-    from labeling.verdict_llm import make_llm_judge
+    from opinions.prelabel.errors import PrelabelServiceError
+    from opinions.verdict_llm import make_llm_judge
 
     try:
         judge = make_llm_judge(settings_for(workspace), backend, model=model,
@@ -114,9 +114,9 @@ def _llm_judge(workspace: Path | None, backend: str, model: str | None,
 
 
 def _ask_llm(ws: Workspace, judge: LLMJudge, limit: int | None) -> dict[str, object]:
-    from labeling.llm_verdicts import judge_undecided
-    from labeling.prelabel.errors import PrelabelServiceError
-    from labeling.verdict_llm import JudgeAborted
+    from opinions.llm_verdicts import judge_undecided
+    from opinions.prelabel.errors import PrelabelServiceError
+    from opinions.verdict_llm import JudgeAborted
 
     try:
         run = judge_undecided(ws, judge, limit=limit)

@@ -22,7 +22,7 @@ from faillab.cli.common import (
 )
 from faillab.cli.gc import gc
 from faillab.cli.shared_lock import parts_writer_lock
-from faillab.core.textsafe import terminal_text
+from faillab_core.textsafe import terminal_text
 from trajectories.importers import FORMATS, ImportProblem
 
 if TYPE_CHECKING:

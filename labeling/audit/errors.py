@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 
 class AuditError(FaillabError):

@@ -21,7 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from faillab.core.locks import LockBusyError, MachineLock
+from faillab_core.locks import LockBusyError, MachineLock
 from labeling.store.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class SqliteWriteLock:
     SQLite's busy handler polls with sleeps of up to 100 ms and is unfair: under steady
     contention (20 threads, or the UI next to a pre-labelling worker) a writer can keep losing
     until its busy timeout expires and it fails with "database is locked". Waiting on the
-    machine's write lock for this database (``faillab.core.locks``: a mutex, then an OS file
+    machine's write lock for this database (``faillab_core.locks``: a mutex, then an OS file
     lock) hands the lock over as soon as it is free, so SQLite's own lock is almost never
     contended.
     """

@@ -6,7 +6,7 @@ differently, e.g. a `ConflictError` means "reload and try again", not "something
 
 from __future__ import annotations
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 
 class StoreError(FaillabError):

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from faillab.core.textsafe import csv_cell, csv_text
+from faillab_core.textsafe import csv_cell, csv_text
 from labeling.store.errors import (
     DataImportError,
     JudgmentImportError,

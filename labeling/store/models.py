@@ -166,7 +166,8 @@ class PrelabelRow(Base):
     confidence: Mapped[float | None] = mapped_column(Float)
     first_error_step: Mapped[int | None] = mapped_column(Integer)
     rationale: Mapped[str | None] = mapped_column(Text)
-    # Added in revision 0006: the first-divergence evidence as JSON text (see labeling.evidence).
+    # Added in revision 0006: the first-divergence evidence as JSON text
+    # (see trajectories.evidence).
     evidence: Mapped[str | None] = mapped_column(Text)
     secondary_category: Mapped[str | None] = mapped_column(String(200))
     labeller: Mapped[str | None] = mapped_column(String(100))

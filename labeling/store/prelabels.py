@@ -1,4 +1,4 @@
-"""`store.prelabels`: the pre-label cache (a `labeling.prelabel.base.PrelabelStore`), the LLM's
+"""`store.prelabels`: the pre-label cache (a `opinions.prelabel.base.PrelabelStore`), the LLM's
 opinion on each item, and pre-label run progress."""
 
 from __future__ import annotations

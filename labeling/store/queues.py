@@ -149,7 +149,7 @@ class Queues(Part):
         progresses, and it is the same items for everyone with the same seed.
 
         ``left_to_machine``: the items routing by measured trust leaves to their labeller
-        (``labeling.learn.trust``, spot checks already drawn); when given it replaces the
+        (``opinions.learn.trust``, spot checks already drawn); when given it replaces the
         threshold and the spot-check share: every other item goes to the person, least
         confident pre-label first, then the items with none.
         """

@@ -334,7 +334,7 @@ class LabelResult:
     labeller: str  # "heuristic" | "gemini"
     labeller_version: str
     secondary_category: str | None = None
-    # The first-divergence evidence behind the label (labeling.evidence.Evidence.to_dict()),
+    # The first-divergence evidence behind the label (trajectories.evidence.Evidence.to_dict()),
     # stored beside the pre-label and exported with it; None when the labeller had none.
     evidence: dict[str, Any] | None = None
 

@@ -10,7 +10,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 from labeling.store.base import Part
 from labeling.store.errors import ConflictError, StoreError
 from labeling.store.models import UserRow

@@ -11,10 +11,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from faillab_core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO, save_test_taxonomy

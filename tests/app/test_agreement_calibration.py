@@ -11,9 +11,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
-from labeling.learn.calibration_store import calibration_report, workspace_observations
+from faillab_core.settings import Settings
 from labeling.store import Store, open_store
+from opinions.learn.calibration_store import calibration_report, workspace_observations
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO
@@ -54,7 +54,7 @@ def test_the_page_shows_each_labellers_calibration_and_curve(checked: Store) -> 
     assert rows.loc[("heuristic", "(all)"), "measured_on"] == "workspace"
     assert rows.loc[("heuristic", "(all)"), "checked"] == 12
     assert rows.loc[("heuristic", "(all)"), "agreement"] == pytest.approx(8 / 12)
-    # The page's figures are the command line's: one computation in labeling.learn.
+    # The page's figures are the command line's: one computation in opinions.learn.
     summary, _ = calibration_report(workspace_observations(checked, VERSION))
     want = next(r for r in summary if (r["labeller"], r["category"]) == ("heuristic", "(all)"))
     assert rows.loc[("heuristic", "(all)"), "ece_raw"] == pytest.approx(want["ece_raw"])

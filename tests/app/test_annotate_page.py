@@ -12,11 +12,11 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
 from faillab.app.widgets.sandbox_run import sql_steps
-from faillab.core.settings import Settings
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
-from labeling.prelabel.heuristic import HeuristicLabeller
+from faillab_core.settings import Settings
 from labeling.queue import create_assignments, failed_frame
 from labeling.store import Store, open_store
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from opinions.prelabel.heuristic import HeuristicLabeller
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace, shown_item
 from tests.support import REPO

@@ -12,12 +12,13 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
-from labeling.learn.trust import machine_routing
-from labeling.prelabel.base import PrelabelKey, PrelabelRecord
-from labeling.prelabel.heuristic import HeuristicLabeller
-from labeling.queue import classifier_ranking, failed_frame, queue_for
+from faillab_core.settings import Settings
+from labeling.queue import failed_frame, queue_for
 from labeling.store import Store, open_store
+from opinions.learn.trust import machine_routing
+from opinions.prelabel.base import PrelabelKey, PrelabelRecord
+from opinions.prelabel.heuristic import HeuristicLabeller
+from opinions.ranking import classifier_ranking
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace, shown_item
 from tests.support import REPO
@@ -75,8 +76,8 @@ def test_annotate_shows_the_least_sure_item_first(env: tuple[Workspace, Store]) 
 def test_an_annotate_run_with_ranking_on_executes_no_finder(
     env: tuple[Workspace, Store], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import labeling.features as features
-    import labeling.prelabel.heuristic as heuristic
+    import opinions.features as features
+    import opinions.prelabel.heuristic as heuristic
 
     ws, store = env
     failed = [str(t) for t in failed_frame(ws)["id"]]

@@ -227,7 +227,7 @@ def test_serve_refuses_the_network_without_sign_in(tmp_path: Path,
 
 def test_serve_defaults_to_loopback_and_passes_the_project_settings() -> None:
     from faillab.cli.commands import is_loopback, serve_command
-    from faillab.core.settings import Settings
+    from faillab_core.settings import Settings
 
     assert Settings.from_env({}).host == "127.0.0.1"
     assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")

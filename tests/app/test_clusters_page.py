@@ -9,9 +9,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
-from labeling.clusters import build_clusters, default_embedder, workspace_failures
+from faillab_core.settings import Settings
 from labeling.store import Store, open_store
+from opinions.clusters import build_clusters, default_embedder, workspace_failures
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace
 from tests.support import REAL_TRAJECTORIES, REPO, require_shared

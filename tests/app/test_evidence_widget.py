@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labeling.evidence import Probe, find_divergence
 from labeling.queue import create_assignments
 from labeling.store import Store
 from taxonomy import default_taxonomy
 from tests.app.test_annotate_page import env, open_page, save_prelabel, texts
 from tests.support import REPO
+from trajectories.evidence import Probe, find_divergence
 from trajectories.workspace import Workspace
 
 __all__ = ["env"]  # the Annotate page's fixture, used here

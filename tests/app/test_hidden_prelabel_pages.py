@@ -12,15 +12,15 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
-from labeling.evidence import Probe, find_divergence
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
-from labeling.prelabel.heuristic import HeuristicLabeller
+from faillab_core.settings import Settings
 from labeling.queue import create_assignments
 from labeling.store import Store, open_store
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+from opinions.prelabel.heuristic import HeuristicLabeller
 from taxonomy import default_taxonomy
 from tests.app.support import copy_of, serve_workspace
 from tests.support import REPO
+from trajectories.evidence import Probe, find_divergence
 from trajectories.workspace import Workspace
 
 MAIN = str(REPO / "app" / "main.py")

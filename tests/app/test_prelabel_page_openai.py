@@ -12,7 +12,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.store import open_store
 from tests.support import REPO
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from tests.browser.support import StreamlitServer, local_sign_in, screenshot, wait_idle

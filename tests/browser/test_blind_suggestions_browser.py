@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from faillab.core.settings import Settings
-from labeling.evidence import find_divergence
+from faillab_core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
 from tests.browser.support import StreamlitServer, local_sign_in, wait_idle
+from trajectories.evidence import find_divergence
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import open_store
 from taxonomy import default_taxonomy

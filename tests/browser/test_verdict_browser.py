@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from analysis.sources import load_frame
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from tests.browser.support import StreamlitServer, screenshot, wait_idle

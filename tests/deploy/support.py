@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from tests.support import free_port_in
 from trajectories.objectstore import s3_filesystem
 from trajectories.workspace import Workspace

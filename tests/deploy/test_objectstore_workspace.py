@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import trajectories.compaction as compaction_module
 import trajectories.parts as parts_module
 from faillab.cli import main
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from tests.deploy.support import S3Server, s3_workspace
 from tests.support import (
     REAL_TRAJECTORIES,

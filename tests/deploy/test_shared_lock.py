@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from faillab.cli.shared_lock import lock_key, uses_shared_lock
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from tests.deploy.support import S3Server, s3_workspace
 from tests.support import make_trajectory, postgres_database
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.store import open_store
 from tests.support import make_trajectory
 from trajectories.model import Outcome, Run, Task

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import open_store
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from taxonomy import default_taxonomy
 from tests.support import EHRSQL_SQLITE, REAL_TRAJECTORIES, REPO, require_shared
 from trajectories.workspace import Workspace

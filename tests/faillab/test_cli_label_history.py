@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from faillab.core.settings import Settings
-from faillab.core.textsafe import csv_cell, csv_uncell
+from faillab_core.settings import Settings
+from faillab_core.textsafe import csv_cell, csv_uncell
 from labeling.store import Store, open_store
 from taxonomy import default_taxonomy
 from trajectories.workspace import Workspace

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.store import Store, open_store
 
 

@@ -136,7 +136,7 @@ def test_options_round_trip_through_the_worker_flags() -> None:
     # The argv a launched worker gets parses back, through the hidden command's click options
     # (built from the same definition), into exactly the options that produced it.
     from faillab.cli.prelabel import prelabel, prelabel_worker
-    from labeling.prelabel.options import OPTIONS, PrelabelOptions
+    from opinions.prelabel.options import OPTIONS, PrelabelOptions
 
     given = PrelabelOptions(labeller="gemini", model="gemini-2.5-flash", concurrency=3, limit=9,
                             taxonomy_path=Path("tax.json"), vertex=False, project="p",

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from labeling.prelabel.prompt import PROMPT_VERSION
 from labeling.store import open_store
+from opinions.prelabel.prompt import PROMPT_VERSION
 from taxonomy import default_taxonomy
 from tests.fake_openai import FakeOpenAI
 from trajectories.workspace import Workspace
@@ -150,7 +150,7 @@ def test_batch_is_gemini_only(ws_dir: Path) -> None:
 
 def test_the_app_worker_runs_it_and_logs_the_mode(ws_dir: Path) -> None:
     from faillab.cli.prelabel import prelabel_worker
-    from labeling.prelabel.options import PrelabelOptions
+    from opinions.prelabel.options import PrelabelOptions
 
     # What the page launches parses back into the same options (the server comes from the
     # worker's environment, the key never from its command line).

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from analysis.export import to_csv
 from faillab.cli import main
-from faillab.core.settings import Settings
-from faillab.core.textsafe import csv_cell, csv_frame, terminal_text
+from faillab_core.settings import Settings
+from faillab_core.textsafe import csv_cell, csv_frame, terminal_text
 from labeling.store import open_store
 from taxonomy import default_taxonomy
 from tests.support import make_trajectory

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from faillab.core.errors import FaillabError
-from faillab.core.locks import LockBusyError, MachineLock
+from faillab_core.errors import FaillabError
+from faillab_core.locks import LockBusyError, MachineLock
 from tests.support import REPO
 
 HOLD = """
 import sys, time
 sys.path.insert(0, {repo!r})
-from faillab.core.locks import MachineLock
+from faillab_core.locks import MachineLock
 lock = MachineLock({path!r}, busy_message="busy")
 lock.acquire()
 print("held", flush=True)

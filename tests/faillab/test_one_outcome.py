@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from faillab.cli import main
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.audit import candidate_pool
 from labeling.queue import take_unassigned
 from labeling.store import Store, open_store

@@ -15,7 +15,7 @@ from faillab.cli.reference_docs import (
     settings_markdown,
     trajectory_schema_json,
 )
-from faillab.core.settings import SETTINGS, Settings
+from faillab_core.settings import SETTINGS, Settings
 
 
 def test_settings_doc_is_current() -> None:

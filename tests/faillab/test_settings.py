@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
 from faillab.cli import main
-from faillab.core.settings import SETTINGS, Settings, SettingsError
+from faillab_core.settings import SETTINGS, Settings, SettingsError
 from tests.support import REPO
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faillab.core.versions import code_version, package_files
+from faillab_core.versions import code_version, package_files
 
 
 def test_a_changed_rule_file_is_a_new_version_and_order_does_not_matter(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import pytest
 from analysis.labeller import llm_vs_human
 from analysis.sources import labeller_pairs
 from labeling.agreement import cohens_kappa_from_labels, krippendorff_alpha_nominal
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import (
     create_assignments,
     failed_frame,
@@ -31,6 +30,7 @@ from labeling.rater_agreement import (
     pairwise_table,
 )
 from labeling.store import OPERATOR, Store, Viewer, open_store
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from tests.support import save_test_taxonomy
 from trajectories.workspace import Workspace
 

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import ConflictError, PermissionDeniedError, Store, StoreError
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 
 
 def _prelabel(store: Store, tid: str, category: str, confidence: float) -> None:

@@ -225,7 +225,7 @@ def test_judgment_file_errors(audit: Store, tmp_path: Path) -> None:
 
 
 def test_export_includes_llm_prelabels_with_their_rationale(store: Store) -> None:
-    from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
+    from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 
     _seed(store)
     key = PrelabelKey("t3", "v1", "rules-1", "heuristic")

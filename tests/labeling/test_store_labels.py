@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import NotFoundError, Store, StoreError
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 
 
 def _prelabel(store: Store, tid: str, confidence: float, category: str = "wrong_table") -> None:

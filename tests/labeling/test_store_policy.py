@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from analysis.labeller import llm_vs_human
 from analysis.sources import labeller_pairs
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.queue import ids_with_final_category
 from labeling.rater_agreement import latest_human_labels, step_agreement
 from labeling.store import (
@@ -30,6 +29,7 @@ from labeling.store import (
 from labeling.store.models import PrelabelRunRow, utcnow
 from labeling.store.policy import LEAD_ACTIONS
 from labeling.store.records import HEARTBEAT_STALE_S
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from taxonomy.model import default_taxonomy
 from tests.support import TEST_CATEGORY_KEYS
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, PrelabelStore
 from labeling.store import Store, StoreError
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, PrelabelStore
 
 
 def test_prelabel_upsert_and_failure_records(store: Store) -> None:

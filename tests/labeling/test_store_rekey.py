@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import OPERATOR, Store
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 
 
 def _pre(tid: str, model: str = "m1") -> PrelabelRecord:

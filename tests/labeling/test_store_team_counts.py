@@ -4,8 +4,8 @@ and admins (and waits, for anyone but them, while the pre-label is hidden until 
 
 from __future__ import annotations
 
-from labeling.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from labeling.store import Store, Viewer
+from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 
 V = "v"
 

@@ -45,3 +45,11 @@ def lite_db(db_dir: Path) -> Path:
     con.commit()
     con.close()
     return path
+
+# The evidence tests that store evidence beside a pre-label use the annotation-store fixtures.
+from tests.store_fixtures import (  # noqa: E402, F401 - pytest finds fixtures by name
+    postgres_database,
+    postgres_store_url,
+    sqlite_template,
+    store,
+)

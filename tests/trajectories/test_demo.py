@@ -284,8 +284,8 @@ def test_demo_categories_are_the_taxonomys() -> None:
 def test_some_references_look_codes_up_by_name_and_the_agents_get_that_wrong(
     demo: DemoResult,
 ) -> None:
-    from labeling.evidence import Probe, find_divergence
     from trajectories.demo.drafting import CODE
+    from trajectories.evidence import Probe, find_divergence
 
     by_name = [t for t in demo.tasks if (t.template_id or "").startswith("lookups.")]
     assert by_name, "no task grounds a name in a dictionary table"

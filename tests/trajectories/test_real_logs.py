@@ -294,7 +294,7 @@ def test_a_held_out_record_without_gold_is_unscored_not_a_failure(tmp_path: Path
 def test_unreadable_identical_calls_are_no_loop(tmp_path: Path, name: str) -> None:
     """The heuristic read 99 of 100 real conversations as Stuck-in-Loop when every call had
     been lost (no name, null arguments): such calls are no plan, so no loop."""
-    from labeling.prelabel.heuristic import HeuristicLabeller
+    from opinions.prelabel.heuristic import HeuristicLabeller
 
     source = require_shared(LMSTUDIO_SAMPLE) / name
     traj = read_file(source).trajectories[0][1]

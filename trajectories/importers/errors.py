@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 
 
 @dataclass(eq=False)  # not frozen: raising sets __traceback__ on the instance

@@ -4,7 +4,7 @@ sentence each (``_layers``: exact match, the last SQL result, the answer's prose
 What the rules cannot decide is undecided and goes to people. A scoring profile (``_profiles``:
 ``default``, ``ehrsql-2024``, ``robustgym``, ``ehr-complex``) chooses a benchmark's own
 conventions instead, and is named in the evidence of every verdict it gives. Two layers sit
-above these: an optional LLM judge (``labeling.llm_verdicts``; its verdicts go into the scores
+above these: an optional LLM judge (``opinions.llm_verdicts``; its verdicts go into the scores
 overlay with method ``llm``) and people's own verdicts (kept in the annotation store,
 ``labeling``)."""
 

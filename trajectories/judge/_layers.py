@@ -42,7 +42,7 @@ from typing import Any
 
 import trajectories.reading
 import trajectories.scoring
-from faillab.core.versions import code_version, package_files
+from faillab_core.versions import code_version, package_files
 from trajectories.judge._abstain import abstains
 from trajectories.judge._values import (
     Moment,

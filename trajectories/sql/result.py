@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from faillab.core.errors import FaillabError
+from faillab_core.errors import FaillabError
 from trajectories.sql.cells import cell_text, json_cell
 
 __all__ = [
