@@ -30,6 +30,7 @@ A task with no gold at all is undecided (``no_ground_truth``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -246,7 +247,7 @@ def judge(case: Case) -> Judgement:
             return said
     if said is not None:
         if said.verdict == Verdict.INCORRECT and prose is not None:
-            refusal = abstains(plain(prose))
+            refusal = abstains(prose)
             if refusal:
                 return _incorrect(Method.ABSTAINED, f"abstains ('{refusal}') on a question "
                                   "that has an answer")
@@ -260,7 +261,7 @@ def _unanswerable(prose: str | None, structured: Any, empty: bool) -> Judgement:
     if empty:
         return _correct(Method.ABSTENTION, "no answer, to a question that has none")
     if prose is not None:
-        refusal = abstains(plain(prose))
+        refusal = abstains(prose)
         if refusal:
             return _correct(Method.ABSTENTION, f"abstains ('{refusal}') on a question that "
                             "has no answer")
@@ -416,10 +417,36 @@ _DECREASE = ("decreas", "drop", "fell", "fall", "lower", "reduc", "declin", "les
              "went down", "smaller")
 
 
+#: An answer that states its result explicitly: "Answer: 4", "the final answer is 4",
+#: "Result: 4" (the rest of that line is the statement).
+_STATED_RESULT = re.compile(
+    r"(?:^|[\n.!?]\s*)(?:(?:the\s+)?final\s+answer\s*(?:is\b|[:=])|the\s+answer\s+is\b"
+    r"|answer\s*[:=]|result\s*[:=])\s*(?P<said>[^\n]+)", re.I)
+
+
 def judge_prose(answer: str, gold: Any, question: str, decimals: int | None = None
                 ) -> Judgement:
-    """Layer 3: whether an answer's text states the gold (the module's rules)."""
+    """Layer 3: whether an answer's text states the gold (the module's rules). An answer that
+    states its result explicitly ("Answer: ...") is judged by that statement alone: numbers
+    elsewhere in the text (counts of rows looked at, a query's ids) are not its answer."""
     text = plain(answer)
+    statements = [m for m in _STATED_RESULT.finditer(text) if m["said"].strip()]
+    if statements:
+        said = statements[-1]["said"].strip()
+        verdict = _judge_text(said, gold, question, decimals)
+        if verdict.verdict == Verdict.INCORRECT:
+            return dataclasses.replace(verdict, evidence=f"the answer states its result as "
+                                       f"'{_clip(said)}': {verdict.evidence}")
+        if verdict.verdict == Verdict.CORRECT:
+            return verdict
+    return _judge_text(text, gold, question, decimals)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _judge_text(text: str, gold: Any, question: str, decimals: int | None) -> Judgement:
     found_moments, rest = moments(text)
     asked = plain(question)
     stated = _Stated(text, words(text), found_moments, numbers(rest),
