@@ -83,3 +83,36 @@ def test_near_miss_a_caveat_in_the_middle_of_a_long_answer() -> None:
     text = _long("Note that older records are not available in the database.",
                  "The latest row gives Boston as the city.")
     assert _verdict(text, None, ADDRESS) == Verdict.INCORRECT
+
+
+# A top-k answer that lists a value outside the gold is wrong, even when it names most of it.
+
+TOP3 = "What are the top three most common specimens?"
+SPECIMENS = [["blood culture"], ["urine"], ["sputum"]]
+
+
+def test_a_top_k_list_close_to_the_gold_is_left_to_a_person() -> None:
+    # Two gold values and a third item that shares words with the gold ("blood"): close.
+    text = "The most common specimens:\n1. Blood culture\n2. Urine\n3. Blood gas"
+    assert _verdict(text, SPECIMENS, TOP3) == Verdict.UNDECIDED
+
+
+def test_near_miss_a_listed_value_outside_the_gold() -> None:
+    text = "The most common specimens:\n- Blood culture\n- Urine\n- Stool"
+    result = judge(Case(question=TOP3, ground_truth=SPECIMENS, final_answer=text))
+    assert result.verdict == Verdict.INCORRECT and "'Stool'" in result.evidence
+
+
+# A close, abbreviated answer is for a person to weigh, never a failure by itself.
+
+WARD = "Which careunit was patient 10001217 first transferred to?"
+
+
+def test_an_abbreviated_answer_is_undecided() -> None:
+    assert _verdict("The first transfer was to the Med/Surg ward.", "medicine/surgery ward",
+                    WARD) == Verdict.UNDECIDED
+
+
+def test_near_miss_another_ward_is_wrong() -> None:
+    assert _verdict("The first transfer was to the cardiology ward.", "medicine/surgery ward",
+                    WARD) == Verdict.INCORRECT

@@ -484,6 +484,10 @@ def _judge_text(text: str, gold: Any, question: str, decimals: int | None) -> Ju
         shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
         return _correct(Method.PROSE, f"the answer states the gold{tie}: {shown}")
     missed = "; ".join(map(str, missing[:5])) + ("..." if len(missing) > 5 else "")
+    stranger = _listed_outside(text, values) if k else None
+    if stranger is not None:
+        return _incorrect(Method.PROSE, f"a top-{k} answer lists '{_clip(stranger)}', which is "
+                          f"none of the gold values{tie}; not stated: {missed}")
     if near:
         return _undecided(Method.PROSE, f"close to the gold but not equal: {'; '.join(near)}")
     if needed >= 2 and 2 * len(found) >= needed:
@@ -546,6 +550,28 @@ def _stated_as(value: Any, stated: _Stated, decimals: int | None) -> str | None:
     return str(value) if contains_words(stated.words, target) else None
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+(?P<item>.+)$", re.M)
+
+
+def _listed_outside(text: str, values: Sequence[Any]) -> str | None:
+    """The first item of the answer's list (a bulleted or numbered line) that shares no word
+    of four letters or more with any gold value, or None."""
+    gold_words = {w for value in values for w in words(str(value)).split() if len(w) > 3}
+    if not gold_words:
+        return None
+    for match in _LIST_ITEM.finditer(text):
+        item = match["item"].strip()
+        mine = {w for w in words(item).split() if len(w) > 3}
+        if mine and not mine & gold_words:
+            return item
+    return None
+
+
+def _abbreviates(short: str, word: str) -> bool:
+    """``short`` is ``word`` cut short (at least 3 letters: ``surg`` for ``surgery``)."""
+    return 3 <= len(short) < len(word) and word.startswith(short)
+
+
 def _near(value: Any, stated: _Stated) -> str | None:
     number = as_number(value)
     if number is not None:
@@ -559,6 +585,14 @@ def _near(value: Any, stated: _Stated) -> str | None:
     present = [w for w in content if contains_words(stated.words, w)]
     if 2 * len(present) >= len(content) + 1:
         return f"{len(present)} of the words of '{value}'"
+    # An abbreviated answer: every long word of the gold written or cut short ("med/surg" for
+    # "medicine/surgery"), in order.
+    said = stated.words.split()
+    for start in range(len(said)):
+        window = said[start:start + len(content)]
+        if len(window) == len(content) and all(
+                s == w or _abbreviates(s, w) for s, w in zip(window, content, strict=True)):
+            return f"'{' '.join(window)}' abbreviates '{value}'"
     return None
 
 
