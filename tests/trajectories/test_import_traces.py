@@ -311,3 +311,20 @@ def test_a_metrics_file_beside_the_traces_is_passed_over(make: Make, tmp_path: P
                                        str(tmp_path / "ws"), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["imported"] == 1
+
+
+def test_an_anthropic_request_with_all_its_replies_is_one_trajectory(make: Make,
+                                                                     tmp_path: Path) -> None:
+    """The last request (the whole conversation) logged with every reply it took to get
+    there: replies the conversation already holds are matched by content, not repeated."""
+    records = [json.loads(line) for line in
+               (make("anthropic") / "messages.jsonl").read_text().splitlines()]
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps({"request": records[-1]["request"],
+                                "responses": [r["response"] for r in records]}))
+    parsed = read_file(path)
+    assert parsed.format == "anthropic" and len(parsed.trajectories) == 1
+    traj = parsed.trajectories[0][1]
+    _whole(traj, traced=False)
+    assert len([s for s in traj.steps if s.kind == StepKind.SQL]) == 2
+    assert (traj.model_extra or {}).get("usage") == {"input": 330, "output": 60}
