@@ -104,7 +104,7 @@ def _robustgym(case: Case) -> Judgement:
         return judge(case)  # a sentence is no NULL: the default layers read it
     answer: Any = structured
     where = "the final answer"
-    if empty:
+    if empty and structured is None:  # no final answer at all: the last SQL result is it
         if case.rerun_rows is not None:
             answer, where = case.rerun_rows, "the last SQL result (re-executed)"
         elif case.last_result is not None and not case.last_result.cut:
@@ -112,6 +112,9 @@ def _robustgym(case: Case) -> Judgement:
         elif case.last_result is not None:
             return Judgement(Verdict.UNDECIDED, Method.SQL_RESULT, "the last SQL result was "
                              "cut: the rows not shown decide whether it is empty")
+        elif case.last_sql is not None:
+            return Judgement(Verdict.UNDECIDED, Method.SQL_RESULT, "the last SQL result could "
+                             "not be read, nor run again: it decides whether it is empty")
     if not to_rows(answer):
         if case.unanswerable:
             return Judgement(Verdict.CORRECT, Method.ABSTENTION,
