@@ -328,3 +328,15 @@ def test_an_anthropic_request_with_all_its_replies_is_one_trajectory(make: Make,
     _whole(traj, traced=False)
     assert len([s for s in traj.steps if s.kind == StepKind.SQL]) == 2
     assert (traj.model_extra or {}).get("usage") == {"input": 330, "output": 60}
+
+
+def test_a_smolagents_error_written_as_text_still_flags_the_step(make: Make,
+                                                                tmp_path: Path) -> None:
+    """A run written with ``default=str`` keeps a step's error as its text."""
+    record = json.loads((make("smolagents") / "run.json").read_text())
+    failed = next(s for s in record["steps"] if s.get("error"))
+    failed["error"] = f"AgentToolExecutionError: {failed['error']['message']}"
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(record))
+    traj = read_file(path).trajectories[0][1]
+    assert [s.error for s in traj.steps if s.kind == StepKind.SQL] == [True, False]
