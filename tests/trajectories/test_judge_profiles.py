@@ -67,14 +67,13 @@ def test_ehrsql_compares_sorted_rows_and_only_the_first_hundred() -> None:
 
 
 def test_ehrsql_a_null_prediction_abstains_and_anything_else_answers() -> None:
-    unanswerable = {"gold_sql": None}
-    assert judge_trajectory(_submission(None, **unanswerable)).verdict == Verdict.CORRECT
+    assert judge_trajectory(_submission(None, gold_sql=None)).verdict == Verdict.CORRECT
     # Near miss: a query that finds nothing still answers, under this profile.
-    empty = judge_trajectory(_submission("SELECT 1 WHERE 0", rows=[], **unanswerable))
+    empty = judge_trajectory(_submission("SELECT 1 WHERE 0", rows=[], gold_sql=None))
     assert (empty.verdict, empty.method) == (Verdict.INCORRECT, Method.ABSTENTION)
     # And under RobustGym's rule the same empty result is the abstention.
     gym = judge_trajectory(_submission("SELECT 1 WHERE 0", rows=[], profile="robustgym",
-                                       **unanswerable))
+                                       gold_sql=None))
     assert gym.verdict == Verdict.CORRECT
 
 
