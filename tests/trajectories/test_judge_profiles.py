@@ -151,3 +151,14 @@ def test_an_integer_gold_does_not_round_a_decimal_answer() -> None:
     # Near miss of "close": two whole numbers that differ are different counts.
     count = Case(question="How many?", ground_truth=[[115]], final_answer=[[114]])
     assert judge(count).verdict == Verdict.INCORRECT
+
+
+def test_ehrsql_reads_a_null_gold_without_gold_sql_as_no_answer() -> None:
+    log = Trajectory.model_validate({
+        "task": {"id": "q", "question": "Where does patient 1 live?", "ground_truth": None},
+        "run": {"name": "r", "model": "m"}})
+    assert judge_trajectory(log, profile="ehrsql-2024").verdict == Verdict.CORRECT
+    # Near miss: an empty gold result is an answer (the query finds nothing), so abstaining
+    # on it is not right.
+    empty = _submission(None, gold=[])
+    assert judge_trajectory(empty).verdict == Verdict.INCORRECT

@@ -136,8 +136,11 @@ def _robustgym(case: Case) -> Judgement:
 def _ehrsql(case: Case, execute: Executor | None) -> Judgement:
     prediction = case.prediction_sql
     gold_sql = case.reference_sql
-    unanswerable = case.answerable is False or (gold_sql is not None
-                                                and is_null_prediction(gold_sql.strip()))
+    # The benchmark's own mark (gold SQL "null", answerable false), or a log with a null gold
+    # and no gold SQL; an empty gold result is an answer here (a query that finds nothing).
+    unanswerable = case.answerable is False or (
+        is_null_prediction(gold_sql.strip()) if gold_sql is not None
+        else case.has_ground_truth and case.ground_truth is None)
     if prediction is None or is_null_prediction(prediction.strip()):
         if unanswerable:
             return Judgement(Verdict.CORRECT, Method.ABSTENTION,
