@@ -7,18 +7,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from trajectories.judge._layers import (
-    Case,
-    Judgement,
-    Method,
-    Verdict,
-    _answer_kind,
-    _exact,
-    _short,
-    case_of,
-    judge,
-)
+from trajectories.judge._layers import Case, _answer_kind, _exact, case_of, judge
 from trajectories.judge._profiles import Execution, Executor, Profile, profile_of_task
+from trajectories.judge._verdict import Judgement, Method, Verdict, _short
 from trajectories.model import Trajectory
 from trajectories.scoring import declared_decimals, to_rows, wants_order
 from trajectories.scoring_ehrsql import execution_key, is_null_prediction, post_process
