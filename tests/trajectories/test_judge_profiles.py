@@ -3,6 +3,7 @@ near miss; the default profile's rounding of structured answers and its "close i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +163,21 @@ def test_ehrsql_reads_a_null_gold_without_gold_sql_as_no_answer() -> None:
     # on it is not right.
     empty = _submission(None, gold=[])
     assert judge_trajectory(empty).verdict == Verdict.INCORRECT
+
+
+def test_the_sandboxs_own_limits_are_no_wrong_answer(tmp_path: Path) -> None:
+    import sqlite3
+
+    from trajectories.judge import sandbox_executor
+
+    db = tmp_path / "t.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(5)])
+    con.commit()
+    con.close()
+    execute = sandbox_executor(db, timeout_s=10.0, row_cap=3)
+    assert execute("SELECT x FROM t WHERE x < 2", None).rows == [[0], [1]]
+    assert execute("SELECT nope FROM t", None).error is not None  # the query's own fault
+    assert execute("SELECT x FROM t", None).stopped is not None   # more rows than the cap
+    assert execute("DELETE FROM t", None).stopped is not None     # refused: never ran
