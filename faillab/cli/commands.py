@@ -116,7 +116,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("faillab.cli.workspace:import_cmd",
         "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
         "logs (.eval, .json), LM Studio conversations, results tables (CSV/TSV of final "
-        "answers), or any JSON mapped with --map."),
+        "answers), agent SDK traces (OpenTelemetry GenAI, OpenInference, Langfuse, Anthropic "
+        "messages, OpenAI Agents, smolagents, LangSmith), or any JSON mapped with --map."),
     "labels": ("faillab.cli.labels:labels",
         "Export and import failure labels."),
     "list": ("faillab.cli.workspace:list_cmd",
