@@ -135,7 +135,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "ground truth, outcome and reference SQL."),
     "stats": ("faillab.cli.stats:stats",
         "Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, "
-        "taxonomy, taxonomy_turns, provenance, robustness, reliability, labeller."),
+        "taxonomy, taxonomy_corrected, taxonomy_turns, provenance, robustness, reliability, "
+        "labeller."),
     "summary": ("faillab.cli.workspace:summary",
         "Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground "
         "truth and no recorded outcome) and outcome disagreements."),
