@@ -70,6 +70,7 @@ bench: install-dev
 	$(BIN)/python bench/bench_viewer.py --workspace $(BENCH_WS)
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_prelabel.py
+	$(BIN)/python bench/bench_trace_import.py --n 2000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -139,6 +139,7 @@ def to_latex(
     caption: str | None = None,
     label: str | None = None,
     missing: str = "--",
+    align: str | None = None,
 ) -> str:
     """Booktabs ``tabular`` (wrapped in a ``table`` float when a caption or label is given).
 
@@ -146,9 +147,10 @@ def to_latex(
     ``--``. Columns named ``GROUP/SUB`` (the success grid's ``Labs/patient``) get a two-level
     header: the group spans its adjacent columns, the part after the slash sits below, as on
     the Statistics page. Needs ``\\usepackage{booktabs}``, which the first line says.
+    ``align`` overrides the column spec (one letter a column; text cells stay escaped).
     """
     rows, kinds = _formatted(df, decimals, missing)
-    spec = "".join("r" if k in ("int", "float") else "l" for k in kinds)
+    spec = align or "".join("r" if k in ("int", "float") else "l" for k in kinds)
     lines = [
         f"\\begin{{tabular}}{{{spec}}} % needs \\usepackage{{booktabs}}",
         "\\toprule",

@@ -5,9 +5,9 @@ conversations on unanswerable questions, against the labels in tests/data/other_
     .venv/bin/python bench/eval_other_failures.py [--db ../shared/data/ehrsql-2024/mimic_iv.sqlite]
 
 The files are read where they are (never copied). The claude answers are imported with the
-product's importer; the unanswerable conversations are in the harness's own JSON export, which
-has no importer yet, so this script reads them into trajectories itself (tool calls in order,
-then the final message), the way an importer would. A step of ``final`` is the final answer of
+product's importer; the unanswerable conversations (the harness's own JSON export) are read
+into trajectories here (tool calls in order, then the final message), so the measurement does
+not depend on an import mapping. A step of ``final`` is the final answer of
 a trajectory that recorded no step: it agrees with a labeller that names no step for it.
 """
 

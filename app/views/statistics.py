@@ -9,25 +9,22 @@ from functools import partial
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from analysis.charts import robustness_bars
+from analysis.exports_paper import ExportContext, export_context, paper_figure
 from analysis.quick_charts import html_table, quick_chart
 from analysis.sources import (
     DESCRIPTIONS,
     TITLES,
-    SourceError,
     TableOptions,
-    chart_for,
     filter_frame,
     run_temperatures,
 )
 from faillab.app.auth import current_user
 from faillab.app.state import get_settings, workspace
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.downloads import charts_bundle_download, table_downloads
-from faillab.app.widgets.stats_chart import chart_panel, figure_downloads, table_panel
+from faillab.app.widgets.downloads import charts_bundle_download, export_downloads
+from faillab.app.widgets.stats_chart import chart_panel, table_panel
 from faillab.app.widgets.stats_data import (
     counted_labels,
     filter_options,
@@ -96,10 +93,10 @@ scope_sel = None if set(scopes) == set(scope_options) else tuple(scopes)
 # the provenance table always shows every source, so the share left out stays visible.
 # The registry applies the policy (the same one `faillab stats --labels` names).
 counted = counted_labels(labels, label_scope)
+options = TableOptions(tuple(runs), policy_for(label_scope))
 with st.spinner("Computing tables…"):
     tables = tables_for(signature, tuple(runs), intent_sel, scope_sel,
-                        labels_token(labels, pairs), frame, labels, pairs,
-                        TableOptions(tuple(runs), policy_for(label_scope)))
+                        labels_token(labels, pairs), frame, labels, pairs, options)
 
 selected = filter_frame(frame[frame["run"].isin(runs)], intent_sel, scope_sel)
 st.caption(selection_line(
@@ -110,26 +107,14 @@ st.caption(selection_line(
 st.caption(source_note(selected, source))
 
 
-def _figure(name: str, table: pd.DataFrame, note: str, by: str = "intent",
-            slice_text: str = "") -> go.Figure | None:
-    """The plotly figure of a table (None when it has none), titled with what it counts."""
-    try:
-        fig = robustness_bars(table, by=by) if name == "robustness" and not table.empty \
-            else chart_for(name, table)
-    except SourceError:
-        return None
-    if slice_text:
-        fig.update_layout(title=f"{TITLES.get(name, name)} ({slice_text})")
-    if note:
-        # Stated on the chart itself, so an exported picture still says what it counts.
-        fig.update_layout(title=f"{fig.layout.title.text or TITLES.get(name, name)}"
-                                f"<br><sup>{note}</sup>")
-    return fig
+def _context(name: str, note_slice: str = "", by: str = "intent") -> ExportContext:
+    """What this tab's exports say besides the table: the same context `faillab stats`
+    builds for this selection, so both give the same files."""
+    return export_context(name, selected, options, slice_text=note_slice, by=by)
 
 
 def _all_charts() -> dict[str, Any]:
-    figs = {n: _figure(n, t, chart_label_note(n, label_scope)) for n, t in tables.items()}
-    return {n: f for n, f in figs.items() if f is not None}
+    return {n: paper_figure(n, t, _context(n)) for n, t in tables.items()}
 
 
 # --- one tab per table -------------------------------------------------------------------------
@@ -175,7 +160,8 @@ for name, tab in zip(names, tabs, strict=True):
                                                                             intent="all")
             slice_text = f"scope={scope_pick}, intent={intent_pick}"
         note = chart_label_note(name, label_scope)
-        figure = partial(_figure, name, chart_table, note, by, slice_text)
+        chart_context = _context(name, slice_text, by)
+        figure = partial(paper_figure, name, chart_table, chart_context)
         chart_panel(quick_chart(name, chart_table, note=slice_text or note, by=by), figure,
                     key=f"stats_chart_{name}")
         if name == "passk":  # a view of the same numbers: per run, or the paper's layout
@@ -198,6 +184,5 @@ for name, tab in zip(names, tabs, strict=True):
         # Every export in one menu, mounted only when opened (five buttons were drawn and
         # their scripts fetched on each first visit).
         with st.popover("Export", icon=":material/download:"):
-            table_downloads(table, f"{name}", key=f"stats_dl_{name}", caption=TITLES.get(name))
-            figure_downloads(figure, f"{name}_chart", key=f"stats_dl_{name}_chart")
+            export_downloads(name, table, chart_table, chart_context, key=f"stats_dl_{name}")
             charts_bundle_download(_all_charts, key="stats_dl_bundle")

@@ -15,7 +15,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.quick_charts import html_table
-from faillab.app.widgets.downloads import chart_downloads
 
 INTERACTIVE_HELP = (
     "Draw this chart with plotly: hover, zoom, and the camera icon saves a PNG. "
@@ -41,15 +40,3 @@ def table_panel(table: pd.DataFrame, key: str) -> None:
         st.dataframe(table, hide_index=True, key=key)
     else:
         st.html(html_table(table))
-
-
-def figure_downloads(figure: Callable[[], go.Figure | None], name: str, key: str) -> None:
-    """The chart's HTML and PNG downloads; the figure is built only when one is clicked."""
-
-    def build() -> go.Figure:
-        fig = figure()
-        # Every registered table has a chart; a table without one exports an empty figure
-        # titled so, rather than a broken download.
-        return fig if fig is not None else go.Figure(layout={"title": "no chart for this table"})
-
-    chart_downloads(build, name, key)

@@ -7,8 +7,10 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from analysis.exports_paper import label_note
 from analysis.passk import PASS_AT_TEMPERATURE, PASS_HAT_TEMPERATURE
 from analysis.sources import Inputs, TableOptions, compute_table
+from analysis.tables import LABEL_POLICIES
 from analysis.turns import SR_DEFINITIONS, common_solved_tasks, solved_task_counts
 from faillab.app.widgets.safe import escape_markdown
 from trajectories.workspace import DEFAULT_SUCCESS_SOURCE, SUCCESS_SOURCES
@@ -71,20 +73,12 @@ def default_note(chosen: str, default: str, also: str = "") -> str:
 
 #: Label tables whose counts follow the "Labels counted" choice.
 SCOPED_TABLES = frozenset({"taxonomy", "taxonomy_turns"})
-#: What the other label charts count, whatever is chosen (stated on the chart itself).
-FIXED_LABEL_NOTES = {
-    "provenance": "Labels: every final label by source (not filtered by the labels counted)",
-    "labeller": "Labels: LLM pre-labels vs human-derived final labels (LLM-only left out)",
-    "taxonomy_corrected": "Labels: every final label, LLM-only ones corrected by their checked "
-                          "errors (not filtered by the labels counted)",
-}
 
 
 def chart_label_note(table: str, scope: str) -> str:
-    """The line a label chart carries so a picture, shown or exported, says what it counts."""
-    if table in SCOPED_TABLES:
-        return label_scope_note(scope)
-    return FIXED_LABEL_NOTES.get(table, "")
+    """The line a label chart carries so a picture, shown or exported, says what it counts:
+    the export path's own line (`faillab stats` writes the same)."""
+    return label_note(table, LABEL_POLICIES[0] if scope == LABEL_SCOPES[0] else LABEL_POLICIES[1])
 
 
 def success_source_choice(box: DeltaGenerator) -> str:

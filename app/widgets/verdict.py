@@ -27,6 +27,7 @@ _METHODS = {
     "sql_result": "the last SQL result",
     "prose": "the answer's text",
     "abstention": "abstention",
+    "abstained": "abstaining on a question that has an answer",
     "no_answer": "no answer",
     "no_ground_truth": "no gold answer",
     "llm": "an LLM judge",

@@ -116,7 +116,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("faillab.cli.workspace:import_cmd",
         "Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI "
         "logs (.eval, .json), LM Studio conversations, results tables (CSV/TSV of final "
-        "answers), or any JSON mapped with --map."),
+        "answers), agent SDK traces (OpenTelemetry GenAI, OpenInference, Langfuse, Anthropic "
+        "messages, OpenAI Agents, smolagents, LangSmith), or any JSON mapped with --map."),
     "labels": ("faillab.cli.labels:labels",
         "Export and import failure labels."),
     "list": ("faillab.cli.workspace:list_cmd",
@@ -134,7 +135,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "ground truth, outcome and reference SQL."),
     "stats": ("faillab.cli.stats:stats",
         "Print one analysis TABLE (or 'all'): success, passk, turns, turn_budget, "
-        "taxonomy, taxonomy_turns, provenance, robustness, reliability, labeller."),
+        "taxonomy, taxonomy_corrected, taxonomy_turns, provenance, robustness, reliability, "
+        "labeller."),
     "summary": ("faillab.cli.workspace:summary",
         "Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground "
         "truth and no recorded outcome) and outcome disagreements."),

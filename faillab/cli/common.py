@@ -64,11 +64,11 @@ def people_verdicts(workspace: Path | None) -> dict[str, bool | None]:
     """People's verdicts as the command line sees them (the operator: every person's, a
     lead's winning), for the one outcome rule (``trajectories.outcome``); none when this
     workspace has never had an annotation store (reading must not create one)."""
-    from labeling.store import StoreError, open_store
-
     settings = settings_for(workspace)
     if not settings.has_annotation_store():
-        return {}
+        return {}  # before the store's modules load: a command without labels stays light
+    from labeling.store import StoreError, open_store
+
     try:
         store = open_store(settings.annotations_url())
     except StoreError as err:

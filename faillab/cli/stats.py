@@ -27,6 +27,7 @@ from faillab.cli.common import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.exports_paper import ExportContext
     from analysis.tables import TableOptions
     from labeling.store import Store
     from trajectories.workspace import Workspace
@@ -72,32 +73,16 @@ def open_store(workspace: Path | None) -> Store | None:
         raise UserError(f"cannot open the annotation store: {first}") from None
 
 
-def _text_exporter(fmt: str, decimals: int) -> Callable[[pd.DataFrame], str]:
-    from analysis.export import to_csv, to_json, to_latex, to_markdown
-
-    if fmt == "json":
-        return to_json
-    if fmt == "csv":
-        return to_csv
-    if fmt == "md":
-        return lambda df: to_markdown(df, decimals=decimals)
-    return lambda df: to_latex(df, decimals=decimals)
-
-
-def _html(name: str, table: pd.DataFrame) -> str:
-    from analysis.export import to_html_chart
-    from analysis.sources import chart_for
-
-    return to_html_chart(chart_for(name, table))
-
-
-def _png(name: str, table: pd.DataFrame) -> bytes:
-    from analysis.export import to_png
-    from analysis.sources import chart_for
+def _file(name: str, table: pd.DataFrame, fmt: str, context: ExportContext) -> bytes:
+    """The file the Statistics page's Export menu gives for the same table and context."""
+    from analysis.exports_paper import export_file
 
     try:
-        return to_png(chart_for(name, table))
-    except Exception as err:  # kaleido's and the browser's failures vary; one line says which
+        return export_file(name, table, fmt, context)
+    except Exception as err:
+        if fmt != "png":
+            raise
+        # kaleido's and the browser's failures vary; one line says which
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"cannot render the {name} chart as PNG: {first} (kaleido drives "
                         "the system chromium; set BROWSER_PATH if it is elsewhere)") from None
@@ -131,9 +116,8 @@ _SUFFIX = {"json": "json", "csv": "csv", "md": "md", "latex": "tex", "html": "ht
 _OUTPUT_SUFFIXES = {f".{ext}": fmt for fmt, ext in _SUFFIX.items()} | {".htm": "html"}
 
 
-def _emit_all(
-    tables: dict[str, pd.DataFrame], fmt: str, decimals: int, output: Path | None
-) -> None:
+def _emit_all(tables: dict[str, pd.DataFrame], fmt: str, output: Path | None,
+              context: Callable[[str], ExportContext]) -> None:
     if fmt == "json":
         from analysis.export import to_json
 
@@ -148,17 +132,17 @@ def _emit_all(
     if output is not None and fmt in _ONE_FILE_EACH:
         for name, table in tables.items():
             target = output / f"{name}.{_SUFFIX[fmt]}"
+            data = _file(name, table, fmt, context(name))
             if fmt == "png":
-                _write_png(_png(name, table), target)
-                continue
-            text = _html(name, table) if fmt == "html" else _text_exporter(fmt, decimals)(table)
-            write_output(target, text)
+                _write_png(data, target)
+            else:
+                write_output(target, data.decode("utf-8"))
         click.echo(f"wrote {len(tables)} files to {output}", err=True)
         return
-    export = _text_exporter(fmt, decimals)
     # Markdown and LaTeX concatenate into one readable document with a heading per table.
     heading = (lambda n: f"## {n}\n") if fmt == "md" else (lambda n: f"% {n}")
-    blocks = [f"{heading(name)}\n{export(table)}" for name, table in tables.items()]
+    blocks = [f"{heading(name)}\n{_file(name, table, fmt, context(name)).decode('utf-8')}"
+              for name, table in tables.items()]
     _write("\n".join(blocks), output, fmt)
 
 
@@ -236,6 +220,7 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
     Unscored trajectories (no ground truth, no recorded outcome) are left out of every table;
     when recorded and exact-match outcomes disagree, stderr says on how many trajectories.
     """
+    from analysis.exports_paper import export_context
     from analysis.sources import (
         Inputs,
         SourceError,
@@ -300,26 +285,30 @@ def stats(table: str, fmt: str, runs: str | None, output: Path | None,
         tables = {n: compute_table(n, inputs, run_list, options) for n in names}
     except SourceError as err:
         raise UserError(str(err)) from None
+
+    def context(name: str) -> ExportContext:
+        # The page builds the same context from its selection (analysis.exports_paper).
+        return export_context(name, inputs.frame, options, decimals=decimals)
+
     if offline_labellers or calibration:
         if offline_labellers:
             tables["labeller_offline"] = _offline_labellers(ws, workspace, taxonomy_version)
         if calibration:
             tables.update(_calibration(ws, workspace, taxonomy_version))
-        _emit_all(tables, fmt, decimals, output)
+        _emit_all(tables, fmt, output, context)
         _note_disagreements(inputs.frame)
         _note_label_policy(names, options)
         return
 
     if table == ALL:
-        _emit_all(tables, fmt, decimals, output)
+        _emit_all(tables, fmt, output, context)
     else:
-        result = tables[table]
+        data = _file(table, tables[table], fmt, context(table))
         if fmt == "png" and output is not None:
-            _write_png(_png(table, result), output)
+            _write_png(data, output)
             click.echo(f"wrote {output}", err=True)
         else:
-            text = _html(table, result) if fmt == "html" else _text_exporter(fmt, decimals)(result)
-            _write(text, output, fmt)
+            _write(data.decode("utf-8"), output, fmt)
     _note_disagreements(inputs.frame)
     _note_label_policy(names, options)
 

@@ -61,8 +61,9 @@ def import_cmd(paths: tuple[Path, ...], workspace: Path | None, fmt: str, run: s
                tasks_file: Path | None, require_tasks: bool, verdict_source: str,
                as_json: bool) -> None:
     """Import trajectory files: native JSONL, tau-bench/OpenAI chat logs, Inspect AI logs (.eval,
-    .json), LM Studio conversations, results tables (CSV/TSV of final answers), or any JSON
-    mapped with --map."""
+    .json), LM Studio conversations, results tables (CSV/TSV of final answers), agent SDK traces
+    (OpenTelemetry GenAI, OpenInference, Langfuse, Anthropic messages, OpenAI Agents,
+    smolagents, LangSmith), or any JSON mapped with --map."""
     from tqdm import tqdm
 
     from trajectories.importers.errors import ImportProblems

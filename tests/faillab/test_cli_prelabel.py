@@ -31,7 +31,7 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str
 
 
 def failures(ws_dir: Path) -> int:
-    return len(Workspace(ws_dir).list(failed=True))
+    return len(Workspace(ws_dir).list(needing_a_person=True))
 
 
 def test_heuristic_json(ws_dir: Path) -> None:

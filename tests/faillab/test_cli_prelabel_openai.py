@@ -40,7 +40,7 @@ def invoke(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, s
 
 
 def failures(ws_dir: Path) -> int:
-    return len(Workspace(ws_dir).list(failed=True))
+    return len(Workspace(ws_dir).list(needing_a_person=True))
 
 
 def server_env(url: str, **extra: str) -> dict[str, str | None]:

@@ -26,7 +26,8 @@ from taxonomy.model import default_taxonomy
 from tests.support import ImportedWorkspace
 from trajectories.workspace import Workspace
 
-TEXT_FORMATS = ("json", "csv", "md", "latex")
+# LaTeX is laid out for a paper (readable names, run labels): tests/app/test_exports_cli_page.py
+TEXT_FORMATS = ("json", "csv", "md")
 CATEGORIES = ["sql_logic_error", "semantic_misunderstanding", "answer_format_error"]
 VERSION = default_taxonomy().version
 

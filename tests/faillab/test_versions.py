@@ -33,10 +33,12 @@ def test_package_files_reads_a_package_s_folder_and_single_modules(tmp_path: Pat
 def test_the_judge_s_version_follows_its_rule_files() -> None:
     import trajectories.reading
     import trajectories.scoring
+    import trajectories.scoring_ehrsql
     from trajectories.judge import JUDGE_VERSION
     from trajectories.judge import __file__ as judge_init
 
     files = package_files(judge_init, trajectories.scoring.__file__,
-                          trajectories.reading.__file__)
-    assert {f.name for f in files} >= {"_layers.py", "scoring.py", "_tables.py"}
+                          trajectories.scoring_ehrsql.__file__, trajectories.reading.__file__)
+    assert {f.name for f in files} >= {"_layers.py", "_prose.py", "scoring.py",
+                                       "scoring_ehrsql.py", "_tables.py"}
     assert code_version("judge", files) == JUDGE_VERSION

@@ -141,6 +141,7 @@ def test_no_tool_used_is_the_final_message() -> None:
     bare = answered.model_copy(update={"steps": []})
     ev = find_divergence(bare)
     assert ev.part == "unqueried" and ev.step is None and ev.reason.startswith("final answer:")
+    assert "final answer: 41 patients" in ev.rows and "verified answer: [[8]]" in ev.rows
 
 
 def test_the_prelabel_step_is_the_evidence_step_or_says_why() -> None:

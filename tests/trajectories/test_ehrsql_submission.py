@@ -63,7 +63,7 @@ def test_a_submission_is_read_executed_at_the_benchmarks_clock_and_judged(
     by_id = {t.task.id: t for t in read.trajectories}
     verdicts = {qid: judge_trajectory(t) for qid, t in by_id.items()}
     this_year = by_id[THIS_YEAR]
-    assert this_year.task.model_extra["reference_time"] == "2100-12-31 23:59:00"
+    assert (this_year.task.model_extra or {})["reference_time"] == "2100-12-31 23:59:00"
     assert this_year.final_answer == this_year.task.ground_truth
     assert this_year.final_answer[0][0] > 0  # the clock's year has rows
     assert verdicts[THIS_YEAR].verdict == Verdict.CORRECT
@@ -73,7 +73,7 @@ def test_a_submission_is_read_executed_at_the_benchmarks_clock_and_judged(
     assert (verdicts[NO_ANSWER[1]].verdict, verdicts[NO_ANSWER[1]].method) == \
         (Verdict.INCORRECT, Method.ABSTENTION)
     failed = by_id[ORDINARY]
-    assert failed.steps[0].error and failed.model_extra["execution"] == "failed"
+    assert failed.steps[0].error and (failed.model_extra or {})["execution"] == "failed"
     assert verdicts[ORDINARY].verdict == Verdict.INCORRECT
     # Re-executing both queries in the sandbox gives the same verdicts.
     again = sandbox_executor(db, timeout_s=30.0)

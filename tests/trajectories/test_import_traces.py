@@ -311,3 +311,93 @@ def test_a_metrics_file_beside_the_traces_is_passed_over(make: Make, tmp_path: P
                                        str(tmp_path / "ws"), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["imported"] == 1
+
+
+def test_an_anthropic_request_with_all_its_replies_is_one_trajectory(make: Make,
+                                                                     tmp_path: Path) -> None:
+    """The last request (the whole conversation) logged with every reply it took to get
+    there: replies the conversation already holds are matched by content, not repeated."""
+    records = [json.loads(line) for line in
+               (make("anthropic") / "messages.jsonl").read_text().splitlines()]
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps({"request": records[-1]["request"],
+                                "responses": [r["response"] for r in records]}))
+    parsed = read_file(path)
+    assert parsed.format == "anthropic" and len(parsed.trajectories) == 1
+    traj = parsed.trajectories[0][1]
+    _whole(traj, traced=False)
+    assert len([s for s in traj.steps if s.kind == StepKind.SQL]) == 2
+    assert (traj.model_extra or {}).get("usage") == {"input": 330, "output": 60}
+
+
+def test_a_smolagents_error_written_as_text_still_flags_the_step(make: Make,
+                                                                tmp_path: Path) -> None:
+    """A run written with ``default=str`` keeps a step's error as its text."""
+    record = json.loads((make("smolagents") / "run.json").read_text())
+    failed = next(s for s in record["steps"] if s.get("error"))
+    failed["error"] = f"AgentToolExecutionError: {failed['error']['message']}"
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(record))
+    traj = read_file(path).trajectories[0][1]
+    assert [s.error for s in traj.steps if s.kind == StepKind.SQL] == [True, False]
+
+
+def _legacy_log(span_id: str, at: int, event: str, body: dict[str, object]) -> dict[str, object]:
+    """A log record of the previous GenAI conventions: one event per message, its body in
+    the OpenAI style (an OTLP kvlist)."""
+    def value(item: object) -> dict[str, object]:
+        if isinstance(item, dict):
+            return {"kvlistValue": {"values": [{"key": k, "value": value(v)}
+                                               for k, v in item.items()]}}
+        if isinstance(item, list):
+            return {"arrayValue": {"values": [value(v) for v in item]}}
+        if isinstance(item, int):
+            return {"intValue": str(item)}
+        return {"stringValue": str(item)}
+    return {"timeUnixNano": str(at), "traceId": "ab" * 16, "spanId": span_id,
+            "eventName": event, "body": value(body),
+            "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}]}
+
+
+def test_the_previous_genai_conventions_are_read(tmp_path: Path) -> None:
+    """Chat spans named by ``gen_ai.system`` with ``gen_ai.usage.prompt_tokens``, and the
+    messages as per-message events (``gen_ai.user.message``, ``gen_ai.choice``,
+    ``gen_ai.tool.message``) in a logs file: the same run comes out."""
+    def call(n: int, sql: str) -> dict[str, object]:
+        return {"id": f"c{n}", "type": "function",
+                "function": {"name": "run_sql", "arguments": json.dumps({"query": sql})}}
+    spans, logs = [], []
+    replies = [("Error: no such table: patient", QUERIES[0]), ("[(39,)]", QUERIES[1])]
+    for turn in range(3):
+        span_id = f"{turn + 1:016x}"
+        spans.append({"traceId": "ab" * 16, "spanId": span_id, "name": "chat fake-sql-model",
+                      "startTimeUnixNano": str(10 * turn + 1),
+                      "endTimeUnixNano": str(10 * turn + 2), "status": {}, "attributes": [
+                          {"key": "gen_ai.system", "value": {"stringValue": "openai"}},
+                          {"key": "gen_ai.response.model",
+                           "value": {"stringValue": "fake-sql-model"}},
+                          {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "100"}},
+                          {"key": "gen_ai.usage.completion_tokens",
+                           "value": {"intValue": "20"}}]})
+        at = 10 * turn + 1
+        logs.append(_legacy_log(span_id, at, "gen_ai.user.message", {"content": QUESTION}))
+        for earlier in range(turn):
+            logs.append(_legacy_log(span_id, at, "gen_ai.assistant.message",
+                                    {"tool_calls": [call(earlier, replies[earlier][1])]}))
+            logs.append(_legacy_log(span_id, at, "gen_ai.tool.message",
+                                    {"content": replies[earlier][0], "id": f"c{earlier}"}))
+        message: dict[str, object] = {"tool_calls": [call(turn, QUERIES[turn])]} \
+            if turn < 2 else {"content": ANSWER}
+        logs.append(_legacy_log(span_id, at + 1, "gen_ai.choice",
+                                {"index": 0, "finish_reason": "stop", "message": message}))
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "agent"}}]}
+    (tmp_path / "spans.jsonl").write_text(json.dumps({"resourceSpans": [{
+        "resource": resource, "scopeSpans": [{"scope": {}, "spans": spans}]}]}) + "\n")
+    (tmp_path / "logs.jsonl").write_text(json.dumps({"resourceLogs": [{
+        "resource": resource, "scopeLogs": [{"scope": {}, "logRecords": logs}]}]}) + "\n")
+    traj = read_file(tmp_path / "spans.jsonl").trajectories[0][1]
+    assert traj.task.question == QUESTION and traj.final_answer == ANSWER
+    sql = [s for s in traj.steps if s.kind == StepKind.SQL]
+    assert [s.code for s in sql] == QUERIES and [s.error for s in sql] == [True, False]
+    assert sql[0].tokens == {"input": 100, "output": 20}
+    assert traj.run.model == "fake-sql-model"

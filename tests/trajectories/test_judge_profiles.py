@@ -3,6 +3,7 @@ near miss; the default profile's rounding of structured answers and its "close i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,14 +68,13 @@ def test_ehrsql_compares_sorted_rows_and_only_the_first_hundred() -> None:
 
 
 def test_ehrsql_a_null_prediction_abstains_and_anything_else_answers() -> None:
-    unanswerable = {"gold_sql": None}
-    assert judge_trajectory(_submission(None, **unanswerable)).verdict == Verdict.CORRECT
+    assert judge_trajectory(_submission(None, gold_sql=None)).verdict == Verdict.CORRECT
     # Near miss: a query that finds nothing still answers, under this profile.
-    empty = judge_trajectory(_submission("SELECT 1 WHERE 0", rows=[], **unanswerable))
+    empty = judge_trajectory(_submission("SELECT 1 WHERE 0", rows=[], gold_sql=None))
     assert (empty.verdict, empty.method) == (Verdict.INCORRECT, Method.ABSTENTION)
     # And under RobustGym's rule the same empty result is the abstention.
     gym = judge_trajectory(_submission("SELECT 1 WHERE 0", rows=[], profile="robustgym",
-                                       **unanswerable))
+                                       gold_sql=None))
     assert gym.verdict == Verdict.CORRECT
 
 
@@ -152,3 +152,32 @@ def test_an_integer_gold_does_not_round_a_decimal_answer() -> None:
     # Near miss of "close": two whole numbers that differ are different counts.
     count = Case(question="How many?", ground_truth=[[115]], final_answer=[[114]])
     assert judge(count).verdict == Verdict.INCORRECT
+
+
+def test_ehrsql_reads_a_null_gold_without_gold_sql_as_no_answer() -> None:
+    log = Trajectory.model_validate({
+        "task": {"id": "q", "question": "Where does patient 1 live?", "ground_truth": None},
+        "run": {"name": "r", "model": "m"}})
+    assert judge_trajectory(log, profile="ehrsql-2024").verdict == Verdict.CORRECT
+    # Near miss: an empty gold result is an answer (the query finds nothing), so abstaining
+    # on it is not right.
+    empty = _submission(None, gold=[])
+    assert judge_trajectory(empty).verdict == Verdict.INCORRECT
+
+
+def test_the_sandboxs_own_limits_are_no_wrong_answer(tmp_path: Path) -> None:
+    import sqlite3
+
+    from trajectories.judge import sandbox_executor
+
+    db = tmp_path / "t.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(5)])
+    con.commit()
+    con.close()
+    execute = sandbox_executor(db, timeout_s=10.0, row_cap=3)
+    assert execute("SELECT x FROM t WHERE x < 2", None).rows == [[0], [1]]
+    assert execute("SELECT nope FROM t", None).error is not None  # the query's own fault
+    assert execute("SELECT x FROM t", None).stopped is not None   # more rows than the cap
+    assert execute("DELETE FROM t", None).stopped is not None     # refused: never ran

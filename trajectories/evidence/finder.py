@@ -440,6 +440,11 @@ def _unqueried(trajectory: Trajectory, rows: list[str], executed: bool) -> Evide
         step = len(trajectory.steps) - 1  # no message of its own: its last recorded step
     div = _div("unqueried", "no tool used: the final answer is the agent's only action, and it "
                             "is not the verified answer")
+    # What a person checks it against: the answer beside the verified one (and, executed, the
+    # reference's rows above).
+    shown = " ".join(str(trajectory.final_answer).split())[:_ROW_TEXT]
+    rows = [*rows, f"final answer: {shown}",
+            "verified answer: " + " ".join(str(trajectory.task.ground_truth).split())[:_ROW_TEXT]]
     if step is None:
         return Evidence(None, [div], rows, div.category, div.confidence,
                         f"final answer: {div.reason}", executed)

@@ -57,8 +57,12 @@ def _is_request(value: Any) -> bool:
 def looks_like_anthropic(value: Any) -> bool:
     if isinstance(value, list) and value:
         value = value[0]
-    if isinstance(value, dict) and ("request" in value or "response" in value):
-        return _is_request(value.get("request")) or _is_reply(value.get("response"))
+    if isinstance(value, dict) and ("request" in value or "response" in value
+                                    or "responses" in value):
+        replies = value.get("responses")
+        first = replies[0] if isinstance(replies, list) and replies else None
+        return _is_request(value.get("request")) or _is_reply(value.get("response")) \
+            or _is_reply(first)
     return _is_request(value) or _is_reply(value)
 
 
@@ -77,8 +81,6 @@ class _Conversation:
     system: Any = None
     model: str | None = None
     replies: list[dict[str, Any]] = field(default_factory=list)
-    #: How many messages the conversation had when each reply came.
-    reply_at: list[int] = field(default_factory=list)
 
 
 def _records(value: Any) -> Iterator[tuple[str, Any]]:
@@ -89,11 +91,13 @@ def _records(value: Any) -> Iterator[tuple[str, Any]]:
         return
     if not isinstance(value, dict):
         return
-    if "request" in value or "response" in value:
+    if "request" in value or "response" in value or "responses" in value:
         if _is_request(value.get("request")):
             yield "request", value["request"]
-        if _is_reply(value.get("response")):
-            yield "reply", value["response"]
+        replies = value.get("responses")
+        for reply in [value.get("response"), *(replies if isinstance(replies, list) else [])]:
+            if _is_reply(reply):
+                yield "reply", reply
         return
     if _is_request(value):
         yield "request", value
@@ -133,9 +137,18 @@ def conversations(path: Path) -> Iterator[tuple[str, _Conversation | ImportProbl
                 if current is None:
                     current, start = _Conversation(), location
                 current.replies.append(record)
-                current.reply_at.append(len(current.messages))
     if current is not None:
         yield start, current
+
+
+def _turn_key(content: Any) -> str:
+    """An assistant turn's content, compared without the fields a reply has and a resent
+    message may lack (``citations``, ``caller`` ...): text, and calls with their input."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) \
+        else content if isinstance(content, list) else []
+    kept = [(b.get("type"), b.get("text"), b.get("id"), b.get("name"), b.get("input"))
+            for b in blocks if isinstance(b, dict) and b.get("type") in ("text", "tool_use")]
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def _result_text(content: Any) -> Any:
@@ -157,18 +170,26 @@ def _usage(reply: dict[str, Any]) -> dict[str, int] | None:
 
 def anthropic_run(conversation: _Conversation, key: str) -> TraceRun:
     messages = list(conversation.messages)
-    # Replies the conversation does not hold yet (the final turn): appended in order.
-    for reply, at in zip(conversation.replies, conversation.reply_at, strict=True):
-        if at >= len(messages):
+    # Each reply is an assistant turn the conversation may already hold (a later request
+    # resends it): matched by content, else appended (the final turn). Its usage goes with it.
+    usage_at: dict[int, dict[str, int] | None] = {}
+    held = [i for i, m in enumerate(messages)
+            if isinstance(m, dict) and m.get("role") == "assistant"]
+    for reply in conversation.replies:
+        turn = _turn_key(reply.get("content"))
+        index = next((i for i in held if i not in usage_at
+                      and _turn_key(messages[i].get("content")) == turn), None)
+        if index is None:
             messages.append({"role": "assistant", "content": reply["content"]})
-    replies = iter(conversation.replies)
+            index = len(messages) - 1
+        usage_at[index] = _usage(reply)
     first_reply = conversation.replies[0] if conversation.replies else {}
     found = TraceRun(str(first_reply.get("id") or key), "anthropic")
     model = first_reply.get("model")
     found.model = model if isinstance(model, str) else conversation.model
     calls: dict[str, Call] = {}
     last_text: str | None = None
-    for message in messages:
+    for position, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
         role = "assistant" if message.get("role") == "assistant" else "user"
@@ -176,7 +197,7 @@ def anthropic_run(conversation: _Conversation, key: str) -> TraceRun:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) \
             else [b for b in content if isinstance(b, dict)] if isinstance(content, list) \
             else []
-        tokens = _usage(next(replies, {})) if role == "assistant" else None
+        tokens = usage_at.get(position)
         if tokens:
             for key_name, name in (("input", "input_tokens"), ("output", "output_tokens")):
                 if key_name in tokens:

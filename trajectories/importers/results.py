@@ -11,8 +11,9 @@ same question asked again in a run is its next rollout. ``--map`` names the colu
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,34 @@ from trajectories.importers.tasks import (
 from trajectories.model import Trajectory
 
 _TABLE_SUFFIXES = (".csv", ".tsv")
+
+#: A model's name inside a file or column name: its family, then version parts joined by
+#: ``-``, ``.`` or ``:`` (``claude-sonnet-4``, ``gpt-4o-mini``, ``qwen2.5-72b``), never a
+#: word that merely starts like one (``philosophy``).
+_MODEL_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(?:claude|gpt|gemini|llama|qwen|mistral|mixtral|deepseek|kimi|gemma|"
+    r"phi|grok|o[134])(?:\d[A-Za-z0-9.]*)?(?:[-.:][A-Za-z0-9.]+)*(?![A-Za-z])", re.IGNORECASE)
+#: Chat services whose share links a results table often keeps beside each answer.
+_SHARE_HOSTS = {"claude.ai": "claude", "chatgpt.com": "chatgpt", "chat.openai.com": "chatgpt",
+                "gemini.google.com": "gemini", "chat.deepseek.com": "deepseek",
+                "chat.qwen.ai": "qwen", "grok.com": "grok"}
+
+
+def infer_model(path: Path, columns: Iterable[str], rows: list[dict[str, Any]]) -> str | None:
+    """The model a results table without a model column holds: named in its file name, its
+    folder, a column name (``Claude Answer``), or the host of the chat links in its cells;
+    None when nothing says (the import then asks for ``--model``)."""
+    for text in (path.stem, path.resolve().parent.name, *columns):
+        found = _MODEL_NAME.search(text)
+        if found:
+            return found.group(0).strip(".-:").lower()
+    for item in rows[:20]:
+        for value in item.values():
+            cell = str(value or "")
+            for host, model in _SHARE_HOSTS.items():
+                if f"//{host}/" in cell or f"//www.{host}/" in cell:
+                    return model
+    return None
 
 
 def is_results_table(path: Path) -> bool:
@@ -59,6 +88,14 @@ def results_items(path: Path, *, run: str | None, model: str | None,
                                 + " and no ".join(f"{c.replace('_', ' ')} column" for c in missing)
                                 + f" (its columns: {', '.join(list(names)[:12])}); a task file "
                                 "goes with --tasks, other layouts with --map")
+    if mapping is None and model is None and "model" not in columns:
+        # Every table and chart groups by model: an answer table imported under "unknown"
+        # would show that name everywhere, so the model is inferred or asked for.
+        model = infer_model(path, names, rows)
+        if model is None:
+            raise ImportProblem(str(path), "which model answered? Neither the file name, its "
+                                "folder, its columns nor its links name one: give --model "
+                                "NAME (or add a model column)")
     asked: Counter[tuple[str, str]] = Counter()
     for index, item in enumerate(rows):
         location = f"row {index + 1}"

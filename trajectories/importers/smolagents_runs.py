@@ -99,7 +99,7 @@ def smolagents_run(record: dict[str, Any], steps: list[Any], key: str) -> TraceR
             # A failing step keeps no calls; the model's own turn still has them.
             calls = raw_turn.get("tool_calls")
         calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-        error = _dict(step.get("error"))
+        error = _error(step.get("error"))
         observation = step.get("observations")
         usage = _dict(step.get("token_usage"))
         tokens = {k: usage[f"{k}_tokens"] for k in ("input", "output")
@@ -129,10 +129,9 @@ def smolagents_run(record: dict[str, Any], steps: list[Any], key: str) -> TraceR
                         and 0 <= duration < 1e9:
                     call.duration_ms = float(duration) * 1000
                 call.tokens = tokens or None
-            if error:
+            if error is not None:
                 call.error = True
-                message = error.get("message")
-                call.error_message = message if isinstance(message, str) else None
+                call.error_message = error or None
                 if call.result is None:
                     call.result = call.error_message
         found.items.extend(made)
@@ -155,6 +154,18 @@ def smolagents_run(record: dict[str, Any], steps: list[Any], key: str) -> TraceR
     if found.question is None:
         raise ValueError("steps: the run has no task step (the question)")
     return found
+
+
+def _error(value: Any) -> str | None:
+    """A step's error as its message ("" when it names none), or None for no error: an
+    ``AgentError.dict()`` (``type``, ``message``), or the error as text when a run was written
+    with ``default=str``."""
+    if isinstance(value, dict) and value:
+        message = value.get("message")
+        return message if isinstance(message, str) else str(value.get("type") or "")
+    if isinstance(value, str) and value.strip() and value.strip() != "None":
+        return value.strip()
+    return None
 
 
 def _str(value: Any) -> str | None:

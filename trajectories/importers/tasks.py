@@ -63,6 +63,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "scope": ("scope",),
     "template_id": ("template_id", "template"),
     "split": ("split",),
+    # The benchmark's clock and conventions (docs/scoring.md): when "now" is for the task's
+    # SQL, and which scoring profile judges it.
+    "reference_time": ("reference_time", "current_time", "benchmark_time"),
+    "scoring_profile": ("scoring_profile", "profile"),
 }
 #: What a cell says to mean "no answer exists" (an unanswerable question).
 NULL_ANSWERS = frozenset({"null", "none", "unanswerable", "not answerable", "[]"})
@@ -318,7 +322,8 @@ def task_row(row: dict[str, Any], columns: dict[str, str], line: str, *,
         gold = None
     ident = _text(_cell(row, columns, "id")) or question_key(question)
     fields = {k: _text(_cell(row, columns, k)) for k in ("intent", "scope", "template_id",
-                                                        "split", "model", "run")}
+                                                        "split", "model", "run",
+                                                        "reference_time", "scoring_profile")}
     answer_column = columns.get("final_answer")
     return TaskRow(
         id=ident, question=question,
@@ -392,7 +397,7 @@ def apply_task(traj: Trajectory, tasks: TaskFile, path: Path, *,
         intent, scope = infer_intent_scope(task.get("reference_sql"))
         task.update({"intent": intent, "scope": task.get("scope") or scope,
                      "intent_inferred": True})
-    for name in ("intent", "scope", "template_id", "split"):
+    for name in ("intent", "scope", "template_id", "split", "reference_time", "scoring_profile"):
         if row.fields.get(name):
             task[name] = row.fields[name]
             if name == "intent":

@@ -14,13 +14,9 @@ from trajectories.judge._execute import EXECUTION_ROW_CAP, sandbox_executor
 from trajectories.judge._layers import (
     JUDGE_VERSION,
     Case,
-    Judgement,
-    Method,
-    Verdict,
     case_from,
     case_of,
     judge,
-    judge_prose,
     written_decimals,
 )
 from trajectories.judge._profiles import (
@@ -30,6 +26,8 @@ from trajectories.judge._profiles import (
     Profile,
     profile_of_task,
 )
+from trajectories.judge._prose import judge_prose
+from trajectories.judge._verdict import Judgement, Method, Verdict
 
 __all__ = [
     "EXECUTION_ROW_CAP",

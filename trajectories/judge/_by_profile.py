@@ -7,18 +7,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from trajectories.judge._layers import (
-    Case,
-    Judgement,
-    Method,
-    Verdict,
-    _answer_kind,
-    _exact,
-    _short,
-    case_of,
-    judge,
-)
+from trajectories.judge._layers import Case, _answer_kind, _exact, case_of, judge
 from trajectories.judge._profiles import Execution, Executor, Profile, profile_of_task
+from trajectories.judge._verdict import Judgement, Method, Verdict, _short
 from trajectories.model import Trajectory
 from trajectories.scoring import declared_decimals, to_rows, wants_order
 from trajectories.scoring_ehrsql import execution_key, is_null_prediction, post_process
@@ -104,7 +95,7 @@ def _robustgym(case: Case) -> Judgement:
         return judge(case)  # a sentence is no NULL: the default layers read it
     answer: Any = structured
     where = "the final answer"
-    if empty:
+    if empty and structured is None:  # no final answer at all: the last SQL result is it
         if case.rerun_rows is not None:
             answer, where = case.rerun_rows, "the last SQL result (re-executed)"
         elif case.last_result is not None and not case.last_result.cut:
@@ -112,6 +103,9 @@ def _robustgym(case: Case) -> Judgement:
         elif case.last_result is not None:
             return Judgement(Verdict.UNDECIDED, Method.SQL_RESULT, "the last SQL result was "
                              "cut: the rows not shown decide whether it is empty")
+        elif case.last_sql is not None:
+            return Judgement(Verdict.UNDECIDED, Method.SQL_RESULT, "the last SQL result could "
+                             "not be read, nor run again: it decides whether it is empty")
     if not to_rows(answer):
         if case.unanswerable:
             return Judgement(Verdict.CORRECT, Method.ABSTENTION,
@@ -133,8 +127,11 @@ def _robustgym(case: Case) -> Judgement:
 def _ehrsql(case: Case, execute: Executor | None) -> Judgement:
     prediction = case.prediction_sql
     gold_sql = case.reference_sql
-    unanswerable = case.answerable is False or (gold_sql is not None
-                                                and is_null_prediction(gold_sql.strip()))
+    # The benchmark's own mark (gold SQL "null", answerable false), or a log with a null gold
+    # and no gold SQL; an empty gold result is an answer here (a query that finds nothing).
+    unanswerable = case.answerable is False or (
+        is_null_prediction(gold_sql.strip()) if gold_sql is not None
+        else case.has_ground_truth and case.ground_truth is None)
     if prediction is None or is_null_prediction(prediction.strip()):
         if unanswerable:
             return Judgement(Verdict.CORRECT, Method.ABSTENTION,

@@ -19,6 +19,8 @@ __all__ = ["EXECUTION_ROW_CAP", "sandbox_executor"]
 #: Rows a judged query may return: a benchmark's scorer compares whole results, so a cut one
 #: decides nothing (and is undecided rather than wrong).
 EXECUTION_ROW_CAP = 100_000
+#: How the sandbox's messages begin when the failure is its own, not the query's.
+_NOT_THE_QUERY = ("stopped:", "cannot open database", "sandbox worker error")
 
 
 def sandbox_executor(db_path: Path, *, timeout_s: float,
@@ -31,11 +33,13 @@ def sandbox_executor(db_path: Path, *, timeout_s: float,
         except WorkerRestarted as err:
             return Execution(stopped=str(err))
         except QueryFailed as err:
-            # The database's own error means the query is wrong; running out of the sandbox's
-            # memory says nothing about the query's result.
-            if str(err) == MEMORY_MESSAGE:
-                return Execution(stopped=str(err))
-            return Execution(error=str(err))
+            # The database's own error means the query is wrong; the sandbox's own limits
+            # (memory, the reply's size: "stopped: ..."), a database it cannot open or a fault
+            # of its worker say nothing about the query's result.
+            message = str(err)
+            if message == MEMORY_MESSAGE or message.startswith(_NOT_THE_QUERY):
+                return Execution(stopped=message)
+            return Execution(error=message)
         except SandboxError as err:  # refused or timed out: never ran to the end
             return Execution(stopped=str(err))
         if result.truncated:

@@ -29,36 +29,34 @@ A task with no gold at all is undecided (``no_ground_truth``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import trajectories.reading
 import trajectories.scoring
+import trajectories.scoring_ehrsql
 from faillab_core.versions import code_version, package_files
 from trajectories.judge._abstain import abstains
+from trajectories.judge._prose import judge_prose
 from trajectories.judge._values import (
-    Moment,
-    Number,
     as_number,
-    asks_yes_or_no,
-    contains_words,
-    gold_moment,
-    moments,
-    number_agrees,
-    number_near,
-    numbers,
-    plain,
-    polarity,
     requested_count,
-    words,
+)
+from trajectories.judge._verdict import (
+    Judgement,
+    Method,
+    Verdict,
+    _correct,
+    _incorrect,
+    _raw_rows,
+    _short,
+    _undecided,
 )
 from trajectories.model import StepKind, Trajectory
 from trajectories.reading import ResultTable, result_table
@@ -73,60 +71,12 @@ from trajectories.scoring import (
 )
 
 SQL_KIND = str(StepKind.SQL)
-#: Made from the code of the rules (this package, the exact-match scorer and the step-reading
-#: rules): a stored verdict whose version differs came from other rules.
+#: Made from the code of the rules (this package, the exact-match scorer, the EHRSQL-2024
+#: scorer's conventions and the step-reading rules): a stored verdict whose version differs came
+#: from other rules.
 JUDGE_VERSION = code_version("judge", package_files(
     Path(__file__).with_name("__init__.py"), trajectories.scoring.__file__,
-    trajectories.reading.__file__))
-
-
-class Verdict(StrEnum):
-    CORRECT = "correct"
-    INCORRECT = "incorrect"
-    UNDECIDED = "undecided"
-
-
-class Method(StrEnum):
-    """How a verdict was reached (the layers above, then the ones beyond the rules)."""
-
-    HARNESS = "harness"
-    EXACT_MATCH = "exact_match"
-    SQL_RESULT = "sql_result"
-    PROSE = "prose"
-    ABSTENTION = "abstention"
-    #: Abstains on a question that has an answer: incorrect, and no wrong answer either
-    #: (the reliability score counts it 0).
-    ABSTAINED = "abstained"
-    NO_ANSWER = "no_answer"
-    NO_GROUND_TRUTH = "no_ground_truth"
-    LLM = "llm"
-    HUMAN = "human"
-
-
-@dataclass(frozen=True)
-class Judgement:
-    verdict: Verdict
-    method: Method
-    evidence: str
-
-    @property
-    def success(self) -> bool | None:
-        """The verdict as an outcome: True, False, or None (undecided)."""
-        if self.verdict == Verdict.UNDECIDED:
-            return None
-        return self.verdict == Verdict.CORRECT
-
-
-def _correct(method: Method, evidence: str) -> Judgement:
-    return Judgement(Verdict.CORRECT, method, evidence)
-
-
-def _incorrect(method: Method, evidence: str) -> Judgement:
-    return Judgement(Verdict.INCORRECT, method, evidence)
-
-
-def _undecided(method: Method, evidence: str) -> Judgement:
-    return Judgement(Verdict.UNDECIDED, method, evidence)
+    trajectories.scoring_ehrsql.__file__, trajectories.reading.__file__))
 
 
 @dataclass(frozen=True)
@@ -246,7 +196,7 @@ def judge(case: Case) -> Judgement:
             return said
     if said is not None:
         if said.verdict == Verdict.INCORRECT and prose is not None:
-            refusal = abstains(plain(prose))
+            refusal = abstains(prose)
             if refusal:
                 return _incorrect(Method.ABSTAINED, f"abstains ('{refusal}') on a question "
                                   "that has an answer")
@@ -260,7 +210,7 @@ def _unanswerable(prose: str | None, structured: Any, empty: bool) -> Judgement:
     if empty:
         return _correct(Method.ABSTENTION, "no answer, to a question that has none")
     if prose is not None:
-        refusal = abstains(plain(prose))
+        refusal = abstains(prose)
         if refusal:
             return _correct(Method.ABSTENTION, f"abstains ('{refusal}') on a question that "
                             "has no answer")
@@ -397,144 +347,3 @@ def _tied_top_k(rows: list[list[Any]], gold: list[tuple[Any, ...]], k: int | Non
         return False
     wanted = set(gold)
     return all(row in wanted for row in to_rows(rows, decimals))
-
-
-# ------------------------------------------------------------------------------- prose
-
-
-@dataclass(frozen=True)
-class _Stated:
-    text: str
-    words: str
-    moments: list[Moment]
-    numbers: list[Number]
-    question_numbers: list[float]
-    decrease: bool
-
-
-_DECREASE = ("decreas", "drop", "fell", "fall", "lower", "reduc", "declin", "less than the",
-             "went down", "smaller")
-
-
-def judge_prose(answer: str, gold: Any, question: str, decimals: int | None = None
-                ) -> Judgement:
-    """Layer 3: whether an answer's text states the gold (the module's rules)."""
-    text = plain(answer)
-    found_moments, rest = moments(text)
-    asked = plain(question)
-    stated = _Stated(text, words(text), found_moments, numbers(rest),
-                     [n.value for n in numbers(moments(asked)[1])],
-                     any(word in text.lower() for word in _DECREASE))
-    values = _gold_values(gold)
-    if asks_yes_or_no(question) and len(values) == 1 and _yes_no_gold(values[0]) is not None:
-        expected = _yes_no_gold(values[0])
-        said = polarity(text)
-        if said is None:
-            return _undecided(Method.PROSE, "a yes/no question; the answer says neither yes "
-                              "nor no")
-        word = "yes" if said else "no"
-        if said == expected:
-            return _correct(Method.PROSE, f"a yes/no question; the answer says {word} (gold "
-                            f"{values[0]})")
-        return _incorrect(Method.PROSE, f"a yes/no question; the answer says {word}, the gold "
-                          f"is {values[0]}")
-    k = requested_count(question)
-    needed = min(k, len(values)) if k and len(values) > k else len(values)
-    found: list[str] = []
-    missing: list[Any] = []
-    near: list[str] = []
-    for value in values:
-        where = _stated_as(value, stated, decimals)
-        if where is not None:
-            found.append(f"{value} as '{where}'" if where != str(value) else str(value))
-            continue
-        missing.append(value)
-        close = _near(value, stated)
-        if close:
-            near.append(close)
-    tie = f" (any {needed} of {len(values)} tied values)" if needed < len(values) else ""
-    if len(found) >= needed:
-        shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
-        return _correct(Method.PROSE, f"the answer states the gold{tie}: {shown}")
-    missed = "; ".join(map(str, missing[:5])) + ("..." if len(missing) > 5 else "")
-    if near:
-        return _undecided(Method.PROSE, f"close to the gold but not equal: {'; '.join(near)}")
-    if needed >= 2 and 2 * len(found) >= needed:
-        return _undecided(Method.PROSE, f"states {len(found)} of the {needed} gold values"
-                          f"{tie}; not stated: {missed}")
-    return _incorrect(Method.PROSE, f"the answer does not state the gold{tie}: {missed}"
-                      + (f" (it states {len(found)} of {needed})" if found else ""))
-
-
-def _gold_values(gold: Any) -> list[Any]:
-    """The distinct values a gold answer holds (a list is a set here)."""
-    values: list[Any] = []
-    seen: set[str] = set()
-    for row in _raw_rows(gold):
-        for value in row:
-            key = json.dumps(value, sort_keys=True, default=str).lower()
-            if value is not None and key not in seen:
-                seen.add(key)
-                values.append(value)
-    return values
-
-
-def _raw_rows(gold: Any) -> Sequence[Sequence[Any]]:
-    if isinstance(gold, str) and gold.strip()[:1] in "[{":
-        with contextlib.suppress(ValueError):
-            gold = json.loads(gold)
-    if isinstance(gold, dict):
-        return [list(gold.values())]
-    if isinstance(gold, list | tuple):
-        return [list(item.values()) if isinstance(item, dict)
-                else list(item) if isinstance(item, list | tuple) else [item] for item in gold]
-    return [[gold]]
-
-
-def _yes_no_gold(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    return {"1": True, "1.0": True, "true": True, "yes": True,
-            "0": False, "0.0": False, "false": False, "no": False}.get(text)
-
-
-def _stated_as(value: Any, stated: _Stated, decimals: int | None) -> str | None:
-    """Where the answer states ``value`` (the text it is written as), or None."""
-    moment = gold_moment(value) if isinstance(value, str) else None
-    if moment is not None:
-        match = next((m for m in stated.moments if m.agrees_with(moment)), None)
-        return str(match) if match else None
-    number = as_number(value)
-    if number is not None:
-        echoed = stated.question_numbers.count(number)
-        hits = [n for n in stated.numbers if number_agrees(n, number, decimals)]
-        if stated.decrease and number < 0:
-            # A change stated in words: "decreased by 11" is -11.
-            hits += [n for n in stated.numbers
-                     if number_agrees(Number(-n.value, n.decimals, n.text), number, decimals)]
-        # A number the question itself holds counts only when the answer says it again.
-        return hits[0].text if len(hits) > echoed else None
-    target = words(str(value))
-    return str(value) if contains_words(stated.words, target) else None
-
-
-def _near(value: Any, stated: _Stated) -> str | None:
-    number = as_number(value)
-    if number is not None:
-        close = next((n for n in stated.numbers if number_near(n, number)
-                      and n.value not in stated.question_numbers), None)
-        return f"{close.text} for {value}" if close else None
-    target = words(str(value)).split()
-    content = [w for w in target if len(w) > 3]
-    if len(content) < 2:
-        return None
-    present = [w for w in content if contains_words(stated.words, w)]
-    if 2 * len(present) >= len(content) + 1:
-        return f"{len(present)} of the words of '{value}'"
-    return None
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
