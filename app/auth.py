@@ -132,14 +132,21 @@ def _none_mode() -> User | None:
     return _use_identity(get_store(), typed.strip(), write_cookie=True)
 
 
+#: Set when someone types a name nobody had: Annotate then gives them work at once.
+NEWCOMER_KEY = "identity_newcomer"
+
+
 def _use_identity(store: Store, name: str, write_cookie: bool) -> User | None:
     try:
+        newcomer = write_cookie and store.users.get(name) is None
         # An existing user keeps the role stored for them; a new name is an annotator.
         user = store.users.ensure(name, "annotator")
     except StoreError as err:
         st.sidebar.error(str(err))
         return None
     st.session_state[_IDENTITY_KEY] = user.name
+    if newcomer:
+        st.session_state[NEWCOMER_KEY] = True
     if write_cookie:
         _write_cookie(IDENTITY_COOKIE, user.name, int(get_settings().session_hours * 3600))
     return user

@@ -313,11 +313,12 @@ def _quietly(work: Callable[[], object]) -> Callable[[], None]:
 
 # --- the EHR database --------------------------------------------------------------------------
 @st.cache_data(max_entries=256, show_spinner=False)
-def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int) -> dict[str, object]:
+def _rerun_cached(ehr: EhrKey, sql: str, timeout_s: float, row_cap: int,
+                  now: str | None = None) -> dict[str, object]:
     from trajectories.sql import SandboxError, run_isolated
 
     try:
-        result = run_isolated(Path(ehr[0]), sql, timeout_s=timeout_s, row_cap=row_cap)
+        result = run_isolated(Path(ehr[0]), sql, timeout_s=timeout_s, row_cap=row_cap, now=now)
     except SandboxError as err:
         return {"error": str(err)}
     return {"columns": result.columns, "rows": result.json_rows(),
@@ -329,10 +330,17 @@ def rerun_sql(ehr_path: Path, sql: str) -> dict[str, object]:
     """Run ``sql`` read-only against the EHR file, with the settings' time limit and row cap:
     ``{"error": ...}`` or ``{"columns", "rows", "truncated", "elapsed_ms", "ran_at"}`` (the
     benchmark's time a query that reads the clock ran at, else None)."""
+    from trajectories.sql import SandboxError, workspace_reference_time
+
     settings = get_settings()
     key = ehr_key(ehr_path)
     assert key is not None
-    return _rerun_cached(key, sql, settings.sql_timeout_s, settings.sql_row_cap)
+    try:
+        # The workspace's own clock, when it names one (``faillab sandbox use --reference-time``).
+        now = workspace_reference_time(workspace().read_settings())
+    except SandboxError as err:
+        return {"error": str(err)}
+    return _rerun_cached(key, sql, settings.sql_timeout_s, settings.sql_row_cap, now)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

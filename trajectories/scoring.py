@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections import Counter
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 from trajectories.model import Task, Trajectory
@@ -69,8 +69,13 @@ Row = tuple[Any, ...]
 def _round_half_up(value: float, decimals: int) -> float:
     if not math.isfinite(value):
         return value
+    exact = Decimal(repr(value))
     quantum = Decimal(1).scaleb(-decimals)
-    return float(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP))
+    # Enough digits for the value's integer part and the asked decimals: the default 28 are
+    # too few for a large value rounded to many places (1e15 to 17 decimals needs 33).
+    with localcontext() as context:
+        context.prec = max(context.prec, exact.adjusted() + decimals + 2)
+        return float(exact.quantize(quantum, rounding=ROUND_HALF_UP))
 
 
 def _norm_value(value: Any, decimals: int | None = None) -> Any:

@@ -17,6 +17,7 @@ from analysis.verdicts import verdict_frame, verdict_report
 from faillab.app.auth import require_user
 from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from faillab.app.viewer import viewer_of
+from faillab.app.widgets.prelabel_confirmations import confirmations
 from faillab.app.widgets.rubric import category_initials, category_label
 from faillab_core.textsafe import csv_frame
 from labeling.rater_agreement import (
@@ -111,9 +112,23 @@ st.caption("Counted only over steps people chose themselves.")
 
 st.subheader("LLM pre-label vs people")
 # The same pairs and the same computation as the Statistics page's labeller table.
+# People's own labels first: accepting a pre-label (A) confirms it, whether or not the item
+# has a final label yet (the comparison below waits for one).
+confirmed = confirmations(store.labels.frame(taxonomy_version=version, viewer=me),
+                          store.prelabels.opinions(version))
+if confirmed.empty:
+    st.info("Nobody has labelled a pre-labelled item yet.")
+else:
+    st.caption("Pre-labels people confirmed: each person's latest label on a pre-labelled "
+               "item. Accepted = the pre-label's category kept with the pre-label on screen "
+               "(A, or the same key); labels made with it hidden are counted apart.")
+    st.dataframe(confirmed, hide_index=True, key="agreement_confirmed", column_config={
+        "acceptance_rate": st.column_config.NumberColumn("acceptance_rate", format="%.3f")})
+    download(confirmed, "prelabel_confirmations")
 comparisons = llm_vs_human(labeller_pairs(store, version, viewer=me), keys)
 if not comparisons:
-    st.info("No item has both a human label and an LLM pre-label yet.")
+    st.info("No item has a final human label beside a pre-label yet: the comparison per "
+            "category waits until an item's annotators agree (or a lead decides).")
 else:
     st.caption("One comparison per item: the people's verdict (its final label, when people "
                "stand behind it) against the LLM's. Override rate = share of the LLM's choices "

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from faillab.app.auth import require_user
+from faillab.app.auth import NEWCOMER_KEY, require_user
 from faillab.app.state import (
     data_key,
     get_settings,
@@ -177,6 +177,11 @@ def labelling_panel(me: User) -> None:
     take_msg = st.session_state.pop("annotate_take_msg", None)
     if take_msg:
         st.session_state["annotate_take_note"] = take_msg
+    if not todo and not isinstance(revisit, str) and st.session_state.pop(NEWCOMER_KEY, False):
+        # Local use: someone who has just typed a new name gets work at once, without a lead's
+        # plan or a button (items already in anyone's queue stay theirs).
+        _take(me)
+        st.rerun()
     tid = revisit if isinstance(revisit, str) else (todo[0] if todo else None)
     if tid is None:
         render_last_saved(taxonomy)

@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from faillab.app.viewer import viewer_of
-from faillab.app.widgets.safe import escape_markdown
+from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.store import Store, StoreError, User
 
 RIGHT_KEY = "Y"
@@ -32,6 +32,7 @@ _METHODS = {
     "no_ground_truth": "no gold answer",
     "llm": "an LLM judge",
 }
+LLM_METHOD = "llm"
 
 
 # Characters of evidence a compact verdict line shows (the Trajectory page shows it all).
@@ -53,6 +54,15 @@ def automatic_verdict_text(outcome: dict[str, Any] | None, *, evidence: bool = T
     return judged or "No automatic verdict."
 
 
+def llm_rationale(outcome: dict[str, Any] | None) -> str | None:
+    """The LLM judge's reasoning ("model: rationale") when an LLM gave the verdict: shown
+    beside the verdict on every page, since a lead can only trust it after reading it."""
+    if not outcome or str(outcome.get("judge_method")) != LLM_METHOD:
+        return None
+    said = str(outcome.get("judge_evidence") or "").strip()
+    return said or None
+
+
 def _judge_text(outcome: dict[str, Any], evidence: bool, cap: int | None = None) -> str:
     verdict = outcome.get("judge_verdict")
     if verdict is None:
@@ -61,6 +71,9 @@ def _judge_text(outcome: dict[str, Any], evidence: bool, cap: int | None = None)
                 else f"Exact match: **{'success' if exact else 'failure'}**.")
     method = _METHODS.get(str(outcome.get("judge_method")), str(outcome.get("judge_method")))
     text = f"Judge: **{verdict}** by {method}"
+    if llm_rationale(outcome) is not None:
+        # Drawn in full under the line (render_verdict), never cut or left out.
+        return text + "; its reasoning:"
     if not evidence:
         return text + "."
     said = str(outcome.get("judge_evidence") or "")
@@ -87,6 +100,7 @@ def render_verdict(store: Store | None, trajectory_id: str, user: User | None,
         line, button_cell = st.columns([3, 2], gap="small", vertical_alignment="center")
         line.caption((":material/help: " + text + " **A person decides.**") if undecided
                      else text)
+        _rationale(outcome, line)
         _people_line(store, trajectory_id, user, container=line)
         if user is not None and store is not None:
             _buttons(store, trajectory_id, user, key, note_key, recorded, [button_cell])
@@ -96,11 +110,24 @@ def render_verdict(store: Store | None, trajectory_id: str, user: User | None,
                    icon=":material/help:")
     else:
         st.caption(text)
+    _rationale(outcome, st)
     _people_line(store, trajectory_id, user)
     if user is None or store is None:
         return
     _buttons(store, trajectory_id, user, key, note_key, recorded,
              st.columns(2 if failed_button else 1, gap="small"))
+
+
+def _rationale(outcome: dict[str, Any] | None, container: Any) -> None:
+    """The LLM judge's reasoning as plain text (data, never markup); a long one scrolls in
+    place so the buttons below keep their position."""
+    said = llm_rationale(outcome)
+    if said is None:
+        return
+    box = container.container(height=72 if len(said) > 160 else "content", border=False,
+                              key="verdict_llm_rationale")
+    with box:
+        plain(said, caption=True)
 
 
 def _people_line(store: Store | None, trajectory_id: str, user: User | None,

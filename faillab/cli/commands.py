@@ -140,6 +140,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "summary": ("faillab.cli.workspace:summary",
         "Counts of trajectories, tasks, runs, failures, unscored trajectories (no ground "
         "truth and no recorded outcome) and outcome disagreements."),
+    "team": ("faillab.cli.team:team",
+        "Set up a labelling team in one step from PEOPLE, a list (a file, or - for stdin) "
+        "with one person a line: 'name' or 'name,role' (annotator, lead, admin)."),
     "users": ("faillab.cli.users:users",
         "Create people, list them, change their role."),
     "verdicts": ("faillab.cli.verdicts:verdicts",

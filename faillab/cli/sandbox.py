@@ -34,7 +34,7 @@ def sandbox() -> None:
 def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | None,
           row_cap: int | None, as_json: bool) -> None:
     """Run one read-only SQL statement (time-limited, row-capped, no file access)."""
-    from trajectories.sql import SandboxError, run_isolated
+    from trajectories.sql import SandboxError, run_isolated, workspace_reference_time
 
     ws, settings = _ws(workspace)
     path = db or ws.ehr_path
@@ -45,12 +45,15 @@ def query(sql: str, workspace: Path | None, db: Path | None, timeout_s: float | 
         )
     try:
         result = run_isolated(path, sql, timeout_s=timeout_s or settings.sql_timeout_s,
-                              row_cap=row_cap or settings.sql_row_cap)
+                              row_cap=row_cap or settings.sql_row_cap,
+                              now=workspace_reference_time(ws.read_settings()))
     except SandboxError as err:
         raise UserError(str(err)) from None
     if as_json:
         click.echo(json.dumps({"columns": result.columns, "rows": result.json_rows(),
-                               "truncated": result.truncated}, default=str))
+                               "truncated": result.truncated,
+                               **({"ran_at": result.ran_at} if result.ran_at else {})},
+                              default=str))
     else:
         click.echo(result.to_text())
         if result.truncated:
@@ -85,8 +88,20 @@ def build(mimic_dir: Path, workspace: Path | None, output: Path | None) -> None:
 @sandbox.command("use")
 @click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--workspace", type=click.Path(path_type=Path), default=None)
-def use(path: Path, workspace: Path | None) -> None:
+@click.option("--reference-time", default=None, metavar="'YYYY-MM-DD HH:MM:SS'",
+              help="The time SQL that asks for 'now' runs at in this workspace, for tasks that "
+                   "name none (default: EHRSQL's 2100-12-31 23:59:00; docs/scoring.md).")
+def use(path: Path, workspace: Path | None, reference_time: str | None) -> None:
     """Point the workspace at an existing DuckDB or SQLite EHR database."""
+    from trajectories.sql import SandboxError, check_reference_time, workspace_reference_time
+
     ws, _ = _ws(workspace)
+    if reference_time is not None:
+        try:
+            ws.write_settings(reference_time=check_reference_time(reference_time))
+        except SandboxError as err:
+            raise UserError(str(err)) from None
     ws.set_ehr_database(path)
-    click.echo(f"workspace {ws.root} re-runs SQL against {path.resolve()}")
+    clock = workspace_reference_time(ws.read_settings())
+    click.echo(f"workspace {ws.root} re-runs SQL against {path.resolve()}"
+               + (f", its clock at {clock}" if clock else ""))

@@ -70,7 +70,10 @@ def judge_cmd(workspace: Path | None, rerun_sql: bool, profile: str | None,
                             "use FILE')")
         # A query the sandbox refuses or stops decides nothing; under ehrsql-2024 a failing
         # prediction is a wrong answer, as the benchmark's scorer counts it.
-        execute = sandbox_executor(path, timeout_s=settings.sql_timeout_s)
+        from trajectories.sql import workspace_reference_time
+
+        execute = sandbox_executor(path, timeout_s=settings.sql_timeout_s,
+                                   default_now=workspace_reference_time(ws.read_settings()))
 
     judge = None
     if llm_backend is not None:

@@ -124,34 +124,51 @@ def test_adjudication_with_optimistic_locking(env: tuple[Workspace, Store, list[
     shown = texts(at)
     assert "ANA-NOTE" in shown and "BEN-NOTE" in shown and "Medical-code granularity" in shown
     key = f"demo-audit_{tids[2]}"
-    at.button(key=f"audit_adj_save_{key}").click()
-    at.run()
-    assert "Pick a verdict and a reason." in texts(at)
-    at.radio(key=f"audit_adj_valid_{key}").set_value("invalid")
-    at.selectbox(key=f"audit_adj_reason_{key}").set_value("code_granularity")
-    at.button(key=f"audit_adj_save_{key}").click()
+    # The rule is said before saving: valid needs no reason, ben's invalid carries its own.
+    assert "V valid: no reason needed" in shown and "B take ben's invalid" in shown
+    at.button(key=f"audit_adj_take_B_{key}").click()
     at.run()
     assert not at.exception
     [verdict] = store.audits.adjudications("demo-audit")
-    assert (verdict.valid, verdict.decided_by, verdict.version) == (False, "lea", 1)
+    assert (verdict.valid, verdict.reason, verdict.decided_by, verdict.version) == (
+        False, "code_granularity", "lea", 1)
 
     # A second lead changes it meanwhile; lea's next save is refused, not silently applied.
     store.audits.decide("demo-audit", tids[2], "max", valid=True, reason="other",
                         expected_version=1)
     at.toggle(key="audit_adj_only_open").set_value(False)
     at.run()
-    at.radio(key=f"audit_adj_valid_{key}").set_value("valid")
-    at.button(key=f"audit_adj_save_{key}").click()
+    at.button(key=f"audit_adj_valid_{key}").click()
     at.run()
     assert any("changed by max" in e.value for e in at.error)
     assert store.audits.adjudications("demo-audit")[0].version == 2
     at.button(key=f"audit_adj_reload_{key}").click()
     at.run()
-    at.button(key=f"audit_adj_save_{key}").click()
+    # Valid in one key, no reason asked: the concern it overrules is kept as the reason.
+    at.button(key=f"audit_adj_valid_{key}").click()
     at.run()
     assert not at.error
     [verdict] = store.audits.adjudications("demo-audit")
-    assert (verdict.valid, verdict.decided_by, verdict.version) == (True, "lea", 3)
+    assert (verdict.valid, verdict.reason, verdict.decided_by, verdict.version) == (
+        True, "code_granularity", "lea", 3)
+
+
+def test_an_invalid_verdict_without_a_known_reason_asks_before_saving(
+        env: tuple[Workspace, Store, list[str]]) -> None:
+    _, store, tids = env
+    store.audits.record_judgment("demo-audit", tids[1], "ana", True)
+    store.audits.record_judgment("demo-audit", tids[1], "ben", False)  # no reason given
+    at = open_page("lea", "views/audit_adjudicate.py")
+    key = f"demo-audit_{tids[1]}"
+    assert "I invalid: needs a reason code" in texts(at)
+    at.button(key=f"audit_adj_invalid_{key}").click()
+    at.run()
+    assert any("needs a reason code" in e.value for e in at.error)
+    assert store.audits.adjudications("demo-audit") == []
+    at.button(key=f"audit_adj_code_{key}_cohort_unit").click()  # the key 2
+    at.run()
+    [verdict] = store.audits.adjudications("demo-audit")
+    assert (verdict.valid, verdict.reason) == (False, "cohort_unit")
 
 
 def test_report_page(env: tuple[Workspace, Store, list[str]]) -> None:

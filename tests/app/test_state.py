@@ -86,3 +86,28 @@ def test_new_parts_show_without_a_restart(tmp_path: Path,
     assert not at.error
     at.switch_page("views/browse.py").run()
     assert "run-b" in at.multiselect(key="browse_runs").options
+
+
+def test_the_page_s_rerun_says_the_time_a_clock_query_ran_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace(tmp_path / "ws").create()
+    sql = "SELECT strftime('%Y', current_time) AS this_year"
+    traj = make_trajectory(steps=[Step(kind=StepKind.SQL, code=sql, observation="[]")])
+    traj = traj.with_id()
+    ws.add([(traj, "clock-test")])
+    ehr = tmp_path / "ehr.sqlite"
+    _build_ehr(ehr, women=1)
+    ws.set_ehr_database(ehr)
+    monkeypatch.setenv("FAILLAB_WORKSPACE", str(ws.root))
+
+    at = AppTest.from_file(MAIN, default_timeout=60).run()
+    at.switch_page("views/trajectory.py")
+    at.query_params["id"] = traj.id
+    at.session_state[f"rerun_steps_{traj.id}"] = True
+    at.run()
+    at.button(key=f"rerun_btn_{traj.id}_0").click().run()
+    assert not at.exception
+    frames = [df.value for df in at.dataframe if list(df.value.columns) == ["this_year"]]
+    assert [f.iloc[0, 0] for f in frames] == ["2100"]  # EHRSQL's year, not the machine's
+    assert any("ran at 2100-12-31 23:59:00, the benchmark's clock" in c.value
+               for c in at.caption)

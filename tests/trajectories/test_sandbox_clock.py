@@ -100,3 +100,26 @@ def test_the_real_gold_sql_finds_its_rows_at_the_benchmarks_time() -> None:
     sql = ("SELECT COUNT(*) FROM admissions WHERE datetime(admissions.admittime, 'start of "
            "year') = datetime(current_time, 'start of year', '-0 year')")
     assert run_isolated(db, sql).rows[0][0] > 0
+
+
+def test_a_workspace_names_its_own_clock(dbs: dict[str, Path], tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from faillab.cli import main
+
+    ws = str(tmp_path / "ws")
+    runner = CliRunner()
+    used = runner.invoke(main, ["sandbox", "use", str(dbs["sqlite"]), "--workspace", ws,
+                                "--reference-time", "2099-12-31 23:59:00"])
+    assert used.exit_code == 0 and "its clock at 2099-12-31 23:59:00" in used.output
+    ran = runner.invoke(main, ["sandbox", "query", _THIS_YEAR_SQLITE, "--workspace", ws,
+                               "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)["rows"] == [[1]]
+    assert json.loads(ran.stdout)["ran_at"] == "2099-12-31 23:59:00"
+    # Near miss: a time that is no time is refused, and the workspace keeps its clock.
+    bad = runner.invoke(main, ["sandbox", "use", str(dbs["sqlite"]), "--workspace", ws,
+                               "--reference-time", "2099-12-31"])
+    assert bad.exit_code != 0 and "YYYY-MM-DD HH:MM:SS" in bad.output

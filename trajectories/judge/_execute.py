@@ -23,13 +23,15 @@ EXECUTION_ROW_CAP = 100_000
 _NOT_THE_QUERY = ("stopped:", "cannot open database", "sandbox worker error")
 
 
-def sandbox_executor(db_path: Path, *, timeout_s: float,
-                     row_cap: int = EXECUTION_ROW_CAP) -> Executor:
-    """An ``Executor`` over the EHR database at ``db_path``."""
+def sandbox_executor(db_path: Path, *, timeout_s: float, row_cap: int = EXECUTION_ROW_CAP,
+                     default_now: str | None = None) -> Executor:
+    """An ``Executor`` over the EHR database at ``db_path``; a task that names no reference
+    time runs at ``default_now`` (the workspace's), else at the sandbox's default clock."""
 
     def execute(sql: str, now: str | None) -> Execution:
         try:
-            result = run_isolated(db_path, sql, timeout_s=timeout_s, row_cap=row_cap, now=now)
+            result = run_isolated(db_path, sql, timeout_s=timeout_s, row_cap=row_cap,
+                                  now=now or default_now)
         except WorkerRestarted as err:
             return Execution(stopped=str(err))
         except QueryFailed as err:

@@ -17,8 +17,10 @@ from trajectories.sql.cells import cell_text, json_cell
 from trajectories.sql.clock import (
     BENCHMARK_NOW,
     at_reference_time,
+    check_reference_time,
     reads_clock,
     reference_time_of,
+    workspace_reference_time,
 )
 from trajectories.sql.introspection import describe_tables
 from trajectories.sql.isolation import (
@@ -53,6 +55,7 @@ __all__ = [
     "WorkerRestarted",
     "at_reference_time",
     "cell_text",
+    "check_reference_time",
     "describe_tables",
     "detect_engine",
     "json_cell",
@@ -64,4 +67,5 @@ __all__ = [
     "run_readonly",
     "shutdown",
     "tables_in_sql",
+    "workspace_reference_time",
 ]

@@ -16,7 +16,8 @@ The replacements are case-sensitive and textual, as the scorer's are, so a query
 faillab exactly what it meant when the benchmark scored it; other spellings (``CURRENT_TIMESTAMP``,
 ``date('NOW')``) are left to the engine's own clock, as the scorer left them. A task (or its
 task file) may name another reference time in its ``reference_time`` field; a task that names
-none runs at EHRSQL's. Every result says the time it ran at (``QueryResult.ran_at``), or nothing
+none runs at the workspace's (``faillab sandbox use --reference-time``), else at EHRSQL's.
+Every result says the time it ran at (``QueryResult.ran_at``), or nothing
 when the query reads no clock.
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "check_reference_time",
     "reads_clock",
     "reference_time_of",
+    "workspace_reference_time",
 ]
 
 #: EHRSQL's "now", shared by the benchmarks built on it.
@@ -91,3 +93,10 @@ def reference_time_of(task: Mapping[str, Any] | None) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return check_reference_time(str(value))
+
+
+def workspace_reference_time(settings: Mapping[str, Any]) -> str | None:
+    """A workspace's own reference time (its settings' ``reference_time``, set with ``faillab
+    sandbox use --reference-time``), or None for the default."""
+    value = settings.get("reference_time")
+    return check_reference_time(value) if isinstance(value, str) and value.strip() else None
