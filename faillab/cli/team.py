@@ -89,7 +89,7 @@ def team(people: str, overlap: int, double_share: float, limit: int | None, seed
     from the failures nobody has yet).
     """
     from faillab.cli.users import open_annotations
-    from faillab.core.settings import AuthMode
+    from faillab_core.settings import AuthMode
     from labeling.queue import create_assignments
     from labeling.store import StoreError
     from trajectories.workspace import Workspace

@@ -10,7 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.store import Store, open_store
 from tests.app.support import copy_of, serve_workspace, shown_item
 from tests.support import REPO

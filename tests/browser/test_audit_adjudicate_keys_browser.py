@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.audit import candidate_pool, create_audit, plan_audit
 from labeling.store import open_store
 from tests.browser.support import StreamlitServer, cut_controls, local_sign_in, wait_idle

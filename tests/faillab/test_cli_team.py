@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from faillab.cli import main
-from faillab.core.settings import Settings
+from faillab_core.settings import Settings
 from labeling.store import open_store
 
 PEOPLE = "name,role\nlea,lead\nana\nben,annotator   # second annotator\n\ncem\n"
