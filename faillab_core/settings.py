@@ -133,7 +133,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("hide_prelabel", "FAILLAB_HIDE_PRELABEL", False,
             "Hide the LLM pre-label until the annotator has committed (against anchoring)."),
     Setting("prelabel_threshold", "FAILLAB_PRELABEL_THRESHOLD", 0.7,
-            "Pre-labels below this confidence go to people first.", minimum=0.0, maximum=1.0),
+            "A pre-label at or above this confidence that a person overrides goes to a lead "
+            "(Adjudicate). Who labels what is routing by measured trust (FAILLAB_ROUTING_*).",
+            minimum=0.0, maximum=1.0),
     Setting("spot_check_share", "FAILLAB_SPOT_CHECK_SHARE", 0.1,
             "Share of trusted pre-labels also sent to people as spot checks.", minimum=0.0,
             maximum=1.0),
