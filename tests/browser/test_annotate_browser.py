@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
 from faillab.core.settings import Settings
+from labeling.learn.trust import machine_routing
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
 from tests.browser.support import StreamlitServer, local_sign_in, screenshot, wait_idle
@@ -175,8 +176,11 @@ def test_take_label_skip_undo_in_one_viewport(
     wait_idle(page)
     mine = [tid for tid, _, _ in store.queues.assignments("sol")]
     defaults = Settings.from_env({})
-    waiting = store.queues.next_items("sol", prelabel_threshold=defaults.prelabel_threshold,
-                                      spot_check_share=defaults.spot_check_share)
+    # The page's routing by measured trust (nothing measured here: every item to people).
+    machine = machine_routing(store, target=defaults.routing_target,
+                              min_checked=defaults.routing_min_checked,
+                              spot_check_share=defaults.spot_check_share)
+    waiting = store.queues.next_items("sol", left_to_machine=machine.left_to_machine)
     # Take gives what it says, and every item it took is one the queue shows.
     assert len(mine) == 25 and sorted(waiting) == sorted(mine)
     expect_position(page, 1, 25, 0, 0)
