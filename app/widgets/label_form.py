@@ -144,7 +144,7 @@ def _prelabel_box(prelabel: LlmOpinion, taxonomy: Taxonomy, *, seen: bool,
     step = ""
     if prelabel.first_error_step is not None:
         # Accept takes the step only once the person has read it (it anchors otherwise).
-        step = (f" · first faulty step {prelabel.first_error_step}"
+        step = (f" · step {prelabel.first_error_step}"
                 + (" (seen: Accept takes it)" if seen else " (not yet seen: Accept leaves it)"))
     with st.container(border=True):
         name = escape_markdown(category_label(taxonomy, prelabel.category))
@@ -154,12 +154,14 @@ def _prelabel_box(prelabel: LlmOpinion, taxonomy: Taxonomy, *, seen: bool,
         # The evidence box above names a step too: say how the two stand, never leave two
         # machine steps side by side unexplained.
         note = step_note(traj, prelabel.first_error_step)
-        if note is not None:
-            st.caption(note)
-        if prelabel.rationale:
-            # A long rationale scrolls in place, so the buttons below keep their position.
+        if note is not None or prelabel.rationale:
+            # The note and a long rationale scroll in place together, so the buttons below
+            # keep their position and stay on a 1280x800 screen.
             with st.container(height=72, border=False, key="lf_rationale"):
-                plain(prelabel.rationale, caption=True)
+                if note is not None:
+                    st.caption(note)
+                if prelabel.rationale:
+                    plain(prelabel.rationale, caption=True)
 
 
 def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User, *,
