@@ -76,9 +76,17 @@ def _markup(lines: Sequence[str]) -> str:
 
 def wrap_label(text: str, width: int = WRAP_CHARS, max_lines: int | None = MAX_LINES) -> str:
     """One label as plotly markup: wrapped, shortened past ``max_lines`` (None: never)."""
-    if max_lines is not None:
-        text = _shortened(text, width * max_lines)
-    return _markup(_lines(text, width))
+    if max_lines is None:
+        return _markup(_lines(text, width))
+    # Breaking at separators leaves lines short, so a name shortened to max_lines x width
+    # characters can still need another line (a legend entry then ran past the picture's
+    # edge): shorten further until it fits.
+    budget = width * max_lines
+    lines = _lines(_shortened(text, budget), width)
+    while len(lines) > max_lines and budget > width:
+        budget -= 4
+        lines = _lines(_shortened(text, budget), width)
+    return _markup(lines)
 
 
 def display_labels(names: Sequence[str], width: int = WRAP_CHARS,
@@ -176,7 +184,9 @@ def layout_for(fit: Fit) -> Layout:
 
     # Rows: a category row holds its label's lines; a legend entry holds its own.
     row_px = max(_tallest(fit.y_labels) + 10, 28.0) if fit.y_labels else 0.0
-    legend_h = sum(text_size(entry)[1] + 8 for entry in fit.legend)
+    # Plotly sets a legend's lines looser than tick labels (measured on rendered PNGs: about
+    # 1.2 times LINE_PX, and 12 px between entries); a legend taller than the plot is cut.
+    legend_h = sum(text_size(entry)[1] * 1.2 + 12 for entry in fit.legend) + 10
     title_h = _tallest(fit.panel_titles) + 10 if fit.panel_titles else 0.0
     panel_h = max(MIN_PLOT_H if fit.panels == 1 else 200.0, len(fit.y_labels) * row_px)
     gap = title_h + 24 if fit.panels > 1 else 0.0

@@ -210,7 +210,20 @@ def paper_figure(name: str, table: pd.DataFrame, ctx: ExportContext) -> go.Figur
                       template=PAPER_TEMPLATE)
     if name == "success" and ctx.cell_n and fig.data:
         _heatmap_counts(fig, table, ctx)
+    _colour_by_group(fig)
     return fig
+
+
+def _colour_by_group(fig: go.Figure) -> None:
+    """One colour per legend group: plotly colours trace by trace, so a run drawn in two
+    panels (Pass^k and Pass@k) came out in two colours; traces that set their own keep it."""
+    groups: dict[str, str] = {}
+    for trace in fig.data:
+        group = getattr(trace, "legendgroup", None)
+        if trace.type != "scatter" or not group:
+            continue
+        colour = groups.setdefault(str(group), PALETTE[len(groups) % len(PALETTE)])
+        trace.update(line={"color": colour}, marker={"color": colour})
 
 
 def _heatmap_counts(fig: go.Figure, table: pd.DataFrame, ctx: ExportContext) -> None:

@@ -179,10 +179,19 @@ else:
                "nobody here has checked shows its development-set measurement, where its "
                "prior comes from; an LLM nobody checked has none, and its probability is "
                "unknown. Refreshed every 30 s.")
+    # Short headers and narrow number columns: nine columns fit the centred page at 1280 px
+    # (the full names are in the download and in each header's help).
+    short = {"agreement": "agreed", "mean_raw": "raw", "mean_calibrated": "calibrated",
+             "ece_raw": "ECE raw", "ece_calibrated": "ECE cal."}
     st.dataframe(summary, hide_index=True, key="agreement_calibration",
-                 column_config={c: st.column_config.NumberColumn(c, format="%.3f")
-                                for c in ("agreement", "mean_raw", "mean_calibrated",
-                                          "ece_raw", "ece_calibrated")})
+                 column_config={
+                     "labeller": st.column_config.TextColumn("labeller", width=100),
+                     "category": st.column_config.TextColumn("category", width=140),
+                     "measured_on": st.column_config.TextColumn("measured on", width=110),
+                     "checked": st.column_config.NumberColumn("checked", width=60),
+                     **{c: st.column_config.NumberColumn(label, format="%.3f", width=66,
+                                                         help=c)
+                        for c, label in short.items()}})
     download(summary, "labeller_calibration")
     names = list(dict.fromkeys(summary["labeller"].astype(str)))
     pick = st.selectbox("Reliability curve of", names, key="agreement_calibration_labeller")

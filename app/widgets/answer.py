@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from faillab.app.widgets.safe import code_html, escape_html, table_html
+from faillab.app.widgets.safe import code_html, escape_html, safe_markdown, table_html
 from faillab.app.widgets.steps import steps_css
 from trajectories.judge import judge_trajectory
 from trajectories.model import Trajectory
@@ -63,6 +63,21 @@ def _json_html(caption: str, value: Any | None, missing: str | None = None) -> s
     return f'<div><p class="faillab-note">{escape_html(caption)}</p>{body}</div>'
 
 
+def outcome_note(traj: Trajectory) -> str | None:
+    """The note a person wrote beside the recorded verdict in the imported file (a results
+    table's "Incorrect Note", kept as ``outcome.note``): why the producer called it wrong."""
+    if traj.outcome is None:
+        return None
+    note = (traj.outcome.model_extra or {}).get("note")
+    return str(note).strip() or None if note is not None else None
+
+
+def _note_html(traj: Trajectory) -> str:
+    note = outcome_note(traj)
+    return ('<div class="faillab-info" role="note"><strong>Note with the recorded outcome:'
+            f'</strong> {escape_html(note)}</div>') if note else ""
+
+
 def answer_panel_html(traj: Trajectory) -> str:
     """The answer panel (both verdicts, the final answer and the ground truth, their row diff,
     the format asked for) as one block of escaped HTML.
@@ -85,7 +100,7 @@ def answer_panel_html(traj: Trajectory) -> str:
              _verdict_html("Recorded outcome", "none" if recorded is None
                            else OUTCOME_TEXT[outcome_name(recorded)],
                            f"by {source}" if recorded is not None and source else None),
-             "</div>",
+             "</div>", _note_html(traj),
              f'<p class="faillab-note">Judge\'s evidence: {escape_html(judged.evidence)}</p>']
     if recorded is not None and judged.success is not None and recorded != judged.success:
         parts.append('<div class="faillab-warning" role="alert">The producer\'s recorded '
@@ -132,14 +147,20 @@ def render_answer_compact(traj: Trajectory) -> None:
                 help="The final answer against the task's ground truth (exact match).")
     if cut:
         st.caption(f"Incomplete final answer: {cut}.")
+    if note := _note_html(traj):
+        steps_css()
+        st.html(note)
     answer = traj.final_answer
     if isinstance(answer, str) and answer.strip()[:1] not in ("[", "{"):
-        # A prose answer against the gold values: a row diff of prose is all noise.
+        # A prose answer against the gold values: a row diff of prose is all noise. The
+        # model wrote Markdown (lists, bold); it reads as such, safely (no link, image or HTML).
         steps_css()
         gold = (answer_text(task.ground_truth) if task.has_ground_truth
                 else "none recorded")
-        st.html(code_html(answer, "text", max_height_px=96)
-                + f'<p class="faillab-note">Gold: {escape_html(gold)}</p>')
+        with st.container(height=96 if len(answer) > 240 else "content",
+                          key="annotate_prose_answer"):
+            st.markdown(safe_markdown(answer))
+        st.html(f'<p class="faillab-note">Gold: {escape_html(gold)}</p>')
         return
     if task.has_ground_truth:
         frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))

@@ -1,4 +1,5 @@
-"""Download buttons for analysis tables (CSV, LaTeX) and charts (self-contained HTML, PNG).
+"""Download buttons for the Statistics exports (CSV, LaTeX, chart HTML and PNG) and the charts'
+ZIP.
 
 File contents are produced by callables, which Streamlit only runs when the button is
 clicked: a chart page embeds plotly.js (several MB), and building one per tab on every rerun
@@ -8,7 +9,6 @@ would make the page slow for nothing.
 from __future__ import annotations
 
 import importlib.util
-import re
 from collections.abc import Callable, Mapping
 from functools import partial
 
@@ -16,74 +16,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis.export import charts_bundle, to_csv, to_html_chart, to_latex, to_png
+from analysis.export import charts_bundle
 from analysis.exports_paper import ExportContext, export_file
 
 #: Static PNG export needs plotly's optional kaleido engine.
 HAS_KALEIDO = importlib.util.find_spec("kaleido") is not None
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "table"
-
-
-def table_downloads(table: pd.DataFrame, name: str, key: str, caption: str | None = None) -> None:
-    """CSV and LaTeX (booktabs) buttons for one table."""
-    slug = _slug(name)
-    left, right = st.columns(2)
-    with left:
-        st.download_button(
-            "Table as CSV",
-            data=lambda: to_csv(table),
-            file_name=f"{slug}.csv",
-            mime="text/csv",
-            key=f"{key}_csv",
-            on_click="ignore",
-            icon=":material/download:",
-        )
-    with right:
-        st.download_button(
-            "Table as LaTeX",
-            data=lambda: to_latex(table, caption=caption),
-            file_name=f"{slug}.tex",
-            mime="application/x-tex",
-            key=f"{key}_tex",
-            on_click="ignore",
-            icon=":material/download:",
-        )
-
-
-def chart_downloads(fig: go.Figure | Callable[[], go.Figure], name: str, key: str) -> None:
-    """Self-contained HTML (works offline), plus PNG only when kaleido is installed.
-
-    ``fig`` may be a function that builds the figure: it then runs only when a button is
-    clicked, so a page that shows no plotly chart does not build one for its exports."""
-    slug = _slug(name)
-    build: Callable[[], go.Figure] = fig if callable(fig) else lambda: fig
-    st.download_button(
-        "Chart as HTML",
-        data=lambda: to_html_chart(build()),
-        file_name=f"{slug}.html",
-        mime="text/html",
-        key=f"{key}_html",
-        on_click="ignore",
-        icon=":material/download:",
-    )
-    if HAS_KALEIDO:
-        st.download_button(
-            "Chart as PNG",
-            data=lambda: to_png(build()),
-            file_name=f"{slug}.png",
-            mime="image/png",
-            key=f"{key}_png",
-            on_click="ignore",
-            icon=":material/download:",
-        )
-    else:
-        st.caption(
-            "PNG export needs the optional kaleido package, which is not installed; "
-            "the camera icon in the chart's toolbar saves a PNG from the browser."
-        )
 
 
 def charts_bundle_download(figs: Callable[[], Mapping[str, go.Figure]], key: str) -> None:

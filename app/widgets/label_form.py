@@ -28,7 +28,7 @@ from labeling.queue import prelabel_for
 from labeling.store import LlmOpinion, Store, StoreError, StoreUnavailableError, User
 from labeling.store.records import Role
 from taxonomy import Taxonomy
-from trajectories.model import Trajectory
+from trajectories.model import Step, Trajectory
 from trajectories.render import preview
 
 ACCEPT_KEY = "A"
@@ -56,6 +56,13 @@ class Saved:
     category: str
     prelabel: LlmOpinion | None
     prelabel_was_hidden: bool
+
+
+def is_agent_step(step: Step) -> bool:
+    """Only the agent's own steps (its messages, thinking, SQL, code and tool calls) can be the
+    first faulty step: a user's message, a system prompt or a tool's reply is what the agent
+    was given, not something it did."""
+    return step.role == "assistant"
 
 
 def step_caption(traj: Trajectory, index: int) -> str:
@@ -137,7 +144,7 @@ def _prelabel_box(prelabel: LlmOpinion, taxonomy: Taxonomy, *, seen: bool,
     step = ""
     if prelabel.first_error_step is not None:
         # Accept takes the step only once the person has read it (it anchors otherwise).
-        step = (f" · first faulty step {prelabel.first_error_step}"
+        step = (f" · step {prelabel.first_error_step}"
                 + (" (seen: Accept takes it)" if seen else " (not yet seen: Accept leaves it)"))
     with st.container(border=True):
         name = escape_markdown(category_label(taxonomy, prelabel.category))
@@ -147,12 +154,14 @@ def _prelabel_box(prelabel: LlmOpinion, taxonomy: Taxonomy, *, seen: bool,
         # The evidence box above names a step too: say how the two stand, never leave two
         # machine steps side by side unexplained.
         note = step_note(traj, prelabel.first_error_step)
-        if note is not None:
-            st.caption(note)
-        if prelabel.rationale:
-            # A long rationale scrolls in place, so the buttons below keep their position.
+        if note is not None or prelabel.rationale:
+            # The note and a long rationale scroll in place together, so the buttons below
+            # keep their position and stay on a 1280x800 screen.
             with st.container(height=72, border=False, key="lf_rationale"):
-                plain(prelabel.rationale, caption=True)
+                if note is not None:
+                    st.caption(note)
+                if prelabel.rationale:
+                    plain(prelabel.rationale, caption=True)
 
 
 def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User, *,
@@ -174,7 +183,7 @@ def render_label_form(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: 
         _prelabel_box(prelabel, taxonomy, seen=prelabel.first_error_step in seen_steps(),
                       traj=traj)
 
-    steps: list[int | None] = [None, *range(len(traj.steps))]
+    steps: list[int | None] = [None, *(i for i, s in enumerate(traj.steps) if is_agent_step(s))]
     pick_col, second_col = st.columns(2, gap="small")
     # Never prefilled from the pre-label: a step is stored only when the person chose it, or
     # ticked the box below to accept the pre-label's step (recorded as such).
@@ -260,11 +269,16 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
     step_from_prelabel = (step is None and show_prelabel and prelabel is not None
                           and prelabel.first_error_step is not None
                           and 0 <= prelabel.first_error_step < len(traj.steps)
+                          and is_agent_step(traj.steps[prelabel.first_error_step])
                           and (bool(state.get(ACCEPT_STEP))
                                or (accept and prelabel.first_error_step in seen_steps())))
     if step_from_prelabel:
         assert prelabel is not None
         step = prelabel.first_error_step
+    if step is not None and not (0 <= step < len(traj.steps) and is_agent_step(traj.steps[step])):
+        state[f"lf_{tid}_error"] = (f"Step {step} is not one of the agent's steps: only those "
+                                    "can be the first faulty step. Choose another.")
+        return
     secondary: str | None = state.get(SECONDARY)
     note = str(state.get(NOTE) or "")
     if secondary == chosen:

@@ -23,6 +23,19 @@ def escape_markdown(text: str) -> str:
     return text.translate(_ESCAPE)
 
 
+#: The Markdown a prose answer keeps: emphasis, lists, headings, tables, code spans, quotes.
+#: Everything else is escaped: no link or image (``[``, ``!``), no HTML (``<``, ``&``), none of
+#: Streamlit's additions (``:red[...]``, ``:material/...:``, ``$...$`` maths).
+_MARKDOWN_KEPT = "*_-#|`.+>()"
+_ESCAPE_BUT_STRUCTURE = {ord(c): "\\" + c for c in string.punctuation if c not in _MARKDOWN_KEPT}
+
+
+def safe_markdown(text: str) -> str:
+    """Data as Markdown that renders its structure (a model's ``* **Patient ID:** 7`` as a
+    bulleted, bold line) but can create no link, image, HTML or Streamlit directive."""
+    return text.translate(_ESCAPE_BUT_STRUCTURE)
+
+
 def plain(text: str | None, *, caption: bool = False) -> None:
     """Render data as literal text with normal wrapping."""
     body = escape_markdown(text or "")

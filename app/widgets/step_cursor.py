@@ -25,6 +25,7 @@ from faillab.app.widgets.label_form import (
     MARK_BUTTON,
     SEEN,
     STEP,
+    is_agent_step,
     seen_steps,
     set_step,
     start_form,
@@ -86,10 +87,10 @@ def _move(trajectory_id: str, delta: int, n_steps: int) -> None:
     state[CURSOR] = max(0, min(n_steps - 1, (current if isinstance(current, int) else 0) + delta))
 
 
-def _mark(trajectory_id: str) -> None:
+def _mark(trajectory_id: str, agent_steps: frozenset[int]) -> None:
     start_form(trajectory_id)
     cursor = st.session_state.get(CURSOR)
-    if isinstance(cursor, int):
+    if isinstance(cursor, int) and cursor in agent_steps:
         set_step(cursor)
 
 
@@ -119,7 +120,9 @@ def render_step_cursor(steps: Sequence[Step], trajectory_id: str, *, start: int,
     marked = chosen == cursor
     bar = st.columns([4, 3, 3, 4], gap="small", vertical_alignment="center")
     with bar[0], st.container(key="annotate_step_where"):
-        st.markdown(f"Step **{cursor}** of {len(steps) - 1}",
+        # Steps are numbered from 0 everywhere (outline, picker, evidence): say so, since
+        # "Step 10 of 23" read as 23 steps where there were 24.
+        st.markdown(f"Step **{cursor}** of {len(steps)} (0–{len(steps) - 1})",
                     help="K/J or [/] move the cursor; F marks its step as the first faulty "
                          "one; a category key then saves the label with it.")
     bar[1].button("Back", key="annotate_step_prev", shortcut=PREVIOUS_KEY, width="stretch",
@@ -128,12 +131,16 @@ def render_step_cursor(steps: Sequence[Step], trajectory_id: str, *, start: int,
     bar[2].button("Next", key="annotate_step_next", shortcut=NEXT_KEY, width="stretch",
                   disabled=cursor >= len(steps) - 1, on_click=_move,
                   args=(trajectory_id, 1, len(steps)), help="Next step (J or ])")
-    # The button says whether the step under the cursor is the marked one.
+    # The button says whether the step under the cursor is the marked one; on a step the
+    # agent did not take (the user's question, a tool's reply) it cannot mark.
+    agent_steps = frozenset(i for i, s in enumerate(steps) if is_agent_step(s))
     bar[3].button("Marked" if marked else "Mark", key=MARK_BUTTON,
                   shortcut=MARK_KEY, width="stretch", icon=":material/flag:", on_click=_mark,
-                  args=(trajectory_id,), type="primary" if marked else "secondary",
+                  args=(trajectory_id, agent_steps), type="primary" if marked else "secondary",
+                  disabled=cursor not in agent_steps,
                   help="The step under the cursor is the first faulty step (F); a category "
-                       "key then saves label and step together.")
+                       "key then saves label and step together." if cursor in agent_steps else
+                       "Not one of the agent's steps: only those can be the first faulty step.")
     blocks: list[str] = []
     if cursor > 1:
         blocks.append(_folded(f"Steps 0–{cursor - 2} ({cursor - 1} before)", steps,

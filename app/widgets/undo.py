@@ -10,8 +10,17 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from faillab.app.widgets.label_form import (
+    ACCEPT_STEP,
+    CURSOR,
+    NOTE,
+    SECONDARY,
+    SEEN,
+    set_step,
+    start_form,
+)
 from faillab.app.widgets.rubric import category_label
-from labeling.store import Store, StoreError, User
+from labeling.store import Label, Store, StoreError, User
 from taxonomy import Taxonomy
 
 #: Items this session saved, newest last (what U/Z walks back through).
@@ -37,9 +46,29 @@ def undo_label(store: Store, me: User, taxonomy: Taxonomy, back_tid: str) -> Non
     st.session_state.pop("annotate_last_saved", None)
     st.session_state.pop(REVISIT_KEY, None)
     st.session_state[UNDONE_KEY] = back_tid
+    if gone is not None:
+        _restore_form(back_tid, gone)
     what = category_label(taxonomy, gone.category) if gone is not None else "nothing"
     st.session_state[NOTE_KEY] = (f"Undone: your label {what} on {back_tid[:12]} no longer "
                                   "counts (kept in the history); the item is open again.")
+
+
+def _restore_form(trajectory_id: str, gone: Label) -> None:
+    """The reopened item's form as the undone label had it: its first faulty step marked (or
+    the pre-label's step ticked, if that is where it came from) with the cursor on it, its
+    secondary category and note; only the category key remains to press again."""
+    start_form(trajectory_id)
+    state = st.session_state
+    step = gone.first_error_step
+    if gone.step_from_prelabel:
+        state[ACCEPT_STEP] = True
+    else:
+        set_step(step)
+    if step is not None:
+        state[CURSOR] = step
+        state[SEEN] = (step,)
+    state[SECONDARY] = gone.secondary_category
+    state[NOTE] = gone.note or ""
 
 
 def render_undo(store: Store, me: User, taxonomy: Taxonomy, *, enabled: bool = True,

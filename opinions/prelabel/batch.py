@@ -59,6 +59,7 @@ from opinions.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build
 from opinions.prelabel.retry import backoff_delay
 from opinions.prelabel.service import failed_trajectories
 from trajectories.model import Trajectory
+from trajectories.outcome import NO_PEOPLE, PeopleVerdicts
 
 if TYPE_CHECKING:
     from labeling.store import Store
@@ -140,11 +141,11 @@ class _Planned:
     tokens: int
 
 
-def _prompts(ws: Workspace, taxonomy: Taxonomy, wanted: set[str] | None
-             ) -> Iterator[tuple[str, str, int]]:
+def _prompts(ws: Workspace, taxonomy: Taxonomy, wanted: set[str] | None,
+             people: PeopleVerdicts = NO_PEOPLE) -> Iterator[tuple[str, str, int]]:
     """(trajectory id, prompt, approximate tokens) of the workspace's failures (``wanted``
     only, when given), streamed: at study scale the prompts together do not fit in memory."""
-    for t in failed_trajectories(ws):
+    for t in failed_trajectories(ws, people):
         tid = t.id or t.content_id()
         if wanted is None or tid in wanted:
             prompt = build_prompt(t, taxonomy, token_budget=DEFAULT_TOKEN_BUDGET)
@@ -155,7 +156,7 @@ def _plan(ws: Workspace, store: Store, taxonomy: Taxonomy, model: str, limit: in
           report: BatchReport) -> list[_Planned]:
     known = store.prelabels.get_many(taxonomy.version, PROMPT_VERSION, model)
     planned: list[_Planned] = []
-    for tid, _text, tokens in _prompts(ws, taxonomy, None):
+    for tid, _text, tokens in _prompts(ws, taxonomy, None, store.verdicts.effective()):
         rec = known.get(tid)
         if rec is not None and rec.ok:
             report.cached += 1
@@ -181,13 +182,14 @@ def _chunks(items: Iterator[tuple[str, str, int]], max_bytes: int
 
 def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: list[_Planned],
             state: BatchState, path: Path, max_job_bytes: int, attempts: int,
-            sleep: Callable[[float], None], report: BatchReport) -> None:
+            sleep: Callable[[float], None], report: BatchReport,
+            people: PeopleVerdicts = NO_PEOPLE) -> None:
     from google.genai import types
 
     config = lab.generation_config(taxonomy)
     wanted = {p.trajectory_id for p in planned}
     # The prompts are built again here, a job's worth at a time, rather than kept from planning.
-    for i, chunk in enumerate(_chunks(_prompts(ws, taxonomy, wanted), max_job_bytes)):
+    for i, chunk in enumerate(_chunks(_prompts(ws, taxonomy, wanted, people), max_job_bytes)):
         requests = [
             types.InlinedRequest(contents=text, config=config, metadata={"key": tid})
             for tid, text in chunk
@@ -381,7 +383,7 @@ def advance_batch(
                                estimated_cost_usd=report.estimated_cost_usd)
             try:
                 _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, call_attempts,
-                        sleep, report)
+                        sleep, report, store.verdicts.effective())
             finally:
                 if not state.jobs:
                     path.unlink(missing_ok=True)  # nothing in flight: no state to keep

@@ -134,3 +134,21 @@ def test_long_run_names_get_short_labels_and_a_legend(
     assert "xxxxxxxx" not in body and body.splitlines()[1].startswith("R1 & ")
     legend = tex[tex.index("\\end{tabular}"):]
     assert all(name.replace("_", "\\_") in legend for name in long.values())
+
+
+def test_a_run_keeps_one_colour_in_both_pass_k_panels_and_long_names_fit_their_lines(
+        page: tuple[dict[str, pd.DataFrame], pd.DataFrame, TableOptions]) -> None:
+    from analysis.chart_fit import MAX_LINES, wrap_label
+    from analysis.exports_paper import paper_figure
+
+    tables, selected, options = page
+    fig = paper_figure("passk", tables["passk"], export_context("passk", selected, options))
+    colours: dict[str, set[str]] = {}
+    for trace in fig.data:
+        colours.setdefault(str(trace.legendgroup), set()).add(str(trace.line.color))
+    assert len(colours) > 2 and all(len(c) == 1 for c in colours.values())
+    assert len({c.pop() for c in colours.values()}) == len(colours)
+    # A hundred-character name wraps onto at most MAX_LINES lines (it took four, and the
+    # legend's last entry ran past the picture).
+    name = "run-tool-calling-sim-small/t0.6-range_0--1_user-gpt-4o-mini-llm_0427224609_valid_t"
+    assert wrap_label(name + "emperature (T=0.6)").count("<br>") + 1 <= MAX_LINES

@@ -51,7 +51,8 @@ def test_the_cursor_step_is_drawn_whole_and_the_rest_folds_to_lines() -> None:
     # Step 6 is in full, not a summary line; it is the one step seen.
     assert "<summary>6." not in blocks and html.escape("SELECT 6 -- <b>6</b>") in blocks
     assert at.session_state["lf_seen_steps"] == (6,)
-    assert any("Step **6** of 10" in m.value for m in at.markdown)
+    # Eleven steps numbered 0-10: the count and the numbering both said ("of 10" read as ten).
+    assert any("Step **6** of 11 (0–10)" in m.value for m in at.markdown)
 
 
 def test_moving_the_cursor_adds_to_what_was_seen_and_stops_at_the_ends() -> None:
@@ -79,3 +80,14 @@ def test_the_cursor_opens_where_the_trajectory_went_wrong() -> None:
     clean = [s.model_copy(update={"error": False}) for s in steps]
     assert starting_step(clean, evidence_step=99, prelabel_step=None) == 10
     assert starting_step(clean[:1], evidence_step=None, prelabel_step=None) == 0
+
+
+def test_only_the_agents_steps_can_be_marked_as_the_first_faulty_step() -> None:
+    at = _run(0)  # the user's question
+    mark = next(b for b in at.button if b.label in ("Mark", "Marked"))
+    assert mark.disabled  # F does nothing there either (a disabled button takes no key)
+    at = _run(9)  # the agent's thinking is its own step
+    mark = next(b for b in at.button if b.label in ("Mark", "Marked"))
+    assert not mark.disabled
+    mark.click().run()
+    assert at.session_state["lf_step"] == 9
