@@ -139,6 +139,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spot_check_share", "FAILLAB_SPOT_CHECK_SHARE", 0.1,
             "Share of trusted pre-labels also sent to people as spot checks.", minimum=0.0,
             maximum=1.0),
+    Setting("take_overlap", "FAILLAB_TAKE_OVERLAP", 1,
+            "How many people Annotate's Take may give the same item: 2 lets a second "
+            "annotator take items a first one took, so agreement can be measured on them.",
+            minimum=1, maximum=5),
     Setting("routing_target", "FAILLAB_ROUTING_TARGET", 0.9,
             "A pre-label is left to its labeller only when its calibrated probability of "
             "agreeing with people reaches this.", minimum=0.0, maximum=1.0),
@@ -250,6 +254,7 @@ class Settings:
     hide_prelabel: bool
     prelabel_threshold: float
     spot_check_share: float
+    take_overlap: int
     routing_target: float
     routing_min_checked: int
     rerank_min_labels: int

@@ -71,21 +71,26 @@ def create_assignments(
 
 
 def take_unassigned(store: Store, ws: Workspace, user: str, n: int = 25, *,
-                    left_to_machine: Collection[str] = frozenset()) -> int:
-    """Give `user` up to `n` items that need a person and nobody is assigned yet (single
-    annotation).
+                    left_to_machine: Collection[str] = frozenset(), overlap: int = 1) -> int:
+    """Give `user` up to `n` items that need a person and that fewer than `overlap` people
+    are assigned (never one already theirs): self-service work without a lead's plan.
 
-    Lets one person start labelling without a lead planning overlap first (local use); items
-    already in anyone's queue are left alone so a lead's overlap plan is never disturbed.
-    Items routing by measured trust leaves to their labeller (`left_to_machine`,
-    ``opinions.learn.trust``) are not taken: the queue would never show them; spot checks
-    are taken like any other item.
+    With `overlap` 1 (the default) an item anyone holds is left alone, so a lead's overlap
+    plan is never disturbed; with 2, a second annotator can take items a first one took, and
+    agreement can be measured on them. Items routing by measured trust leaves to their
+    labeller (`left_to_machine`, ``opinions.learn.trust``) are not taken: the queue would
+    never show them; spot checks are taken like any other item.
     """
-    taken = {tid for tid, _, _ in store.queues.assignments()}
+    if overlap < 1:
+        raise ValueError("overlap must be at least 1")
+    holders: dict[str, set[str]] = {}
+    for tid, name, _queue in store.queues.assignments():
+        holders.setdefault(tid, set()).add(name)
     # What decides for this person: a lead's verdict, else their own (a colleague's never).
     frame = failed_frame(ws, store.verdicts.for_queue(user))
-    free = [str(t) for t in frame["id"]
-            if str(t) not in taken and str(t) not in left_to_machine][:n]
+    free = [tid for tid in (str(t) for t in frame["id"])
+            if tid not in left_to_machine and user not in holders.get(tid, ())
+            and len(holders.get(tid, ())) < overlap][:n]
     if not free:
         return 0
     return store.queues.assign(free, [user], overlap=1, double_share=0.0, queue="self-service",

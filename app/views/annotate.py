@@ -105,7 +105,8 @@ def _left_to_machine() -> frozenset[str]:
 def _take(me: User) -> None:
     """Button callback (one script run shows the first item, not a run plus a rerun)."""
     n = on_reader(lambda: take_unassigned(store, ws, me.name, TAKE_N,
-                                          left_to_machine=_left_to_machine()))
+                                          left_to_machine=_left_to_machine(),
+                                          overlap=settings.take_overlap))
     if n == TAKE_N:
         msg = f"{n} failures added to your queue."
     elif n:

@@ -154,3 +154,20 @@ def test_queues_and_take_follow_the_routing(team: tuple[Workspace, Store]) -> No
     store.queues.assign(ids, ["ana"], overlap=1)
     queue = store.queues.next_items("ana", left_to_machine=machine)
     assert set(queue) == set(ids) - machine
+
+
+@pytest.mark.postgres
+def test_with_overlap_a_second_annotator_takes_what_a_first_one_took(
+        team: tuple[Workspace, Store]) -> None:
+    ws, store = team
+    for name in ("ana", "ben", "cy"):
+        store.users.add(name, "annotator")
+    ids = [row["id"] for row in ws.list(failed=True)]
+    assert take_unassigned(store, ws, "ana", 3) == 3
+    assert take_unassigned(store, ws, "ben", 10) == 3  # overlap 1: only what nobody holds
+    assert take_unassigned(store, ws, "cy", 10, overlap=2) == 6  # each item has one holder
+    assert take_unassigned(store, ws, "cy", 10, overlap=2) == 0  # never twice to one person
+    held = [tid for tid, _user, _queue in store.queues.assignments()]
+    assert sorted(held) == sorted(ids * 2)
+    with pytest.raises(ValueError):
+        take_unassigned(store, ws, "ana", 1, overlap=0)
