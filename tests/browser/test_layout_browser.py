@@ -87,11 +87,18 @@ def lead_server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
         server.stop()
 
 
+#: How long a lead page's first draw may take here. This test checks layout, not speed (the
+#: bench measures that): beside another browser test on two cores, a lead server's first
+#: visits (its statistics, clusters and calibration warming up) have taken over a minute.
+FIRST_DRAW_MS = 150_000
+
+
 def settled(page: Page) -> None:
-    wait_idle(page, 60_000)
+    wait_idle(page, FIRST_DRAW_MS)
     # Clusters embeds on its first visit and says so while it works.
-    page.get_by_text("Embedding and clustering").wait_for(state="detached", timeout=60_000)
-    wait_idle(page, 60_000)
+    page.get_by_text("Embedding and clustering").wait_for(state="detached",
+                                                          timeout=FIRST_DRAW_MS)
+    wait_idle(page, FIRST_DRAW_MS)
 
 
 def _wait_for_grid(page: Page, grids: Locator, url: str) -> None:
@@ -100,7 +107,7 @@ def _wait_for_grid(page: Page, grids: Locator, url: str) -> None:
     calling the page broken (a grid that never mounts still fails the test)."""
     for attempt in range(2):
         try:
-            grids.first.wait_for(state="attached", timeout=60_000)
+            grids.first.wait_for(state="attached", timeout=FIRST_DRAW_MS)
             grids.first.scroll_into_view_if_needed()
             grids.first.locator(".dvn-scroller").wait_for(timeout=30_000)
             page.evaluate("() => window.scrollTo(0, 0)")
@@ -159,12 +166,10 @@ def test_the_pre_label_page_is_quiet_when_no_run_is_running(
         page.on("websocket", listen)
         page.goto(f"{lead_server.url}/prelabel")
         settled(page)
-        # As long as the table below gets: with the suite's other browser beside it on two
-        # cores, the first draw of this page has taken over 30 s.
         run_line = page.get_by_text(re.compile(r"^Run \d+: ")).first
-        assert "done" in run_line.inner_text(timeout=60_000)
+        assert "done" in run_line.inner_text(timeout=FIRST_DRAW_MS)
         page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").first.wait_for(
-            timeout=60_000)
+            timeout=FIRST_DRAW_MS)
         quiet_from = time.monotonic()
         page.wait_for_timeout(3_500)
         assert frames and [t for t in frames if t > quiet_from] == []
