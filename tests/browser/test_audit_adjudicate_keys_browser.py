@@ -62,7 +62,8 @@ def test_a_lead_decides_by_key(browser: Browser,
     wait_idle(page)
     page.keyboard.press("v")
     wait_idle(page)
-    expect(page.get_by_text("Every disagreement has a verdict.")).to_be_visible()
+    # The last save's rerun can start after wait_idle looked (on a loaded machine): wait for it.
+    expect(page.get_by_text("Every disagreement has a verdict.")).to_be_visible(timeout=30_000)
     store = open_store(url)
     try:
         got = {v.task_id: (v.valid, v.reason, v.decided_by)
