@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from faillab.app.widgets.answer_kind import reads_as_prose
 from faillab.app.widgets.safe import code_html, escape_html, safe_markdown, table_html
 from faillab.app.widgets.steps import steps_css
 from trajectories.judge import judge_trajectory
@@ -78,13 +79,19 @@ def _note_html(traj: Trajectory) -> str:
             f'</strong> {escape_html(note)}</div>') if note else ""
 
 
-def answer_panel_html(traj: Trajectory) -> str:
-    """The answer panel (both verdicts, the final answer and the ground truth, their row diff,
-    the format asked for) as one block of escaped HTML.
+def _side_html(caption: str, value: Any | None, missing: str | None = None) -> str | None:
+    """One side of the answer pair as escaped HTML; None when it reads as prose (drawn as safe
+    Markdown by ``render_answer_panel``, not in a narrow monospace box)."""
+    return None if missing is None and reads_as_prose(value) else _json_html(caption, value,
+                                                                              missing)
 
-    It was about a dozen Streamlit elements (two metrics, two highlighted JSON code blocks with
-    copy buttons, captions): drawing them cost about 0.1 s of every deep link in Chromium at
-    50,000 trajectories, for text that needs no script. Every piece of data is escaped."""
+
+_NO_GOLD = "None recorded: the producer gave no gold answer for this task."
+
+
+def answer_panel_parts(traj: Trajectory) -> tuple[str, list[tuple[str, Any, str | None]], str]:
+    """The answer panel as (the HTML above the answer pair, the pair's two sides as (caption,
+    value, HTML or None for prose), the HTML below it). Every piece of data is escaped."""
     task = traj.task
     em = score_trajectory(traj)  # None: no ground truth, or a cut answer that cannot decide
     judged = judge_trajectory(traj)
@@ -112,27 +119,66 @@ def answer_panel_html(traj: Trajectory) -> str:
     parts.append('<div class="faillab-step-title">Final answer vs ground truth</div>')
     if cut:
         parts.append(f'<p class="faillab-note">Incomplete final answer: {escape_html(cut)}.</p>')
-    parts.append('<div class="faillab-pair">')
-    parts.append(_json_html("Final answer", traj.final_answer))
-    parts.append(_json_html("Ground truth", task.ground_truth) if task.has_ground_truth else
-                 _json_html("Ground truth", None, "None recorded: the producer gave no gold "
-                            "answer for this task."))
-    parts.append("</div>")
-    if task.has_ground_truth:
+    gold = task.ground_truth if task.has_ground_truth else None
+    pair = [("Final answer", traj.final_answer, _side_html("Final answer", traj.final_answer)),
+            ("Ground truth", gold, _side_html("Ground truth", gold) if task.has_ground_truth
+             else _side_html("Ground truth", None, _NO_GOLD))]
+    tail: list[str] = []
+    if reads_as_prose(traj.final_answer):
+        # A row diff of prose against the gold values is all noise (the whole text one row).
+        tail.append('<p class="faillab-note">A prose answer: no row diff; the judge\'s '
+                    "evidence above says how it reads against the ground truth.</p>")
+    elif task.has_ground_truth:
         frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
         if not frame.empty:
-            parts.append(diff_html(frame, 300))
+            tail.append(diff_html(frame, 300))
     if wants_order(task.question, task.answer_format):
-        parts.append('<p class="faillab-note">This task asks for an order, so row order counts '
-                     "in the exact match.</p>")
-    parts.append('<div class="faillab-step-title">Answer format required</div>'
-                 f'<p class="faillab-note">{escape_html(task.answer_format or "not stated")}</p>')
-    return f'<div class="faillab-answer">{"".join(parts)}</div>'
+        tail.append('<p class="faillab-note">This task asks for an order, so row order counts '
+                    "in the exact match.</p>")
+    tail.append('<div class="faillab-step-title">Answer format required</div>'
+                f'<p class="faillab-note">{escape_html(task.answer_format or "not stated")}</p>')
+    return "".join(parts), pair, "".join(tail)
+
+
+def answer_panel_html(traj: Trajectory) -> str:
+    """The answer panel (both verdicts, the final answer and the ground truth, their row diff,
+    the format asked for) as one block of escaped HTML, prose included (as escaped text): what
+    ``render_answer_panel`` draws in one element when neither answer is prose.
+
+    It was about a dozen Streamlit elements (two metrics, two highlighted JSON code blocks with
+    copy buttons, captions): drawing them cost about 0.1 s of every deep link in Chromium at
+    50,000 trajectories, for text that needs no script."""
+    head, pair, tail = answer_panel_parts(traj)
+    sides = "".join(html if html is not None else _json_html(caption, value)
+                    for caption, value, html in pair)
+    return (f'<div class="faillab-answer">{head}<div class="faillab-pair">{sides}</div>'
+            f"{tail}</div>")
+
+
+def _prose(caption: str, text: str, *, key: str, height: int) -> None:
+    """Prose as Markdown with its structure kept (lists, bold, tables) and every link, image,
+    HTML tag and Streamlit directive escaped (``safe_markdown``; no ``unsafe_allow_html``)."""
+    st.html(f'<p class="faillab-note">{escape_html(caption)}</p>')
+    with st.container(height=height if len(text) > 240 else "content", key=key):
+        st.markdown(safe_markdown(text))
 
 
 def render_answer_panel(traj: Trajectory) -> None:
     steps_css()
-    st.html(answer_panel_html(traj))
+    head, pair, tail = answer_panel_parts(traj)
+    if all(html is not None for _, _, html in pair):
+        # No prose: one element, as fast as before.
+        st.html(answer_panel_html(traj))
+        return
+    st.html(f'<div class="faillab-answer">{head}</div>')
+    for column, (caption, value, html) in zip(st.columns(2, gap="small"), pair, strict=True):
+        with column:
+            if html is None:
+                _prose(caption, str(value), key=f"answer_prose_{caption.split()[0].lower()}",
+                       height=260)
+            else:
+                st.html(html)
+    st.html(f'<div class="faillab-answer">{tail}</div>')
 
 
 def render_answer_compact(traj: Trajectory) -> None:
@@ -152,15 +198,17 @@ def render_answer_compact(traj: Trajectory) -> None:
         st.html(note)
     answer = traj.final_answer
     if isinstance(answer, str) and answer.strip()[:1] not in ("[", "{"):
-        # A prose answer against the gold values: a row diff of prose is all noise. The
-        # model wrote Markdown (lists, bold); it reads as such, safely (no link, image or HTML).
+        # Text against the gold values: a row diff of text is all noise. Prose (the model
+        # wrote Markdown: lists, bold, tables) reads as such, safely (no link, image or HTML);
+        # a short value (a date, a name, an ``a; b; c`` list) keeps its compact line.
         steps_css()
-        gold = (answer_text(task.ground_truth) if task.has_ground_truth
-                else "none recorded")
-        with st.container(height=96 if len(answer) > 240 else "content",
-                          key="annotate_prose_answer"):
-            st.markdown(safe_markdown(answer))
-        st.html(f'<p class="faillab-note">Gold: {escape_html(gold)}</p>')
+        if reads_as_prose(answer):
+            with st.container(height=96 if len(answer) > 240 else "content",
+                              key="annotate_prose_answer"):
+                st.markdown(safe_markdown(answer))
+        else:
+            st.html(code_html(answer, "text", max_height_px=96))
+        _compact_gold(traj)
         return
     if task.has_ground_truth:
         frame = diff_frame(traj.final_answer, task.ground_truth, task_decimals(task))
@@ -174,3 +222,17 @@ def render_answer_compact(traj: Trajectory) -> None:
         st.caption("No ground truth recorded; the final answer:")
         steps_css()
         st.html(code_html(answer_text(traj.final_answer), "json", max_height_px=150))
+
+
+def _compact_gold(traj: Trajectory) -> None:
+    """The gold under a text answer: prose as safe Markdown, a value on one line."""
+    task = traj.task
+    gold = task.ground_truth if task.has_ground_truth else None
+    if reads_as_prose(gold):
+        st.html('<p class="faillab-note">Gold:</p>')
+        with st.container(height=96 if len(str(gold)) > 240 else "content",
+                          key="annotate_prose_gold"):
+            st.markdown(safe_markdown(str(gold)))
+        return
+    text = answer_text(gold) if task.has_ground_truth else "none recorded"
+    st.html(f'<p class="faillab-note">Gold: {escape_html(text)}</p>')
