@@ -30,6 +30,7 @@ from faillab.app.viewer import automatic_opinions_visible, viewer_of
 from faillab.app.widgets.answer import render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
+from faillab.app.widgets.prelabel_reasoning import render_prelabel_reasoning
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.stats_data import people_verdicts_of
@@ -156,6 +157,9 @@ def trajectory_view() -> None:
         suggestion_shown = trajectory_id in automatic_opinions_visible(
             get_store() if user is not None else existing_store(), [trajectory_id], user)
         render_evidence(traj, key=trajectory_id, show_category=suggestion_shown)
+        # The pre-labeller's category, step and reasoning, by the store's rule (as on Annotate).
+        render_prelabel_reasoning(get_store() if user is not None else existing_store(), traj,
+                                  user)
         render_answer_panel(traj)
         if task.reference_sql:
             st.html('<div class="faillab-step-title">Reference SQL</div>'
