@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord
-from opinions.prelabel.gemini import GeminiLabeller
+from opinions.prelabel.llm_labeller import GeminiLabeller
 from opinions.prelabel.protocol import SyncLabellerAdapter
 from opinions.prelabel.runner import run_prelabels, run_prelabels_sync
 from taxonomy import default_taxonomy

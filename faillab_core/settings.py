@@ -162,6 +162,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Most rows a sandboxed query returns.", minimum=1),
     Setting("gemini_model", "FAILLAB_GEMINI_MODEL", "gemini-2.5-pro",
             "Model used by the Gemini pre-labeller."),
+    Setting("gemini_timeout_s", "FAILLAB_GEMINI_TIMEOUT", 60.0,
+            "Total time one Gemini request may take (connect, headers and body, whatever the "
+            "server does), in seconds; also each Batch API call.", unit="s"),
     Setting("gemini_base_url", "GOOGLE_GEMINI_BASE_URL", "",
             "Override of the Gemini API address (tests point it at a local fake server)."),
     Setting("vertex_project", "GOOGLE_CLOUD_PROJECT", "",
@@ -181,8 +184,8 @@ SETTINGS: tuple[Setting, ...] = (
             "How answers are asked for: auto (json_schema, else json_object, else plain text), "
             "or one of json_schema, json_object, text.", choices=RESPONSE_FORMATS),
     Setting("openai_timeout_s", "FAILLAB_OPENAI_TIMEOUT", 120.0,
-            "Seconds to wait for one answer from that server (local models can be slow).",
-            unit="s"),
+            "Total time one answer from that server may take (connect, headers and body, "
+            "whatever the server does), in seconds (local models can be slow).", unit="s"),
     Setting("openai_own_hosts", "FAILLAB_OPENAI_OWN_HOSTS", "",
             "Comma-separated host names of the team's own servers; like localhost and private "
             "IP addresses, they need no acknowledgement to receive trajectories "
@@ -194,6 +197,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("openai_price_per_mtok", "FAILLAB_OPENAI_PRICE_PER_MTOK", "",
             "INPUT,OUTPUT prices in USD per 1M tokens for the cost estimate of that server; "
             "empty means no per-token price (your own server)."),
+    Setting("llm_item_deadline_s", "FAILLAB_LLM_ITEM_DEADLINE", 900.0,
+            "Total time for one item's LLM requests and the pauses between its retries "
+            "(pre-labelling, the LLM judge); then the item fails and a later run asks again.",
+            unit="s"),
+    Setting("llm_run_deadline_h", "FAILLAB_LLM_RUN_DEADLINE", 24.0,
+            "Total time for one pre-labelling or LLM judge run; what is not answered by then "
+            "fails and a later run asks again (what was answered is kept).", unit="h"),
+    Setting("batch_deadline_h", "FAILLAB_BATCH_DEADLINE", 48.0,
+            "How long `faillab prelabel --batch --wait` polls before it stops with an error "
+            "(the jobs keep running: the same command collects them later).", unit="h"),
 )
 
 
@@ -261,6 +274,7 @@ class Settings:
     sql_timeout_s: float
     sql_row_cap: int
     gemini_model: str
+    gemini_timeout_s: float
     gemini_base_url: str
     vertex_project: str
     vertex_location: str
@@ -272,6 +286,9 @@ class Settings:
     openai_own_hosts: str
     openai_trust_private: bool
     openai_price_per_mtok: str
+    llm_item_deadline_s: float
+    llm_run_deadline_h: float
+    batch_deadline_h: float
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -21,13 +21,13 @@ from faillab.app.state import get_settings, get_store, get_store_for, workspace
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.routing import render_routing
 from labeling.store import LEAD_ROLES, PrelabelRun
-from opinions.prelabel.endpoints import OpenAIEndpoint
-from opinions.prelabel.errors import PrelabelServiceError
+from llm import LLMConfigError, backend, is_backend
+from opinions.prelabel.consent import needs_consent
 from opinions.prelabel.labellers import labeller_identity, load_run_taxonomy
 from opinions.prelabel.launch import launch_worker, mark_dead_run, run_log_path
-from opinions.prelabel.options import LABELLERS, PrelabelOptions, option_spec
-from opinions.prelabel.privacy import needs_consent, openai_privacy_notice, privacy_notice
+from opinions.prelabel.options import PrelabelOptions, labeller_names, option_spec
 from opinions.prelabel.routing import prelabel_confidences
+from opinions.prelabel.run_errors import PrelabelServiceError
 
 
 @st.cache_resource
@@ -53,45 +53,51 @@ if not failures:
 
 # -- choice of labeller -------------------------------------------------------------------------
 left, right = st.columns(2)
-# Labels, bounds and help come from the one option definition the CLI uses too.
-_LABELLER_NAMES = {"heuristic": "Heuristic (offline)", "gemini": "Gemini (online)",
-                   "openai-compatible": "OpenAI-compatible server"}
+
+
+def _title(name: str) -> str:
+    return backend(name).title if is_backend(name) else "Heuristic (offline)"
+
+
+# Labels, bounds and help come from the one option definition the CLI uses too; the LLM
+# backends, their titles and where they send data, from the registry (``llm.backends``).
 labeller = left.radio(
-    option_spec("labeller").label, LABELLERS, horizontal=True, key="prelabel_labeller",
-    format_func=lambda n: _LABELLER_NAMES.get(n, n),
+    option_spec("labeller").label, labeller_names(), horizontal=True, key="prelabel_labeller",
+    format_func=_title,
 )
-model = settings.gemini_model
+model = ""
 vertex = bool(settings.vertex_project)
 acknowledged = False
-if labeller == "gemini":
-    model = right.text_input(option_spec("model").label, value=settings.gemini_model,
-                             key="prelabel_model", help=option_spec("model").help).strip()
-    vertex = right.checkbox(option_spec("vertex").label, value=vertex, key="prelabel_vertex",
-                            help=option_spec("vertex").help)
-    st.warning(privacy_notice(vertex), icon="⚠️")
-    acknowledged = st.checkbox(option_spec("allow_external").label, key="prelabel_ack")
-elif labeller == "openai-compatible":
-    model = right.text_input(option_spec("model").label, value=settings.openai_model,
-                             key="prelabel_openai_model", help=option_spec("model").help).strip()
-    # The address comes from the settings (the worker reads the same environment), so the
-    # page shows it rather than offering to change it for one run.
-    right.caption(f"Server: `{settings.openai_base_url or 'not set'}` "
-                  "(FAILLAB_OPENAI_BASE_URL)")
+if is_backend(labeller):
+    entry = backend(labeller)
+    model = right.text_input(option_spec("model").label, value=entry.default_model(settings),
+                             key=f"prelabel_{labeller}_model",
+                             help=option_spec("model").help).strip()
+    if entry.has_vertex:
+        vertex = right.checkbox(option_spec("vertex").label, value=vertex,
+                                key="prelabel_vertex", help=option_spec("vertex").help)
     try:
-        endpoint = OpenAIEndpoint.from_settings(settings)
-    except ValueError as err:
+        # The address comes from the settings (the worker reads the same environment), so the
+        # page shows it rather than offering to change it for one run.
+        conn = entry.connect(settings, model=model or None,
+                             vertex=vertex if entry.has_vertex else None)
+    except LLMConfigError as err:
         st.error(str(err))
         st.stop()
-    if endpoint.own_machine:
-        st.info(openai_privacy_notice(endpoint), icon="🔒")
+    server = entry.server(conn)
+    if server is not None:
+        right.caption(f"Server: {server}")
+    dest = entry.destination(conn)
+    if dest.own_machines:
+        st.info(dest.notice, icon="🔒")
     else:
-        st.warning(openai_privacy_notice(endpoint), icon="⚠️")
+        st.warning(dest.notice, icon="⚠️")
         acknowledged = st.checkbox(option_spec("allow_external").label, key="prelabel_ack")
 c1, c2 = st.columns(2)
 concurrency = int(c1.number_input(option_spec("concurrency").label,
                                   min_value=option_spec("concurrency").minimum, max_value=64,
                                   value=PrelabelOptions().concurrency, step=1,
-                                  key="prelabel_concurrency", disabled=labeller == "heuristic",
+                                  key="prelabel_concurrency", disabled=not is_backend(labeller),
                                   help=option_spec("concurrency").help))
 limit = int(c2.number_input(f"{option_spec('limit').label} (0 = every failure)", min_value=0,
                             value=0, step=10, key="prelabel_limit",
@@ -100,7 +106,8 @@ limit = int(c2.number_input(f"{option_spec('limit').label} (0 = every failure)",
 try:
     options = PrelabelOptions(
         labeller=labeller, model=model or None, concurrency=concurrency, limit=limit or None,
-        vertex=vertex if labeller == "gemini" else None, allow_external=acknowledged,
+        vertex=vertex if is_backend(labeller) and backend(labeller).has_vertex else None,
+        allow_external=acknowledged,
     ).with_defaults(settings)
 except PrelabelServiceError as err:
     st.error(str(err))

@@ -70,7 +70,7 @@ def prelabel_options(func: F) -> F:
 
 
 def _options(params: dict[str, Any], settings: Settings) -> PrelabelOptions:
-    from opinions.prelabel.errors import PrelabelServiceError
+    from opinions.prelabel.run_errors import PrelabelServiceError
 
     try:
         return PrelabelOptions.from_params(params).with_defaults(settings)
@@ -98,7 +98,7 @@ def prelabel(batch: bool, wait: bool, status: bool, as_json: bool, workspace: Pa
     requests this run made. Token usage and estimated cost are kept with the run record.
     """
     from labeling.store import open_store
-    from opinions.prelabel.privacy import privacy_text
+    from opinions.prelabel.consent import privacy_text
     from trajectories.workspace import Workspace
 
     settings = settings_for(workspace)
@@ -171,7 +171,7 @@ def _status(settings: Settings, *, as_json: bool, runs: int = 10) -> None:
 def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_json: bool) -> None:
     from tqdm import tqdm
 
-    from opinions.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
+    from opinions.prelabel.run_errors import PrelabelRunAborted, PrelabelServiceError
     from opinions.prelabel.service import RunProgress, run_prelabelling
 
     # On a terminal only (a log or a pipe would get a line per refresh).
@@ -197,7 +197,7 @@ def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_js
         bar.close()
 
     s = outcome.stats
-    chooses_format = options.labeller == "openai-compatible"
+    chooses_format = _chooses_format(options)
     if as_json:
         out: dict[str, Any] = {"labelled": s.labelled, "cached": s.cached, "failed": s.failed,
                                "calls": s.calls}
@@ -215,8 +215,15 @@ def _interactive(ws: Workspace, store: Store, options: PrelabelOptions, *, as_js
     _echo_errors(s.errors, 10)
 
 
+def _chooses_format(options: PrelabelOptions) -> bool:
+    """Whether the run's backend negotiates its answers' format (so the run reports it)."""
+    from llm import backend
+
+    return options.uses_llm and backend(options.labeller).chooses_format
+
+
 def _structured_output_line(mode: str | None, refused: tuple[str, ...]) -> str:
-    from opinions.prelabel.endpoints import describe_structured_output
+    from llm import describe_structured_output
 
     line = f"structured output: {describe_structured_output(mode)}"
     if refused:
@@ -235,7 +242,7 @@ def _echo_errors(errors: list[str], most: int) -> None:
 def _batch(ws: Workspace, store: Store, options: PrelabelOptions, *, wait: bool,
            as_json: bool) -> None:
     from opinions.prelabel.batch import BatchError, BatchReport, advance_batch
-    from opinions.prelabel.errors import PrelabelServiceError
+    from opinions.prelabel.run_errors import PrelabelServiceError
 
     def show_plan(report: BatchReport) -> None:
         # Before anything is submitted (and also when consent is missing), so that the person
@@ -277,8 +284,8 @@ def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -
     (SIGTERM/SIGINT; the record is marked failed and completed items are kept).
     """
     from labeling.store import open_store
-    from opinions.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
-    from opinions.prelabel.privacy import privacy_text
+    from opinions.prelabel.consent import privacy_text
+    from opinions.prelabel.run_errors import PrelabelRunAborted, PrelabelServiceError
     from opinions.prelabel.service import run_prelabelling
     from trajectories.workspace import Workspace
 
@@ -321,7 +328,7 @@ def prelabel_worker(run_id: int | None, workspace: Path | None, **params: Any) -
                        f"failed {s.failed}, calls {s.calls}, tokens "
                        f"{s.input_tokens + s.output_tokens}, estimated cost "
                        f"${s.estimated_cost_usd:.4f}", err=True)
-            if options.labeller == "openai-compatible":
+            if _chooses_format(options):
                 click.echo(_structured_output_line(outcome.structured_output,
                                                    outcome.structured_output_refused), err=True)
             for line in s.errors[:20]:

@@ -10,6 +10,7 @@ import click
 
 from faillab.cli.common import UserError, emit, json_option, open_workspace, workspace_option
 from faillab_core.textsafe import terminal_text
+from llm import backend_names
 
 #: The scoring profiles (``trajectories.judge.Profile``), named here so ``--help`` imports no
 #: judge.
@@ -35,7 +36,7 @@ def verdicts() -> None:
 @click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
               help="Judge every trajectory under this scoring profile (default: each task's "
                    "own, else 'default'; docs/scoring.md lists each profile's rules).")
-@click.option("--llm", "llm_backend", type=click.Choice(["gemini", "openai-compatible"]),
+@click.option("--llm", "llm_backend", type=click.Choice(backend_names()),
               default=None,
               help="Then ask an LLM about what the rules leave undecided (off by default; "
                    "openai-compatible: any server at FAILLAB_OPENAI_BASE_URL, e.g. vLLM, "
@@ -104,7 +105,7 @@ def _llm_judge(workspace: Path | None, backend: str, model: str | None,
     """The LLM judge, built before any rule runs so a missing key fails first; its privacy
     notice goes to stderr."""
     from faillab.cli.common import settings_for
-    from opinions.prelabel.errors import PrelabelServiceError
+    from opinions.prelabel.run_errors import PrelabelServiceError
     from opinions.verdict_llm import make_llm_judge
 
     try:
@@ -118,7 +119,7 @@ def _llm_judge(workspace: Path | None, backend: str, model: str | None,
 
 def _ask_llm(ws: Workspace, judge: LLMJudge, limit: int | None) -> dict[str, object]:
     from opinions.llm_verdicts import judge_undecided
-    from opinions.prelabel.errors import PrelabelServiceError
+    from opinions.prelabel.run_errors import PrelabelServiceError
     from opinions.verdict_llm import JudgeAborted
 
     try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from labeling.store.records import LabelResult, PrelabelKey, PrelabelRecord
-from opinions.prelabel.protocol import UsageTally
+from llm.usage import UsageTally
 
 __all__ = ["LabelResult", "PrelabelKey", "PrelabelRecord", "PrelabelStore", "RunStats"]
 

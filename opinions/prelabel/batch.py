@@ -39,6 +39,10 @@ from typing import TYPE_CHECKING, Any
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from faillab_core.locks import LockBusyError, MachineLock
+from llm.backends import backend, backends
+from llm.errors import InvalidAnswerError
+from llm.pricing import estimate_cost_usd
+from llm.retry import backoff_delay
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord
 from opinions.prelabel.batch_state import (
     STATE_FILE,
@@ -50,20 +54,18 @@ from opinions.prelabel.batch_state import (
     save_state,
     state_path,
 )
-from opinions.prelabel.errors import InvalidAnswerError, PrelabelServiceError
-from opinions.prelabel.labellers import build_labeller, load_run_taxonomy
-from opinions.prelabel.options import DEFAULT_GEMINI_MODEL, PrelabelOptions
-from opinions.prelabel.pricing import estimate_cost_usd
-from opinions.prelabel.privacy import require_consent
+from opinions.prelabel.consent import require_consent
+from opinions.prelabel.labellers import load_run_taxonomy
+from opinions.prelabel.options import PrelabelOptions
 from opinions.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
-from opinions.prelabel.retry import backoff_delay
+from opinions.prelabel.run_errors import PrelabelServiceError
 from opinions.prelabel.service import failed_trajectories
 from trajectories.model import Trajectory
 from trajectories.outcome import NO_PEOPLE, PeopleVerdicts
 
 if TYPE_CHECKING:
     from labeling.store import Store
-    from opinions.prelabel.gemini import GeminiLabeller
+    from opinions.prelabel.llm_labeller import GeminiLabeller
     from taxonomy import Taxonomy
     from trajectories.workspace import Workspace
 
@@ -106,7 +108,7 @@ def _refused_for_now(err: BaseException) -> bool:
 def _wait(state: RetryCallState) -> float:
     from google.genai import errors as genai_errors
 
-    from opinions.prelabel.gemini import retry_after_seconds
+    from llm.gemini import retry_after_seconds
 
     err = state.outcome.exception() if state.outcome is not None else None
     after = retry_after_seconds(err) if isinstance(err, genai_errors.APIError) else None
@@ -332,8 +334,9 @@ def advance_batch(
 ) -> BatchReport:
     """Submit the missing pre-labels as batch jobs, or poll and collect the jobs in flight;
     see the module docstring. ``wait`` polls every ``poll_every_s`` until all are collected."""
-    if options.labeller != "gemini":
-        raise PrelabelServiceError("--batch needs --labeler gemini (the heuristic is offline "
+    if not options.uses_llm or not backend(options.labeller).batch:
+        names = " or ".join(f"--labeler {b.name}" for b in backends() if b.batch)
+        raise PrelabelServiceError(f"--batch needs {names} (the heuristic is offline "
                                    "and fast: run it without --batch)")
     if options.vertex:
         raise PrelabelServiceError(
@@ -365,7 +368,7 @@ def advance_batch(
                 path.unlink(missing_ok=True)
                 state = None
         if state is None:
-            model = options.model or DEFAULT_GEMINI_MODEL
+            model = options.model or backend(options.labeller).fallback_model
             planned = _plan(ws, store, taxonomy, model, options.limit, report)
             report.to_submit = len(planned)
             report.estimated_input_tokens = sum(p.tokens for p in planned)
@@ -420,8 +423,11 @@ def advance_batch(
 
 
 def _gemini(options: PrelabelOptions, taxonomy: Taxonomy) -> GeminiLabeller:
-    from opinions.prelabel.gemini import GeminiLabeller
+    """The Gemini labeller of the options, its client the registry's (the prompts of a batch
+    carry no evidence proposal: they are built here, not by the labeller)."""
+    from llm.gemini import GeminiJsonClient
+    from opinions.prelabel.llm_labeller import GeminiLabeller
 
-    lab = build_labeller(options, taxonomy, with_evidence=False)
-    assert isinstance(lab, GeminiLabeller)  # options.labeller == "gemini" was checked
-    return lab
+    client = backend(options.labeller).client(options.connection())
+    assert isinstance(client, GeminiJsonClient)  # the one backend with a batch path
+    return GeminiLabeller(client=client)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from faillab_core.errors import FaillabError
-from opinions.prelabel.protocol import UsageTally
+from llm.usage import UsageTally
 
 STATE_FILE = "prelabel-batch.json"
 

@@ -13,27 +13,39 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from opinions.prelabel.endpoints import OpenAIEndpoint
-from opinions.prelabel.errors import PrelabelServiceError
+from llm.backends import Connection, backend, backend_names, backends, is_backend
+from llm.endpoints import OpenAIEndpoint
+from llm.names import DEFAULT_GEMINI_MODEL
+from llm.retry import DEFAULT_ITEM_DEADLINE_S
+from opinions.prelabel.run_errors import PrelabelServiceError
 
 if TYPE_CHECKING:
     from faillab_core.settings import Settings
 
 __all__ = [
     "DEFAULT_GEMINI_MODEL",
-    "LABELLERS",
+    "HEURISTIC",
     "OPTIONS",
-    "REMOTE_LABELLERS",
     "OptionSpec",
     "PrelabelOptions",
+    "labeller_names",
     "option_spec",
 ]
 
-LABELLERS: tuple[str, ...] = ("heuristic", "gemini", "openai-compatible")
-# The labellers that send trajectory text to a service (each call a request).
-REMOTE_LABELLERS: tuple[str, ...] = ("gemini", "openai-compatible")
-# Here, not in gemini.py, so that naming the default does not import the SDK.
-DEFAULT_GEMINI_MODEL = "gemini-2.5-pro"
+#: The offline labeller: no LLM backend, it sends nothing anywhere.
+HEURISTIC = "heuristic"
+
+
+def labeller_names() -> tuple[str, ...]:
+    """Every labeller a run may name: the offline heuristic, then each LLM backend of the
+    registry (``llm.backends``)."""
+    return (HEURISTIC, *backend_names())
+
+
+def _labeller_help() -> str:
+    parts = [f"{HEURISTIC}: offline rules."]
+    parts += [f"{b.name}: {b.help}." for b in backends()]
+    return " ".join(parts) + " See the privacy notice."
 
 
 @dataclass(frozen=True)
@@ -52,11 +64,8 @@ class OptionSpec:
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("labeller", "--labeler", "choice",
-               "heuristic: offline rules. gemini: Google's online model. openai-compatible: "
-               "any OpenAI-compatible server at $FAILLAB_OPENAI_BASE_URL (vLLM, Ollama, "
-               "LM Studio, Azure OpenAI). See the privacy notice.",
-               choices=LABELLERS, label="Labeller"),
+    OptionSpec("labeller", "--labeler", "choice", _labeller_help(),
+               choices=labeller_names(), label="Labeller"),
     OptionSpec("model", "--model", "text",
                f"Model (default: $FAILLAB_GEMINI_MODEL, else {DEFAULT_GEMINI_MODEL}, for "
                "gemini; $FAILLAB_OPENAI_MODEL for openai-compatible).",
@@ -95,7 +104,7 @@ def option_spec(field: str) -> OptionSpec:
 class PrelabelOptions:
     """What to run. ``None`` fields fall back to the settings (``with_defaults``)."""
 
-    labeller: str = "heuristic"
+    labeller: str = HEURISTIC
     model: str | None = None  # LLM model; ignored by the heuristic
     concurrency: int = 8
     limit: int | None = None  # most trajectories *sent* this run; cached ones do not count
@@ -110,11 +119,17 @@ class PrelabelOptions:
     # The OpenAI-compatible server (address, key, response format...), from the settings by
     # ``with_defaults``. Not a flag either: the key must never reach a command line.
     openai: OpenAIEndpoint | None = None
+    # The deadlines (settings, read by ``with_defaults``): one request's total (None: the
+    # backend's default), every call and pause of one item, every item of the run.
+    timeout_s: float | None = None
+    item_deadline_s: float | None = DEFAULT_ITEM_DEADLINE_S
+    run_deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.labeller not in LABELLERS:
+        if self.labeller not in labeller_names():
             raise PrelabelServiceError(
-                f"unknown labeller {self.labeller!r}; choose one of {', '.join(LABELLERS)}"
+                f"unknown labeller {self.labeller!r}; choose one of "
+                f"{', '.join(labeller_names())}"
             )
         if self.concurrency < 1:
             raise PrelabelServiceError("concurrency must be at least 1")
@@ -128,44 +143,33 @@ class PrelabelOptions:
         known = {s.field for s in OPTIONS}
         return cls(**{k: v for k, v in params.items() if k in known})  # type: ignore[arg-type]
 
-    def with_defaults(self, settings: Settings) -> PrelabelOptions:
-        if self.labeller == "openai-compatible":
-            return self._openai_defaults(settings)
-        if self.labeller != "gemini":
-            return self
-        vertex = self.vertex if self.vertex is not None else bool(settings.vertex_project)
-        return replace(
-            self,
-            model=self.model or settings.gemini_model,
-            vertex=vertex,
-            project=self.project or (settings.vertex_project or None if vertex else None),
-            location=self.location or (settings.vertex_location or None if vertex else None),
-            # The Developer API override must not leak into a Vertex client (other address).
-            base_url=self.base_url or (None if vertex else settings.gemini_base_url or None),
-        )
+    @property
+    def uses_llm(self) -> bool:
+        """Whether the labeller is an LLM backend (each item a request to a service)."""
+        return is_backend(self.labeller)
 
-    def _openai_defaults(self, settings: Settings) -> PrelabelOptions:
-        try:
-            endpoint = self.openai or OpenAIEndpoint.from_settings(
-                settings, base_url=self.base_url
-            )
-        except ValueError as e:
-            raise PrelabelServiceError(str(e)) from None
-        if not endpoint.base_url:
-            raise PrelabelServiceError(
-                "no OpenAI-compatible server: set FAILLAB_OPENAI_BASE_URL, e.g. "
-                "http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama), "
-                "http://localhost:1234/v1 (LM Studio)"
-            )
-        model = self.model or settings.openai_model
-        if not model:
-            raise PrelabelServiceError(
-                "no model for the OpenAI-compatible server: pass --model or set "
-                "FAILLAB_OPENAI_MODEL (the name the server lists under /v1/models; Azure "
-                "OpenAI: the deployment name)"
-            )
-        return replace(self, model=model, vertex=None, project=None, location=None,
-                       openai=endpoint)
+    def with_defaults(self, settings: Settings) -> PrelabelOptions:
+        """The options with what the settings say filled in: the backend's connection (model,
+        address, Vertex AI) and the deadlines. ``PrelabelServiceError`` names what is missing."""
+        deadlines = replace(self, item_deadline_s=settings.llm_item_deadline_s,
+                            run_deadline_s=settings.llm_run_deadline_h * 3600)
+        if not self.uses_llm:
+            return deadlines
+        conn = backend(self.labeller).connect(
+            settings, model=self.model, vertex=self.vertex, project=self.project,
+            location=self.location, base_url=self.base_url, endpoint=self.openai,
+        )
+        return replace(deadlines, model=conn.model, vertex=conn.vertex if conn.endpoint is None
+                       else None, project=conn.project, location=conn.location,
+                       base_url=conn.base_url if conn.endpoint is None else self.base_url,
+                       openai=conn.endpoint, timeout_s=conn.timeout_s)
+
+    def connection(self) -> Connection:
+        """What the LLM backend's client is built from (read after ``with_defaults``)."""
+        return Connection(self.labeller, model=self.model or "", vertex=bool(self.vertex),
+                          project=self.project, location=self.location,
+                          base_url=self.base_url, endpoint=self.openai,
+                          timeout_s=self.timeout_s)
 
     def to_argv(self) -> list[str]:
         """The same options as command-line flags (what ``OPTIONS`` parses back)."""

@@ -22,10 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from llm.usage import Usage
 from opinions.prelabel.base import LabelResult
 from opinions.prelabel.heuristic import EVIDENCE_MIN, HeuristicLabeller
 from opinions.prelabel.prompt import using_evidence
-from opinions.prelabel.protocol import Labeller, Usage
+from opinions.prelabel.protocol import Labeller
 from taxonomy import Taxonomy, TaxonomyError
 from trajectories.model import Trajectory
 

@@ -3,55 +3,21 @@
 Every labeller is asynchronous: ``await labeller.alabel(trajectory, taxonomy)`` returns the label
 and the tokens it was billed. Offline rule engines written as plain functions (the heuristic)
 are wrapped in ``SyncLabellerAdapter``, so the runner has one code path and never has to guess a
-labeller's shape.
+labeller's shape. What a call was billed (``Usage``) is the LLM transport's (``llm.usage``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from llm.usage import Usage
 
 if TYPE_CHECKING:
     from opinions.prelabel.base import LabelResult
     from taxonomy import Taxonomy
     from trajectories.model import Trajectory
 
-__all__ = ["Billed", "Labeller", "RuleLabeller", "SyncLabellerAdapter", "Usage", "UsageTally"]
-
-
-@dataclass(frozen=True)
-class Usage:
-    """The tokens one call was billed."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0  # includes "thinking" tokens: they are billed as output
-
-
-class Billed(Protocol):
-    """Anything that says what it was billed: a call's ``Usage``, a stored pre-label, a tally."""
-
-    @property
-    def input_tokens(self) -> int: ...
-
-    @property
-    def output_tokens(self) -> int: ...
-
-
-@dataclass
-class UsageTally:
-    """Tokens billed so far: the one counter that a run, one item's retries, the LLM judge and
-    a Batch API step each extend with their own counts, so tokens are added up in one place."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def add(self, billed: Billed) -> None:
-        self.input_tokens += billed.input_tokens
-        self.output_tokens += billed.output_tokens
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+__all__ = ["Labeller", "RuleLabeller", "SyncLabellerAdapter"]
 
 
 @runtime_checkable

@@ -22,17 +22,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from llm.errors import FatalError, LLMError
+from llm.pricing import estimate_cost_usd, labeller_prices
+from llm.retry import DEFAULT_ITEM_DEADLINE_S, Attempts, Deadline, RetryPolicy, call_with_retries
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord, PrelabelStore, RunStats
-from opinions.prelabel.errors import FatalError, LabellerError, PrelabelRunAborted
-from opinions.prelabel.pricing import estimate_cost_usd, labeller_prices
 from opinions.prelabel.protocol import Labeller
-from opinions.prelabel.retry import (
-    DEFAULT_ITEM_DEADLINE_S,
-    Attempts,
-    Deadline,
-    RetryPolicy,
-    call_with_retries,
-)
+from opinions.prelabel.run_errors import PrelabelRunAborted
 from trajectories.model import Trajectory
 
 if TYPE_CHECKING:
@@ -84,7 +79,7 @@ async def _label_one(
             # Local rules are deterministic: a retry would repeat the same answer.
             tried.calls = 1
             result, _ = await labeller.alabel(t, taxonomy)
-    except LabellerError as e:
+    except LLMError as e:
         error = f"{e.kind}: {e.message}"
         if isinstance(e, FatalError) and e.abort_run:
             abort = e

@@ -4,9 +4,9 @@
 options, runs it with the annotation store as the cache (so a second run, or a run resumed after
 a crash, pays only for what is missing) and keeps a ``prelabel_runs`` record up to date while it
 goes, so that another process (the app page) can poll the progress. The privacy interlock
-(``privacy.py``) is checked here, so that no entry point can skip it.
+(``consent.py``) is checked here, so that no entry point can skip it.
 
-Neighbours: options (``options.py``), consent (``privacy.py``), which labeller
+Neighbours: options (``options.py``), consent (``consent.py``, over ``llm.privacy``), which labeller
 (``labellers.py``), background runs (``launch.py``), large runs (``batch.py``), who reviews what
 (``routing.py``).
 """
@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from labeling.store.errors import StoreError
+from llm.pricing import estimate_cost_usd, labeller_prices
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord, RunStats
-from opinions.prelabel.errors import PrelabelRunAborted, PrelabelServiceError
+from opinions.prelabel.consent import require_consent
 from opinions.prelabel.labellers import build_labeller, load_run_taxonomy
 from opinions.prelabel.options import PrelabelOptions
-from opinions.prelabel.pricing import estimate_cost_usd, labeller_prices
-from opinions.prelabel.privacy import require_consent
 from opinions.prelabel.protocol import Labeller
+from opinions.prelabel.run_errors import PrelabelRunAborted, PrelabelServiceError
 from opinions.prelabel.runner import run_prelabels
 from trajectories.model import Trajectory
 from trajectories.outcome import NO_PEOPLE, PeopleVerdicts
@@ -219,6 +219,8 @@ def run_prelabelling(
                 tally,
                 concurrency=options.concurrency,
                 limit=options.limit,
+                item_deadline_s=options.item_deadline_s,
+                run_deadline_s=options.run_deadline_s,
                 progress=on_progress,
             )
         finally:

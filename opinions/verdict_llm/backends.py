@@ -1,5 +1,5 @@
-"""The LLM judge the settings describe (``make_llm_judge``), one backend per SDK: ``gemini``
-(``gemini.GeminiJsonClient``) and ``openai-compatible`` (``openai_compat.OpenAICompatClient``)."""
+"""The LLM judge the settings describe (``make_llm_judge``), for any backend of the registry
+(``llm.backends``: ``gemini``, ``openai-compatible``)."""
 
 from __future__ import annotations
 
@@ -7,23 +7,23 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-from opinions.prelabel.privacy import Destination, gemini_destination, openai_destination
-from opinions.prelabel.retry import RetryPolicy
+from llm.backends import backend
+from llm.errors import LLMConfigError
+from llm.retry import RetryPolicy
 from opinions.verdict_llm.cache import CACHE_FILE, SqliteVerdictCache, VerdictCache
-from opinions.verdict_llm.judge import JsonLLM, LLMJudge
+from opinions.verdict_llm.judge import LLMJudge
 from opinions.verdict_llm.records import JudgeConfigError
 
 if TYPE_CHECKING:
     from faillab_core.settings import Settings
+    from llm.client import JsonLLM
 
-__all__ = ["BACKENDS", "make_llm_judge"]
-
-BACKENDS: tuple[str, ...] = ("gemini", "openai-compatible")
+__all__ = ["make_llm_judge"]
 
 
 def make_llm_judge(
     settings: Settings,
-    backend: str,
+    backend_name: str,
     *,
     model: str | None = None,
     allow_external: bool = False,
@@ -33,7 +33,8 @@ def make_llm_judge(
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> LLMJudge:
-    """The LLM judge the settings describe, for ``backend`` "gemini" or "openai-compatible".
+    """The LLM judge the settings describe, for ``backend`` one of the registry's names
+    (``llm.backend_names()``: "gemini", "openai-compatible").
 
     Contract:
 
@@ -48,7 +49,10 @@ def make_llm_judge(
       ``vertex_location``; else the Developer API with ``GEMINI_API_KEY``), ``gemini_base_url``;
       openai-compatible: ``openai_base_url``, ``openai_api_key``, ``openai_model``,
       ``openai_response_format``, ``openai_timeout_s``, ``openai_own_hosts``,
-      ``openai_price_per_mtok``. ``model`` overrides the settings' model.
+      ``openai_price_per_mtok``. ``model`` overrides the settings' model. The deadlines:
+      one request's (``gemini_timeout_s``, ``openai_timeout_s``), one item's retries
+      (``llm_item_deadline_s``) and the run's (``llm_run_deadline_h``), unless ``retry`` is
+      given.
     - Privacy: show ``judge.privacy_notice`` before judging. When ``judge.needs_consent`` (the
       destination is not one of the team's own addresses) ``judge()`` raises
       ``ConsentRequiredError`` before sending anything unless ``allow_external`` is True (the
@@ -64,19 +68,26 @@ def make_llm_judge(
     - ``concurrency`` requests in flight at once; ``retry`` and ``sleep`` as the pre-label
       runner's (tests pass ``RetryPolicy(base_delay_s=0)``).
     """
-    if backend == "gemini":
-        factory, model_name, dest = _gemini_backend(settings, model)
-    elif backend == "openai-compatible":
-        factory, model_name, dest = _openai_backend(settings, model)
-    else:
-        raise JudgeConfigError(
-            f"unknown LLM judge backend {backend!r}; choose one of {', '.join(BACKENDS)}"
-        )
+    try:
+        entry = backend(backend_name)
+        conn = entry.connect(settings, model=model)
+    except LLMConfigError as e:
+        raise JudgeConfigError(_judge_message(str(e))) from None
+
+    def build() -> JsonLLM:
+        try:
+            return entry.client(conn)
+        except LLMConfigError as e:
+            raise JudgeConfigError(str(e)) from None
+
+    if retry is None:
+        retry = RetryPolicy(item_deadline_s=settings.llm_item_deadline_s,
+                            run_deadline_s=settings.llm_run_deadline_h * 3600)
     judge = LLMJudge(
-        factory,
-        backend=backend,
-        model=model_name,
-        destination=dest,
+        build,
+        backend=entry.name,
+        model=conn.model,
+        destination=entry.destination(conn),
         allow_external=allow_external,
         env=env,
         cache=cache if cache is not None else SqliteVerdictCache(settings.workspace / CACHE_FILE),
@@ -91,46 +102,6 @@ def make_llm_judge(
     return judge
 
 
-def _gemini_backend(
-    settings: Settings, model: str | None
-) -> tuple[Callable[[], JsonLLM], str, Destination]:
-    from opinions.prelabel.gemini import GeminiConfigError, GeminiJsonClient
-
-    vertex = bool(settings.vertex_project)
-    name = model or settings.gemini_model
-
-    def build() -> JsonLLM:
-        try:
-            return GeminiJsonClient(
-                name,
-                vertexai=vertex,
-                project=settings.vertex_project or None,
-                location=settings.vertex_location or None,
-                # The Developer API override must not leak into a Vertex client.
-                base_url=None if vertex else settings.gemini_base_url or None,
-            )
-        except GeminiConfigError as e:
-            raise JudgeConfigError(str(e)) from None
-
-    return build, name, gemini_destination(vertex)
-
-
-def _openai_backend(
-    settings: Settings, model: str | None
-) -> tuple[Callable[[], JsonLLM], str, Destination]:
-    from opinions.prelabel.endpoints import OpenAIEndpoint
-    from opinions.prelabel.openai_compat import OpenAICompatClient, OpenAIConfigError
-
-    try:
-        endpoint = OpenAIEndpoint.from_settings(settings)
-    except ValueError as e:
-        raise JudgeConfigError(str(e)) from None
-    name = model or settings.openai_model
-
-    def build() -> JsonLLM:
-        try:
-            return OpenAICompatClient(endpoint, name)
-        except OpenAIConfigError as e:
-            raise JudgeConfigError(str(e)) from None
-
-    return build, name, openai_destination(endpoint)
+def _judge_message(message: str) -> str:
+    # The registry's refusal of an unknown name, in the judge's words.
+    return message.replace("unknown LLM backend", "unknown LLM judge backend", 1)

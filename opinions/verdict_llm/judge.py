@@ -9,14 +9,12 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
 
-from opinions.prelabel.answer import AnswerSchema
-from opinions.prelabel.errors import FatalError, LabellerError
-from opinions.prelabel.pricing import estimate_cost_usd, labeller_prices
-from opinions.prelabel.privacy import Destination, require_destination_consent
-from opinions.prelabel.protocol import Usage
-from opinions.prelabel.retry import Attempts, Deadline, RetryPolicy, call_with_retries
+from llm.client import JsonLLM
+from llm.errors import FatalError, LLMError
+from llm.pricing import estimate_cost_usd, labeller_prices
+from llm.privacy import Destination, require_destination_consent
+from llm.retry import Attempts, Deadline, RetryPolicy, call_with_retries
 from opinions.verdict_llm.cache import MemoryVerdictCache, VerdictCache
 from opinions.verdict_llm.prompt import JUDGE_PROMPT_VERSION, build_judge_prompt
 from opinions.verdict_llm.records import (
@@ -29,22 +27,7 @@ from opinions.verdict_llm.records import (
     VerdictValue,
 )
 
-__all__ = ["JsonLLM", "LLMJudge"]
-
-
-class JsonLLM(Protocol):
-    """What the judge drives: ``gemini.GeminiJsonClient``, ``openai_compat.OpenAICompatClient``."""
-
-    model: str
-
-    @property
-    def structured_output(self) -> str | None: ...
-
-    def complete(
-        self, prompt: str, schema: AnswerSchema
-    ) -> Awaitable[tuple[dict[str, Any], Usage]]: ...
-
-    def aclose(self) -> Awaitable[None]: ...
+__all__ = ["LLMJudge"]
 
 
 class LLMJudge:
@@ -163,7 +146,7 @@ class LLMJudge:
                         lambda: client.complete(prompt, VERDICT_SCHEMA), self._policy, tried,
                         sleep=self._sleep, stop=stop, run_deadline=run_deadline,
                     )
-                except LabellerError as e:
+                except LLMError as e:
                     error = f"{e.kind}: {e.message}"
                     if isinstance(e, FatalError) and e.abort_run and abort is None:
                         abort = e

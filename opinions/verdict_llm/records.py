@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from faillab_core.errors import FaillabError
-from opinions.prelabel.answer import AnswerField, AnswerSchema
-from opinions.prelabel.errors import PrelabelServiceError
-from opinions.prelabel.protocol import UsageTally
+from llm.answer import AnswerField, AnswerSchema
+from llm.usage import UsageTally
+from opinions.prelabel.run_errors import PrelabelServiceError
 from trajectories.judge import Verdict
 
 __all__ = [

@@ -61,7 +61,7 @@ def test_a_local_server_is_named_and_needs_no_acknowledgement(
     monkeypatch.setenv("FAILLAB_OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
     monkeypatch.setenv("FAILLAB_OPENAI_MODEL", "qwen-local")
     at = lead_page()
-    assert at.text_input(key="prelabel_openai_model").value == "qwen-local"
+    assert at.text_input(key="prelabel_openai-compatible_model").value == "qwen-local"
     assert "http://127.0.0.1:8000/v1" in texts(at.caption)
     assert not at.warning
     assert "local or private address" in texts(at.info)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from labeling.store import Store, open_store
+from llm.errors import ConsentRequiredError
 from opinions.prelabel.batch import (
     BatchError,
     BatchReport,
@@ -16,9 +17,9 @@ from opinions.prelabel.batch import (
     load_state,
     state_path,
 )
-from opinions.prelabel.errors import ConsentRequiredError, PrelabelServiceError
 from opinions.prelabel.options import PrelabelOptions
 from opinions.prelabel.routing import prelabel_confidences
+from opinions.prelabel.run_errors import PrelabelServiceError
 from opinions.prelabel.service import run_prelabelling
 from taxonomy import default_taxonomy
 from tests.fake_gemini import Behaviour, FakeGemini

@@ -15,15 +15,12 @@ from pathlib import Path
 import pytest
 
 from labeling.store import Store, open_store
-from opinions.prelabel.errors import (
-    ConsentRequiredError,
-    PrelabelRunAborted,
-    PrelabelServiceError,
-)
+from llm.errors import ConsentRequiredError
+from opinions.prelabel.consent import require_consent
 from opinions.prelabel.launch import WORKER_COMMAND, worker_command
 from opinions.prelabel.options import PrelabelOptions
-from opinions.prelabel.privacy import require_consent
 from opinions.prelabel.routing import prelabel_confidences
+from opinions.prelabel.run_errors import PrelabelRunAborted, PrelabelServiceError
 from opinions.prelabel.service import failed_trajectories, run_prelabelling
 from taxonomy import default_taxonomy
 from tests.fake_gemini import FakeGemini

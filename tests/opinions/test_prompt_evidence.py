@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from llm.endpoints import OpenAIEndpoint
+from llm.openai_compat import OpenAICompatClient
 from opinions.prelabel.base import LabelResult
-from opinions.prelabel.endpoints import OpenAIEndpoint
-from opinions.prelabel.gemini import GeminiLabeller
 from opinions.prelabel.labellers import build_labeller
-from opinions.prelabel.openai_compat import OpenAICompatLabeller
+from opinions.prelabel.llm_labeller import GeminiLabeller, LLMLabeller, OpenAICompatLabeller
 from opinions.prelabel.options import PrelabelOptions
 from opinions.prelabel.prompt import build_prompt
 from opinions.prelabel.prompt_evidence import CONTRADICTED_MAX, EvidenceGuidedLabeller
@@ -112,6 +112,7 @@ def test_without_the_wrapper_the_prompt_has_no_proposal_and_the_factory_wraps() 
         lab = build_labeller(options, TAX)
         assert isinstance(lab, EvidenceGuidedLabeller) and lab.name == lab.inner.name
         unwrapped = build_labeller(options, TAX, with_evidence=False)
-        assert isinstance(unwrapped, OpenAICompatLabeller)
+        assert isinstance(unwrapped, LLMLabeller)
+        assert isinstance(unwrapped.llm, OpenAICompatClient)
         asyncio.run(lab.aclose())
         asyncio.run(unwrapped.aclose())

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
+from llm.pricing import estimate_cost_usd
 from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord, RunStats
-from opinions.prelabel.errors import PrelabelRunAborted
-from opinions.prelabel.gemini import GeminiLabeller
-from opinions.prelabel.pricing import estimate_cost_usd
+from opinions.prelabel.llm_labeller import GeminiLabeller
 from opinions.prelabel.prompt import PROMPT_VERSION
 from opinions.prelabel.protocol import SyncLabellerAdapter
-from opinions.prelabel.retry import RETRY_AFTER_CEILING_S, backoff_delay
+from opinions.prelabel.run_errors import PrelabelRunAborted
 from opinions.prelabel.runner import run_prelabels, run_prelabels_sync
 from taxonomy import default_taxonomy
 from tests.fake_gemini import Behaviour, FakeGemini
@@ -293,19 +292,3 @@ def test_real_heuristic_labeller_runs_through_the_runner() -> None:
     )
     assert (stats.calls, stats.labelled, stats.failed) == (0, 5, 0)
     assert all(r.result is not None and r.result.category in TAX.keys for r in store.saves)
-
-
-def test_backoff_delay() -> None:
-    import random
-
-    rng = random.Random(1)
-    for attempt in range(1, 12):
-        d = backoff_delay(attempt, base_delay_s=1.0, max_delay_s=60.0, rng=rng)
-        step = min(60.0, 2.0 ** (attempt - 1))
-        assert step / 2 <= d <= step
-    assert backoff_delay(1, base_delay_s=1.0, max_delay_s=60.0, retry_after_s=30) >= 30
-
-
-def test_huge_retry_after_is_capped() -> None:
-    d = backoff_delay(1, base_delay_s=1.0, max_delay_s=60.0, retry_after_s=6 * 3600)
-    assert d == RETRY_AFTER_CEILING_S

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from faillab_core.settings import Settings
-from opinions.prelabel.errors import ConsentRequiredError, PrelabelServiceError
-from opinions.prelabel.retry import RetryPolicy
+from llm.errors import ConsentRequiredError
+from llm.retry import RetryPolicy
+from opinions.prelabel.run_errors import PrelabelServiceError
 from opinions.verdict_llm import (
     CACHE_FILE,
     JUDGE_PROMPT_VERSION,

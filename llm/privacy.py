@@ -16,7 +16,9 @@ check how a service is configured, so it treats every workspace as MIMIC-derived
   zero-retention, but only once configured for it, which this program cannot check; the
   acknowledgement is the person's statement that the data may go where it goes.
 
-Callers show ``privacy_text`` (or ``Destination.notice``) before asking for it.
+Each backend of the registry (``backends.py``) says where its requests go (a ``Destination``);
+callers show ``Destination.notice`` before asking for the acknowledgement, and
+``require_destination_consent`` refuses before anything is sent.
 """
 
 from __future__ import annotations
@@ -25,24 +27,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from opinions.prelabel.endpoints import OpenAIEndpoint, endpoint_host
-from opinions.prelabel.errors import ConsentRequiredError
-from opinions.prelabel.options import PrelabelOptions
+from llm.endpoints import OpenAIEndpoint, endpoint_host
+from llm.errors import ConsentRequiredError
 
 __all__ = [
     "ALLOW_EXTERNAL_ENV",
     "Destination",
-    "destination",
     "external_allowed_by_env",
     "gemini_destination",
-    "needs_consent",
     "openai_destination",
     "openai_privacy_notice",
     "privacy_notice",
-    "privacy_text",
-    "require_consent",
     "require_destination_consent",
-    "sends_data",
 ]
 
 ALLOW_EXTERNAL_ENV = "FAILLAB_ALLOW_EXTERNAL_LLM"
@@ -121,35 +117,9 @@ def openai_destination(endpoint: OpenAIEndpoint) -> Destination:
     )
 
 
-def destination(options: PrelabelOptions) -> Destination | None:
-    """Where this run would send trajectory text; None when it keeps everything local."""
-    if options.labeller == "gemini":
-        return gemini_destination(bool(options.vertex))
-    if options.labeller == "openai-compatible":
-        return openai_destination(options.openai or OpenAIEndpoint(options.base_url or ""))
-    return None
-
-
-def sends_data(options: PrelabelOptions) -> bool:
-    """Whether this run sends trajectory text to a service (an own server included)."""
-    return destination(options) is not None
-
-
-def needs_consent(options: PrelabelOptions) -> bool:
-    """Whether this run needs the person's acknowledgement before anything is sent."""
-    dest = destination(options)
-    return dest is not None and not dest.own_machines
-
-
 def external_allowed_by_env(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     return env.get(ALLOW_EXTERNAL_ENV, "").strip().lower() in _TRUE
-
-
-def privacy_text(options: PrelabelOptions) -> str:
-    """The notice to show before a run that sends data (empty for the heuristic)."""
-    dest = destination(options)
-    return dest.notice if dest is not None else ""
 
 
 def require_destination_consent(
@@ -167,8 +137,3 @@ def require_destination_consent(
         f"refusing to send {what} to {dest.service} without an explicit acknowledgement: read "
         f"the privacy notice, then pass --yes-send-data (or set {ALLOW_EXTERNAL_ENV}=1)"
     )
-
-
-def require_consent(options: PrelabelOptions, env: Mapping[str, str] | None = None) -> None:
-    """Raise ``ConsentRequiredError`` unless the run keeps data local or was acknowledged."""
-    require_destination_consent(destination(options), options.allow_external, env)

@@ -1,34 +1,31 @@
-"""What can go wrong while pre-labelling, as exception types the callers act on.
+"""What can go wrong in a call to an LLM, as exception types the callers act on.
 
-Labellers raise ``TransientError`` / ``InvalidAnswerError`` / ``FatalError`` to tell the retry
-policy (``retry.py``) what to do next; the runner raises ``PrelabelRunAborted``; the service and
-the batch path raise ``PrelabelServiceError`` (and its ``ConsentRequiredError``) for problems the
-person running pre-labelling can fix.
+Clients raise ``TransientError`` / ``InvalidAnswerError`` / ``FatalError`` (all ``LLMError``) to
+tell the retry policy (``retry.py``) what to do next. ``LLMServiceError`` is a problem the person
+running the work can fix, shown as one line: ``LLMConfigError`` (no key, no address, no model)
+and ``ConsentRequiredError`` (data would leave the machine unacknowledged). Every one derives
+from the one error root, ``FaillabError``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from faillab_core.errors import FaillabError
-from opinions.prelabel.protocol import Usage
-
-if TYPE_CHECKING:
-    from opinions.prelabel.base import RunStats
+from llm.usage import Usage
 
 __all__ = [
     "ConsentRequiredError",
     "FatalError",
     "InvalidAnswerError",
-    "LabellerError",
-    "PrelabelRunAborted",
-    "PrelabelServiceError",
+    "LLMConfigError",
+    "LLMError",
+    "LLMServiceError",
     "TransientError",
 ]
 
 
-class LabellerError(FaillabError):
-    """Base class. ``usage`` carries tokens billed for a call that still failed."""
+class LLMError(FaillabError):
+    """A call that gave no usable answer. ``usage`` carries tokens billed for a call that still
+    failed."""
 
     kind = "error"
 
@@ -38,7 +35,7 @@ class LabellerError(FaillabError):
         self.usage = usage or Usage()
 
 
-class TransientError(LabellerError):
+class TransientError(LLMError):
     """Worth retrying after a pause: rate limits, server errors, timeouts, network errors."""
 
     def __init__(
@@ -56,15 +53,15 @@ class TransientError(LabellerError):
         self.status = status
 
 
-class InvalidAnswerError(LabellerError):
-    """The service answered, but not with a usable label (malformed, empty, blocked)."""
+class InvalidAnswerError(LLMError):
+    """The service answered, but not with a usable answer (malformed, empty, blocked)."""
 
     def __init__(self, message: str, *, kind: str = "malformed", usage: Usage | None = None):
         super().__init__(message, usage=usage)
         self.kind = kind
 
 
-class FatalError(LabellerError):
+class FatalError(LLMError):
     """Retrying cannot help. ``abort_run``: no other item can succeed either (e.g. bad key)."""
 
     def __init__(
@@ -82,17 +79,13 @@ class FatalError(LabellerError):
         self.abort_run = abort_run
 
 
-class PrelabelRunAborted(FaillabError):
-    """Raised after a run stopped early on a fatal error; ``stats`` holds what was done."""
-
-    def __init__(self, message: str, stats: RunStats) -> None:
-        super().__init__(message)
-        self.stats = stats
+class LLMServiceError(FaillabError):
+    """A problem the person running LLM work can fix (one line, no traceback)."""
 
 
-class PrelabelServiceError(FaillabError):
-    """A problem the person running pre-labelling can fix (one line, no traceback)."""
+class LLMConfigError(LLMServiceError, RuntimeError):
+    """A client cannot be built (no key, no address, no model): says what to set."""
 
 
-class ConsentRequiredError(PrelabelServiceError):
+class ConsentRequiredError(LLMServiceError):
     """Data would leave the machine without the person's explicit acknowledgement."""

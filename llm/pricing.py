@@ -1,4 +1,4 @@
-"""Cost estimate for LLM pre-labelling.
+"""Cost estimate for LLM calls (pre-labelling, the LLM judge, Batch API jobs).
 
 List prices (USD per 1M tokens, paid tier, prompts <= 200k tokens) as published for the Gemini
 API when this was written; they change, so every figure is only an estimate. The Batch API is

@@ -14,21 +14,17 @@ import pytest
 
 from faillab_core.settings import Settings
 from labeling.store import open_store
+from llm.endpoints import OpenAIEndpoint, is_own_address, parse_prices
+from llm.errors import ConsentRequiredError, FatalError, InvalidAnswerError, TransientError
+from llm.openai_compat import OpenAIConfigError
+from llm.pricing import estimate_cost_usd
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord
-from opinions.prelabel.endpoints import OpenAIEndpoint, is_own_address, parse_prices
-from opinions.prelabel.errors import (
-    ConsentRequiredError,
-    FatalError,
-    InvalidAnswerError,
-    PrelabelServiceError,
-    TransientError,
-)
+from opinions.prelabel.consent import needs_consent, privacy_text, require_consent
 from opinions.prelabel.labellers import build_labeller, labeller_identity
-from opinions.prelabel.openai_compat import OpenAICompatLabeller, OpenAIConfigError
+from opinions.prelabel.llm_labeller import OpenAICompatLabeller
 from opinions.prelabel.options import PrelabelOptions
-from opinions.prelabel.pricing import estimate_cost_usd
-from opinions.prelabel.privacy import needs_consent, privacy_text, require_consent
 from opinions.prelabel.prompt import PROMPT_VERSION, build_prompt
+from opinions.prelabel.run_errors import PrelabelServiceError
 from opinions.prelabel.runner import run_prelabels
 from opinions.prelabel.service import failed_trajectories, run_prelabelling
 from taxonomy import default_taxonomy

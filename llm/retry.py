@@ -1,4 +1,4 @@
-"""When to call a labeller again, and how long to wait first (built on ``tenacity``).
+"""When to call an LLM again, and how long to wait first (built on ``tenacity``).
 
 - ``TransientError`` (HTTP 429, 408, 5xx, timeouts, network errors): retried up to
   ``max_attempts`` calls in total, waiting an exponential back-off with "equal jitter"
@@ -37,8 +37,8 @@ from tenacity import (
     retry_if_exception_type,
 )
 
-from opinions.prelabel.errors import InvalidAnswerError, LabellerError, TransientError
-from opinions.prelabel.protocol import Usage, UsageTally
+from llm.errors import InvalidAnswerError, LLMError, TransientError
+from llm.usage import Usage, UsageTally
 
 __all__ = [
     "DEFAULT_ITEM_DEADLINE_S",
@@ -214,7 +214,7 @@ async def call_with_retries(
             # This deadline, not the request's own limit (the clients turn that into a
             # TransientError inside): nothing more is tried for this item.
             raise deadline_error() from None
-        except LabellerError as e:
+        except LLMError as e:
             attempts.add(e.usage)
             if isinstance(e, InvalidAnswerError):
                 attempts.invalid += 1

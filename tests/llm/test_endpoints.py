@@ -9,15 +9,12 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from faillab_core.settings import Settings
-from opinions.prelabel.endpoints import (
-    EndpointAddressError,
-    OpenAIEndpoint,
-    check_base_url,
-    is_own_address,
-)
-from opinions.prelabel.errors import ConsentRequiredError, PrelabelServiceError
+from llm.endpoints import EndpointAddressError, OpenAIEndpoint, check_base_url, is_own_address
+from llm.errors import ConsentRequiredError
+from llm.privacy import openai_destination
+from opinions.prelabel.consent import needs_consent, require_consent
 from opinions.prelabel.options import PrelabelOptions
-from opinions.prelabel.privacy import needs_consent, openai_destination, require_consent
+from opinions.prelabel.run_errors import PrelabelServiceError
 
 # What the injected resolver answers; a name missing here does not resolve.
 DNS: Mapping[str, Sequence[str]] = {

@@ -16,13 +16,14 @@ from typing import Any, TypeVar
 import pytest
 
 from faillab_core.settings import Settings
-from opinions.prelabel.answer import label_schema
+from llm.endpoints import OpenAIEndpoint
+from llm.errors import TransientError
+from llm.gemini import GeminiJsonClient
+from llm.openai_compat import OpenAICompatClient
+from llm.retry import Attempts, Deadline, RetryPolicy, call_with_retries
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord
-from opinions.prelabel.endpoints import OpenAIEndpoint
-from opinions.prelabel.errors import TransientError
-from opinions.prelabel.gemini import GeminiJsonClient
-from opinions.prelabel.openai_compat import OpenAICompatClient, OpenAICompatLabeller
-from opinions.prelabel.retry import Attempts, Deadline, RetryPolicy, call_with_retries
+from opinions.prelabel.label_answer import label_schema
+from opinions.prelabel.llm_labeller import OpenAICompatLabeller
 from opinions.prelabel.runner import run_prelabels
 from opinions.verdict_llm import JudgeItem, make_llm_judge
 from taxonomy import default_taxonomy

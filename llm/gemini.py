@@ -1,19 +1,20 @@
-"""Pre-labelling with Gemini through the official ``google-genai`` SDK.
+"""JSON answers from Gemini through the official ``google-genai`` SDK (Developer API or Vertex AI).
 
-One call per trajectory: the rubric prompt (``prompt.py``) and a structured-output schema whose
-``category`` is an enum of the taxonomy's category names, so the model cannot invent a category.
-Temperature 0, JSON output. The SDK's own retries are disabled: the runner retries, and every
-HTTP request is then one counted call.
+One call per answer: the prompt and a structured-output schema (``answer.AnswerSchema`` in the
+API's Schema form, so an enum field cannot be answered outside its values). Temperature 0, JSON
+output. The SDK's own retries are disabled: the caller retries (``retry.py``), and every HTTP
+request is then one counted call.
 
 Failures are turned into the runner's error classes (``errors.py``): 429/408/5xx/timeouts/network
 -> ``TransientError`` (with Retry-After when the server gives one); malformed JSON, empty
 candidates and safety blocks -> ``InvalidAnswerError``; 401/403/404 -> ``FatalError(abort_run)``
 with a message saying what to fix; other 4xx -> ``FatalError`` for that item only.
 
-``GeminiJsonClient`` is the same call for any other answer schema (the LLM judge uses it); the
-client construction, error classification and answer reading are shared with the labeller.
+``GeminiJsonClient`` is the client (the LLM judge and the Gemini pre-labeller drive it); the
+Batch API path reads its jobs' answers with ``GeminiJsonClient.parse`` and submits them through
+the SDK client it holds (``GeminiJsonClient.sdk``).
 
-Privacy: read ``privacy_notice`` before sending MIMIC-derived text anywhere.
+Privacy: read ``privacy.privacy_notice`` before sending MIMIC-derived text anywhere.
 """
 
 from __future__ import annotations
@@ -23,42 +24,25 @@ import contextlib
 import functools
 import os
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pydantic
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from faillab_core.errors import FaillabError
-from opinions.prelabel.answer import AnswerSchema, label_result, schema_for_names
-from opinions.prelabel.base import LabelResult
-from opinions.prelabel.errors import FatalError, InvalidAnswerError, TransientError
-from opinions.prelabel.options import DEFAULT_GEMINI_MODEL
-from opinions.prelabel.privacy import privacy_notice
-from opinions.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
-from opinions.prelabel.protocol import Usage
-from opinions.prelabel.retry import parse_retry_after
-from trajectories.model import Trajectory
-
-if TYPE_CHECKING:
-    from taxonomy import Taxonomy
+from llm.answer import AnswerSchema
+from llm.errors import FatalError, InvalidAnswerError, LLMConfigError, TransientError
+from llm.names import DEFAULT_GEMINI_MODEL, GEMINI
+from llm.retry import parse_retry_after
+from llm.usage import Usage
 
 __all__ = [
     "DEFAULT_MODEL",
-    "LABELLER_VERSION",
     "GeminiConfigError",
     "GeminiJsonClient",
-    "GeminiLabeller",
-    "ResponseSchema",
-    "build_response_model",
-    "build_wire_schema",
     "classify_api_error",
-    "generation_config",
+    "json_config",
     "make_client",
-    "privacy_notice",
-    "response_schema",
     "response_text",
     "retry_after_seconds",
     "transient_error",
@@ -66,8 +50,6 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = DEFAULT_GEMINI_MODEL
-# Version of this module's parsing/mapping logic (the prompt has its own PROMPT_VERSION).
-LABELLER_VERSION = "1"
 
 _BLOCK_FINISH_REASONS = frozenset(
     {"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "IMAGE_SAFETY"}
@@ -92,18 +74,8 @@ def _transient_exception_types() -> tuple[type[BaseException], ...]:
 _TRANSIENT_EXC = _transient_exception_types()
 
 
-class GeminiConfigError(FaillabError, RuntimeError):
-    """The labeller cannot be built (e.g. no API key): a message for the person running it."""
-
-
-@dataclass(frozen=True)
-class ResponseSchema:
-    """The answer schema for one taxonomy, in both forms: ``model`` validates answers, ``wire``
-    is what the request carries (handing the SDK a pydantic class would make it regenerate and
-    convert the JSON schema on every call, several ms of CPU each)."""
-
-    model: type[pydantic.BaseModel]
-    wire: types.Schema
+class GeminiConfigError(LLMConfigError):
+    """The client cannot be built (e.g. no API key): a message for the person running it."""
 
 
 _WIRE_TYPES = {
@@ -137,38 +109,13 @@ def wire_schema(schema: AnswerSchema) -> types.Schema:
     )
 
 
-@functools.lru_cache(maxsize=32)
-def _response_schema(names: tuple[str, ...]) -> ResponseSchema:
-    spec = schema_for_names(names)
-    return ResponseSchema(spec.model, wire_schema(spec))
-
-
-def response_schema(taxonomy: Taxonomy) -> ResponseSchema:
-    """The answer schema for ``taxonomy``, built once per set of category names."""
-    names = tuple(c.name for c in taxonomy.categories)
-    if not names:
-        raise ValueError(f"taxonomy {taxonomy.name!r} has no categories")
-    return _response_schema(names)
-
-
-def build_response_model(taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
-    """The structured-output model; ``category`` is an enum of exactly the taxonomy's names."""
-    return response_schema(taxonomy).model
-
-
-def build_wire_schema(taxonomy: Taxonomy) -> types.Schema:
-    """The same schema in the API's Schema form, as the request carries it."""
-    return response_schema(taxonomy).wire
-
-
-def generation_config(schema: ResponseSchema) -> types.GenerateContentConfig:
-    """Deterministic JSON answers in the schema; the same for interactive and batch requests."""
-    return _json_config(schema.wire)
-
-
-def _json_config(wire: types.Schema) -> types.GenerateContentConfig:
+@functools.lru_cache(maxsize=64)
+def json_config(schema: AnswerSchema) -> types.GenerateContentConfig:
+    """Deterministic JSON answers in ``schema``, the same for interactive and batch requests
+    (built once per schema: the request carries the API's Schema form, since handing the SDK a
+    pydantic class would make it regenerate and convert the JSON schema on every call)."""
     return types.GenerateContentConfig(
-        temperature=0.0, response_mime_type="application/json", response_schema=wire
+        temperature=0.0, response_mime_type="application/json", response_schema=wire_schema(schema)
     )
 
 
@@ -323,123 +270,17 @@ def response_text(response: types.GenerateContentResponse) -> tuple[str, Usage, 
     return text, usage, None if finish is None else str(finish)
 
 
-def _cut_note(finish: str | None) -> str:
+def cut_note(finish: str | None) -> str:
     return " (cut off at MAX_TOKENS)" if finish == "MAX_TOKENS" else ""
-
-
-class GeminiLabeller:
-    """``await labeller.alabel(trajectory, taxonomy) -> (LabelResult, Usage)``; one HTTP call."""
-
-    name = "gemini"
-    remote = True
-
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        *,
-        api_key: str | None = None,
-        vertexai: bool = False,
-        project: str | None = None,
-        location: str | None = None,
-        base_url: str | None = None,
-        timeout_s: float = 60,
-        token_budget: int = DEFAULT_TOKEN_BUDGET,
-    ) -> None:
-        self.model = model
-        self.vertexai = vertexai
-        self.timeout_s = timeout_s
-        self.token_budget = token_budget
-        self.prompt_version = PROMPT_VERSION
-        self.version = f"{LABELLER_VERSION}/{model}/prompt-{PROMPT_VERSION}"
-        self._schemas: dict[
-            tuple[str, tuple[str, ...]],
-            tuple[type[pydantic.BaseModel], types.GenerateContentConfig],
-        ] = {}
-
-        self._client = make_client(
-            vertexai=vertexai,
-            api_key=api_key,
-            project=project,
-            location=location,
-            base_url=base_url,
-            timeout_s=timeout_s,
-        )
-
-    # -- schema ---------------------------------------------------------------------------------
-
-    def _schema_and_config(
-        self, taxonomy: Taxonomy
-    ) -> tuple[type[pydantic.BaseModel], types.GenerateContentConfig]:
-        cache_key = (taxonomy.version, taxonomy.names)
-        found = self._schemas.get(cache_key)
-        if found is None:
-            schema = response_schema(taxonomy)
-            config = generation_config(schema)
-            found = self._schemas[cache_key] = (schema.model, config)
-        return found
-
-    @property
-    def client(self) -> genai.Client:
-        """The SDK client (the batch path submits and polls jobs through it)."""
-        return self._client
-
-    def generation_config(self, taxonomy: Taxonomy) -> types.GenerateContentConfig:
-        return self._schema_and_config(taxonomy)[1]
-
-    def response_model(self, taxonomy: Taxonomy) -> type[pydantic.BaseModel]:
-        return self._schema_and_config(taxonomy)[0]
-
-    # -- the call -------------------------------------------------------------------------------
-
-    async def alabel(self, trajectory: Trajectory, taxonomy: Taxonomy) -> tuple[LabelResult, Usage]:
-        prompt = build_prompt(trajectory, taxonomy, token_budget=self.token_budget)
-        _, config = self._schema_and_config(taxonomy)
-        try:
-            # The SDK's timeout bounds each read; a server dripping bytes never trips it, so
-            # the request as a whole ends here.
-            async with asyncio.timeout(self.timeout_s):
-                response = await self._client.aio.models.generate_content(
-                    model=self.model, contents=prompt.text, config=config
-                )
-        except TimeoutError as e:
-            raise request_deadline_error(self.timeout_s) from e
-        except genai_errors.APIError as e:
-            raise self._classify_api_error(e) from e
-        except _TRANSIENT_EXC as e:
-            raise transient_error(e, self.timeout_s) from e
-        return self.parse_response(response, trajectory, taxonomy)
-
-    def _classify_api_error(self, e: genai_errors.APIError) -> Exception:
-        return classify_api_error(e, vertexai=self.vertexai, model=self.model)
-
-    def parse_response(
-        self,
-        response: types.GenerateContentResponse,
-        trajectory: Trajectory,
-        taxonomy: Taxonomy,
-    ) -> tuple[LabelResult, Usage]:
-        """The label in one answer (interactive or from a batch job), or ``InvalidAnswerError``."""
-        spec = schema_for_names(tuple(c.name for c in taxonomy.categories))
-        text, usage, finish = response_text(response)
-        data = spec.parse(text, usage=usage, note=_cut_note(finish))
-        result = label_result(
-            data, trajectory, taxonomy, labeller=self.name, labeller_version=self.version
-        )
-        return result, usage
-
-    async def aclose(self) -> None:
-        """Close the SDK's async HTTP connections (optional; the process exit also does it)."""
-        with contextlib.suppress(Exception):
-            await self._client.aio.aclose()
 
 
 class GeminiJsonClient:
     """One JSON answer in any ``AnswerSchema`` from Gemini: ``await client.complete(prompt,
-    schema) -> (answer, usage)``, the answer validated against the schema. Errors are the
-    runner's classes, as for the labeller. ``structured_output`` is always the service's own
-    response schema."""
+    schema) -> (answer, usage)``, the answer validated against the schema. Errors are
+    ``llm.errors``' classes. ``structured_output`` is always the service's own response
+    schema. ``timeout_s`` is the total deadline of one request (connect, headers, body)."""
 
-    name = "gemini"
+    name = GEMINI
     structured_output = "response_schema"
     price_per_mtok: tuple[float, float] | None = None  # the price table knows Gemini's models
 
@@ -462,11 +303,18 @@ class GeminiJsonClient:
             base_url=base_url, timeout_s=timeout_s,
         )
 
+    @property
+    def sdk(self) -> genai.Client:
+        """The SDK client (the Batch API path submits and polls jobs through it)."""
+        return self._client
+
     async def complete(self, prompt: str, schema: AnswerSchema) -> tuple[dict[str, Any], Usage]:
         try:
-            async with asyncio.timeout(self.timeout_s):  # a total deadline, as alabel's
+            # The SDK's timeout bounds each read; a server dripping bytes never trips it, so
+            # the request as a whole ends here.
+            async with asyncio.timeout(self.timeout_s):
                 response = await self._client.aio.models.generate_content(
-                    model=self.model, contents=prompt, config=_json_config(wire_schema(schema))
+                    model=self.model, contents=prompt, config=json_config(schema)
                 )
         except TimeoutError as e:
             raise request_deadline_error(self.timeout_s) from e
@@ -474,9 +322,17 @@ class GeminiJsonClient:
             raise classify_api_error(e, vertexai=self.vertexai, model=self.model) from e
         except _TRANSIENT_EXC as e:
             raise transient_error(e, self.timeout_s) from e
+        return self.parse(response, schema)
+
+    def parse(
+        self, response: types.GenerateContentResponse, schema: AnswerSchema
+    ) -> tuple[dict[str, Any], Usage]:
+        """The validated answer in one response (interactive or from a batch job), or
+        ``InvalidAnswerError``."""
         text, usage, finish = response_text(response)
-        return schema.parse(text, usage=usage, note=_cut_note(finish)), usage
+        return schema.parse(text, usage=usage, note=cut_note(finish)), usage
 
     async def aclose(self) -> None:
+        """Close the SDK's async HTTP connections (optional; the process exit also does it)."""
         with contextlib.suppress(Exception):
             await self._client.aio.aclose()

@@ -1,12 +1,12 @@
-"""Pre-labelling (and JSON answers in general) through any OpenAI-compatible server, with the
-official ``openai`` SDK: vLLM, Ollama, LM Studio's server, Azure OpenAI (its v1 API), OpenAI.
+"""JSON answers from any OpenAI-compatible server, with the official ``openai`` SDK: vLLM,
+Ollama, LM Studio's server, Azure OpenAI (its v1 API), OpenAI.
 
-One chat-completions call per answer, temperature 0, the same rubric prompt as the Gemini
-labeller (``prompt.py``) as one user message. Answers are asked for in the best form the server
-takes (``FAILLAB_OPENAI_RESPONSE_FORMAT=auto``, the default):
+One chat-completions call per answer, temperature 0, the prompt as one user message. Answers are
+asked for in the best form the server takes (``FAILLAB_OPENAI_RESPONSE_FORMAT=auto``, the
+default):
 
 1. ``json_schema``: ``response_format`` with the answer's JSON Schema, ``strict``; the server
-   constrains decoding to it (category an enum of the taxonomy's names).
+   constrains decoding to it (an enum field answered only within its values).
 2. ``json_object``: if the server refuses json_schema (HTTP 400/422 naming the response format),
    plain JSON mode; the answer is validated against the schema after parsing.
 3. ``text``: if it refuses that too, no response_format; the JSON object is read from the text
@@ -16,11 +16,11 @@ The mode found is kept for the rest of the run (while it is unknown, one request
 finds it) and reported (``structured_output``). Whatever the mode, an answer outside the schema
 is an ``InvalidAnswerError``, never a guess.
 
-The SDK's own retries are off (``max_retries=0``): the runner retries, so every counted call is
-one HTTP request. Failures become the runner's error classes: 429/408/409/5xx/timeouts/network
--> ``TransientError`` (Retry-After or retry-after-ms honoured); malformed, empty, refused or
-filtered answers -> ``InvalidAnswerError``; 401/403/404 -> ``FatalError(abort_run)`` saying
-what to fix; other 4xx -> ``FatalError`` for that item.
+The SDK's own retries are off (``max_retries=0``): the caller retries (``retry.py``), so every
+counted call is one HTTP request. Failures become ``errors.py``' classes:
+429/408/409/5xx/timeouts/network -> ``TransientError`` (Retry-After or retry-after-ms honoured);
+malformed, empty, refused or filtered answers -> ``InvalidAnswerError``; 401/403/404 ->
+``FatalError(abort_run)`` saying what to fix; other 4xx -> ``FatalError`` for that item.
 
 Privacy: the interlock (``privacy.py``) decides whether the server's address needs an
 acknowledgement before anything is sent; this module sends whatever it is given.
@@ -31,34 +31,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import openai
 
-from faillab_core.errors import FaillabError
-from opinions.prelabel.answer import AnswerSchema, label_result, label_schema
-from opinions.prelabel.base import LabelResult
-from opinions.prelabel.endpoints import OpenAIEndpoint
-from opinions.prelabel.errors import FatalError, InvalidAnswerError, TransientError
-from opinions.prelabel.prompt import DEFAULT_TOKEN_BUDGET, PROMPT_VERSION, build_prompt
-from opinions.prelabel.protocol import Usage
-from opinions.prelabel.retry import parse_retry_after
+from llm.answer import AnswerSchema
+from llm.endpoints import OpenAIEndpoint
+from llm.errors import FatalError, InvalidAnswerError, LLMConfigError, TransientError
+from llm.names import OPENAI_COMPATIBLE
+from llm.retry import parse_retry_after
+from llm.usage import Usage
 
-if TYPE_CHECKING:
-    from taxonomy import Taxonomy
-    from trajectories.model import Trajectory
-
-__all__ = [
-    "LABELLER_NAME",
-    "LABELLER_VERSION",
-    "OpenAICompatClient",
-    "OpenAICompatLabeller",
-    "OpenAIConfigError",
-]
-
-LABELLER_NAME = "openai-compatible"
-# Version of this module's request/parsing logic (the prompt has its own PROMPT_VERSION).
-LABELLER_VERSION = "1"
+__all__ = ["OpenAICompatClient", "OpenAIConfigError"]
 
 _MODES = ("json_schema", "json_object", "text")
 # A 400/422 that names the response format: the server cannot produce that form of answer.
@@ -70,7 +54,7 @@ _FORMAT_REFUSAL = re.compile(
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
-class OpenAIConfigError(FaillabError, RuntimeError):
+class OpenAIConfigError(LLMConfigError):
     """The client cannot be built (no address, no model): a message for the person running it."""
 
 
@@ -106,7 +90,7 @@ class OpenAICompatClient:
     """JSON answers in an ``AnswerSchema`` from one model on one server:
     ``await client.complete(prompt, schema) -> (answer, usage)``."""
 
-    name = LABELLER_NAME
+    name = OPENAI_COMPATIBLE
 
     def __init__(self, endpoint: OpenAIEndpoint, model: str) -> None:
         if not endpoint.base_url:
@@ -279,46 +263,3 @@ class OpenAICompatClient:
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
             await self._client.close()
-
-
-class OpenAICompatLabeller:
-    """``await labeller.alabel(trajectory, taxonomy) -> (LabelResult, Usage)``; one request
-    (more only while the server's response format is being found, see the module docstring)."""
-
-    name = LABELLER_NAME
-    remote = True
-
-    def __init__(
-        self,
-        endpoint: OpenAIEndpoint,
-        model: str,
-        *,
-        token_budget: int = DEFAULT_TOKEN_BUDGET,
-    ) -> None:
-        self._llm = OpenAICompatClient(endpoint, model)
-        self.model = model
-        self.token_budget = token_budget
-        self.prompt_version = PROMPT_VERSION
-        self.version = f"{LABELLER_VERSION}/{model}/prompt-{PROMPT_VERSION}"
-        self.price_per_mtok = endpoint.price_per_mtok
-
-    @property
-    def structured_output(self) -> str | None:
-        """The response format answers came in (None before the first answer)."""
-        return self._llm.structured_output
-
-    @property
-    def structured_output_refused(self) -> tuple[str, ...]:
-        """The response formats the server refused before one was found."""
-        return tuple(self._llm.refused)
-
-    async def alabel(self, trajectory: Trajectory, taxonomy: Taxonomy) -> tuple[LabelResult, Usage]:
-        prompt = build_prompt(trajectory, taxonomy, token_budget=self.token_budget)
-        data, usage = await self._llm.complete(prompt.text, label_schema(taxonomy))
-        result = label_result(
-            data, trajectory, taxonomy, labeller=self.name, labeller_version=self.version
-        )
-        return result, usage
-
-    async def aclose(self) -> None:
-        await self._llm.aclose()
