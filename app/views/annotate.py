@@ -28,6 +28,7 @@ from faillab.app.viewer import automatic_opinions_visible, viewer_of
 from faillab.app.widgets.answer import render_answer_compact
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
+from faillab.app.widgets.keymap import ACCEPT_PRELABEL, AGENT_RIGHT, SKIP, UNDO, UNDO_TOO
 from faillab.app.widgets.label_form import (
     NOTE,
     Hooks,
@@ -324,9 +325,9 @@ st.toggle(
 annotate_keys = [*CURSOR_KEYS,
                  (f"1–{min(9, len(taxonomy.categories))}",
                   "save that category (with the marked step)"),
-                 ("A", "accept the pre-label (its step once you have seen it)"),
-                 ("Y", "the agent was right (no failure)"), ("S", "skip"),
-                 ("U or Z", "undo the last label"),
+                 (ACCEPT_PRELABEL, "accept the pre-label (its step once you have seen it)"),
+                 (AGENT_RIGHT, "the agent was right (no failure)"), (SKIP, "skip"),
+                 (f"{UNDO} or {UNDO_TOO}", "undo the last label"),
                  ("Ctrl+Enter", "in the note: keep it and give the keys back")]
 key_help(annotate_keys)
 st.caption("Keys: " + " · ".join(f"{k}: {what}" for k, what in annotate_keys)

@@ -2,9 +2,10 @@
 
 Blind to models: nothing about agents (answers, trajectories, runs, success) is loaded here.
 Blind to colleagues: only the signed-in person's own judgments are read, whatever their role.
-Shortcuts: V = valid, I = invalid with the chosen reason, 1-5 = invalid for that reason
-(C and R are taken by Streamlit itself). The judgment sits above the task so it is on screen
-without scrolling; choosing an audit hands the keyboard back to the page at once.
+Shortcuts (``keymap``): V = valid, I = invalid with the chosen reason, 1-5 = invalid for that
+reason (C and R are taken by Streamlit itself), ``]``/``[`` = next/previous task. The judgment
+sits above the task so it is on screen without scrolling; choosing an audit hands the keyboard
+back to the page at once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from faillab.app.widgets.audit_item import (
     render_item,
 )
 from faillab.app.widgets.key_help import key_help
+from faillab.app.widgets.keymap import INVALID, ITEM_NEXT, ITEM_PREVIOUS, VALID, item_keys
 from faillab.app.widgets.safe import escape_markdown
 from labeling.audit import REASON_CODES, review_queue
 from labeling.store import StoreError
@@ -34,9 +36,10 @@ audit = pick_audit(store, key="audit_review_audit")
 # become search text: hand focus back to the page whenever the audit changes.
 release_focus(f"audit-review:{audit}")
 
-key_help([("V", "valid: no substantive issue"), ("I", "invalid (choose the reason below)"),
+key_help([(VALID, "valid: no substantive issue"), (INVALID, "invalid (choose the reason below)"),
           *((str(i), f"invalid: {reason_label(code)}") for i, code in
-            enumerate(REASON_CODES, start=1))])
+            enumerate(REASON_CODES, start=1)), *item_keys("task")],
+         clicks={ITEM_PREVIOUS: "audit_review_prev", ITEM_NEXT: "audit_review_next"})
 queue = review_queue(store, audit, user.name)
 if not queue:
     st.info("No task of this audit is assigned to you.")
@@ -74,9 +77,9 @@ def next_open(after: int) -> int:
 nav = st.columns([4, 1, 1])
 nav[0].caption(f"Task {pos + 1} of {len(queue)}")
 nav[1].button("◀ Previous", key="audit_review_prev", disabled=pos == 0, on_click=go,
-              args=(pos - 1,))
+              args=(pos - 1,), help=f"Previous task ({ITEM_PREVIOUS})")
 nav[2].button("Next ▶", key="audit_review_next", disabled=pos >= len(queue) - 1, on_click=go,
-              args=(pos + 1,))
+              args=(pos + 1,), help=f"Next task ({ITEM_NEXT})")
 
 # Read, then judge: the task, its reference SQL and result come first and the judgment sits
 # right under them, so a reviewer never scrolls back up to decide.
@@ -125,11 +128,11 @@ def save_reason(code: str) -> None:
 
 buttons = st.columns([1, 1, 3])
 # Neither button is drawn as the default: the saved judgment (if any) is the primary one.
-buttons[0].button("Valid", key=f"audit_valid_{key}", shortcut="V",
+buttons[0].button("Valid", key=f"audit_valid_{key}", shortcut=VALID,
                   type="primary" if existing is not None and existing.valid else "secondary",
                   icon=":material/check:", on_click=save, args=(True,),
                   help="No substantive issue (V)")
-buttons[1].button("Invalid", key=f"audit_invalid_{key}", shortcut="I",
+buttons[1].button("Invalid", key=f"audit_invalid_{key}", shortcut=INVALID,
                   type="primary" if existing is not None and not existing.valid else "secondary",
                   icon=":material/close:", on_click=save, args=(False,),
                   help="A concern that needs inspection, with the reason chosen below (I)")

@@ -2,12 +2,15 @@
 
 Deep link: /trajectory?id=<trajectory id>.
 
-Everything that depends on the shown trajectory is one ``st.fragment``: J/K (prev/next failure),
+Keys (``keymap``): ``]``/``[`` the next/previous failure, J/K the next/previous step in the
+steps pane (as on Annotate), Y/N the verdict.
+
+Everything that depends on the shown trajectory is one ``st.fragment``: ``]``/``[`` (failures),
 "Expand all" and opening a step rerun only the fragment, in one script run; the steps' re-run
 box (one collapsed expander above the steps, its buttons built when opened) and the reference
 SQL's "Re-run" are fragments inside it, so opening the box or a re-run redraws only itself.
-Before, J/K went through ``st.switch_page``: a run of the whole app to register the press, then a
-second full run (main.py, sign-in, sidebar, this page) to show the next trajectory.
+Before, the failure keys went through ``st.switch_page``: a run of the whole app to register the
+press, then a second full run (main.py, sign-in, sidebar, this page) to show the next one.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from faillab.app.viewer import automatic_opinions_visible, viewer_of
 from faillab.app.widgets.answer import render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
+from faillab.app.widgets.keymap import ITEM_NEXT, ITEM_PREVIOUS, item_keys, steps_keys
 from faillab.app.widgets.prelabel_reasoning import render_prelabel_reasoning
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
@@ -108,7 +112,7 @@ def trajectory_view() -> None:
     flt = saved if isinstance(saved, BrowseFilter) else None
     # The two slow parts of a new trajectory, the evidence (its SQL executed in the sandbox)
     # and the prev/next failure query, start now in the background and overlap with drawing
-    # the steps; the evidence box and the J/K buttons below take their cached results.
+    # the steps; the evidence box and the failure buttons below take their cached results.
     prefetch_evidence([trajectory_id])
     in_background(lambda: failure_neighbours_of(trajectory_id, flt), "faillab-neighbours")
 
@@ -119,8 +123,10 @@ def trajectory_view() -> None:
                    f"outcome: **{_outcome(trajectory_id)}**")
     prev_slot, next_slot = top[1].empty(), top[2].empty()
     with top[0]:
-        key_help([("K", "previous failure"), ("J", "next failure"),
-                  (RIGHT_KEY, "the agent was right"), (FAILED_KEY, "the agent failed")])
+        key_help([*item_keys("failure"), *steps_keys(),
+                  (RIGHT_KEY, "the agent was right"), (FAILED_KEY, "the agent failed")],
+                 clicks={ITEM_PREVIOUS: "prev_failure", ITEM_NEXT: "next_failure"},
+                 steps=".st-key-steps_pane .faillab-step")
 
     meta = {
         "intent": task.intent, "scope": task.scope, "template": task.template_id,
@@ -170,11 +176,12 @@ def trajectory_view() -> None:
             st.caption("The task carries no reference SQL.")
 
     prev_id, next_id = failure_neighbours_of(trajectory_id, flt)
-    prev_slot.button("◀ Prev failure", key="prev_failure", shortcut="K",
-                     disabled=prev_id is None, help="Previous failed trajectory (K)",
+    # ``[`` and ``]`` press these through the page script: Streamlit binds no punctuation.
+    prev_slot.button("◀ Prev failure", key="prev_failure",
+                     disabled=prev_id is None, help=f"Previous failed trajectory ({ITEM_PREVIOUS})",
                      on_click=_show, args=(str(prev_id),))
-    next_slot.button("Next failure ▶", key="next_failure", shortcut="J",
-                     disabled=next_id is None, help="Next failed trajectory (J)",
+    next_slot.button("Next failure ▶", key="next_failure",
+                     disabled=next_id is None, help=f"Next failed trajectory ({ITEM_NEXT})",
                      on_click=_show, args=(str(next_id),))
 
 

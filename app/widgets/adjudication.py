@@ -12,11 +12,12 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from faillab.app.widgets.keymap import TAKE_NONE, TAKE_PRELABEL
 from faillab.app.widgets.rubric import category_label
 from faillab.app.widgets.safe import escape_markdown, plain
 from taxonomy import Taxonomy
 
-PRELABEL_KEY, OTHER_KEY = "P", "O"
+PRELABEL_KEY, OTHER_KEY = TAKE_PRELABEL, TAKE_NONE
 #: The reason box, where the focus goes after a take key (Enter there saves).
 REASON_BOX = "[class*='st-key-adj_'][class*='_reason'] input"
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from faillab.app.widgets.keymap import INVALID, TAKE_REVIEWER, VALID
 from labeling.audit import REASON_CODES, REASON_LABELS
 from labeling.store.records import AuditJudgment
 
 #: Keys that take a reviewer's judgment, in review order (the page shows at most this many).
-TAKE_KEYS = ("A", "B", "C", "D")
-VALID_KEY, INVALID_KEY = "V", "I"
+TAKE_KEYS = TAKE_REVIEWER
+VALID_KEY, INVALID_KEY = VALID, INVALID
 FALLBACK_REASON = "other"
 
 

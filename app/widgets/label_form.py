@@ -22,6 +22,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from faillab.app.viewer import viewer_of
 from faillab.app.widgets.evidence import step_note
+from faillab.app.widgets.keymap import ACCEPT_PRELABEL, SKIP
 from faillab.app.widgets.rubric import category_label
 from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.queue import prelabel_for
@@ -31,8 +32,7 @@ from taxonomy import Taxonomy
 from trajectories.model import Step, Trajectory
 from trajectories.render import preview
 
-ACCEPT_KEY = "A"
-SKIP_KEY = "S"
+ACCEPT_KEY, SKIP_KEY = ACCEPT_PRELABEL, SKIP
 #: Which item the form's values belong to.
 FORM_ITEM = "lf_item"
 #: The form's fields and the values every item starts with. STEP is the marked first faulty

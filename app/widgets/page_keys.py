@@ -6,7 +6,8 @@ item (the container keyed ``annotate_item_<id>`` around the question) and then s
 and the steps pane to the top (the next item starts at its question); it takes the focus off a
 clicked button (shortcut keys pressed on a focused button do nothing); Ctrl+Enter (or
 Escape) in a text box commits the text and leaves the box, so the single-key shortcuts work
-again without reaching for the mouse; and ``[``/``]`` press the step cursor's buttons.
+again without reaching for the mouse. (``[``/``]`` no longer move the step cursor: they mean
+"previous/next item" on every page, J/K "previous/next step"; see ``keymap``.)
 
 The component stays mounted while the page shows an item (same key on every run), so the
 script runs once per visit, not once per item; when it unmounts it removes its listeners, and
@@ -76,21 +77,6 @@ export default function () {
   }
   function onKey(ev) {
     const el = ev.target;
-    const typing = el && (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT' ||
-                          el.isContentEditable);
-    // [ and ] move the step cursor (Streamlit's shortcuts take no punctuation: K and J do
-    // the same through the buttons' own shortcuts).
-    if (!typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey && (ev.key === '[' ||
-                                                                ev.key === ']')) {
-      const which = ev.key === '[' ? 'annotate_step_prev' : 'annotate_step_next';
-      const button = doc.querySelector('.st-key-' + which + ' button');
-      if (button && !button.disabled) {
-        ev.preventDefault();
-        button.click();
-        setTimeout(function () { button.blur(); }, 0);
-      }
-      return;
-    }
     if (!el || el.tagName !== 'TEXTAREA') { return; }
     const commit = (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) || ev.key === 'Escape';
     // Streamlit commits the text on Ctrl+Enter itself; leaving the box afterwards hands the

@@ -1,7 +1,8 @@
 """Annotate's step cursor: read a trajectory step by step by key and mark the first faulty one.
 
 The cursor opens on the diverging step (the evidence's; else a pre-label's that is on screen;
-else the first step that errored; else the last action), K and J (or ``[`` and ``]``) move it,
+else the first step that errored; else the last action), K and J move it (the step keys of every
+page, ``keymap``),
 F marks the step under it as the first faulty step, and a category key then saves label and step
 together: a label with its step is two keys. Marking the step with the mouse alone (a picker in
 the form) left 20 of 20 keyboard labels without one.
@@ -20,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from faillab.app.widgets.keymap import KEYS, MARK_STEP, STEP_NEXT, STEP_PREVIOUS, steps_keys
 from faillab.app.widgets.label_form import (
     CURSOR,
     MARK_BUTTON,
@@ -35,13 +37,9 @@ from faillab.app.widgets.step_outline import render_full_step, step_line_html
 from faillab.app.widgets.steps import steps_css
 from trajectories.model import Step, StepKind
 
-PREVIOUS_KEY, NEXT_KEY, MARK_KEY = "K", "J", "F"
+PREVIOUS_KEY, NEXT_KEY, MARK_KEY = STEP_PREVIOUS, STEP_NEXT, MARK_STEP
 #: The keys the cursor answers to, for the page's key list and the help overlay.
-CURSOR_KEYS: tuple[tuple[str, str], ...] = (
-    (f"{PREVIOUS_KEY} or [", "previous step"),
-    (f"{NEXT_KEY} or ]", "next step"),
-    (MARK_KEY, "the step under the cursor is the first faulty step"),
-)
+CURSOR_KEYS: tuple[tuple[str, str], ...] = (*steps_keys(), (MARK_KEY, KEYS[MARK_KEY][0]))
 
 _CSS = """<style>
 /* Tight rows: the question, the cursor step and the answer share one 1280x800 screen. */
@@ -123,14 +121,14 @@ def render_step_cursor(steps: Sequence[Step], trajectory_id: str, *, start: int,
         # Steps are numbered from 0 everywhere (outline, picker, evidence): say so, since
         # "Step 10 of 23" read as 23 steps where there were 24.
         st.markdown(f"Step **{cursor}** of {len(steps)} (0–{len(steps) - 1})",
-                    help="K/J or [/] move the cursor; F marks its step as the first faulty "
-                         "one; a category key then saves the label with it.")
+                    help=f"{PREVIOUS_KEY}/{NEXT_KEY} move the cursor; {MARK_KEY} marks its step "
+                         "as the first faulty one; a category key then saves the label with it.")
     bar[1].button("Back", key="annotate_step_prev", shortcut=PREVIOUS_KEY, width="stretch",
                   disabled=cursor == 0, on_click=_move, args=(trajectory_id, -1, len(steps)),
-                  help="Previous step (K or [)")
+                  help=f"Previous step ({PREVIOUS_KEY})")
     bar[2].button("Next", key="annotate_step_next", shortcut=NEXT_KEY, width="stretch",
                   disabled=cursor >= len(steps) - 1, on_click=_move,
-                  args=(trajectory_id, 1, len(steps)), help="Next step (J or ])")
+                  args=(trajectory_id, 1, len(steps)), help=f"Next step ({NEXT_KEY})")
     # The button says whether the step under the cursor is the marked one; on a step the
     # agent did not take (the user's question, a tool's reply) it cannot mark.
     agent_steps = frozenset(i for i, s in enumerate(steps) if is_agent_step(s))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from faillab.app.widgets.keymap import UNDO, UNDO_TOO
 from faillab.app.widgets.label_form import (
     ACCEPT_STEP,
     CURSOR,
@@ -78,16 +79,16 @@ def render_undo(store: Store, me: User, taxonomy: Taxonomy, *, enabled: bool = T
     back = done[-1] if done and enabled else None
     where = container if container is not None else st
     args = (store, me, taxonomy, back)
-    where.button("Undo", key="annotate_undo", shortcut="U", icon=":material/undo:",
+    where.button("Undo", key="annotate_undo", shortcut=UNDO, icon=":material/undo:",
                  disabled=back is None, width="stretch", on_click=undo_label, args=args,
-                 help="Retract the label you saved last (U or Z) and reopen its item: the "
-                      "label stays in the history but no longer counts.")
+                 help=f"Retract the label you saved last ({UNDO} or {UNDO_TOO}) and reopen "
+                      "its item: the label stays in the history but no longer counts.")
     # Z undoes too; a hidden twin keeps one button on screen (hidden here, where it is made:
     # the empty-queue screen showed it beside the real one).
     st.html(f"<style>.st-key-{UNDO_TWIN_KEY} {{ display: none; }}</style>")
     with st.container(key=UNDO_TWIN_KEY):
-        st.button("Undo (Z)", key="annotate_undo_alias", shortcut="Z", disabled=back is None,
-                  on_click=undo_label, args=args)
+        st.button(f"Undo ({UNDO_TOO})", key="annotate_undo_alias", shortcut=UNDO_TOO,
+                  disabled=back is None, on_click=undo_label, args=args)
 
 
 def render_undo_note() -> None:

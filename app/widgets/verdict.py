@@ -14,11 +14,11 @@ from typing import Any
 import streamlit as st
 
 from faillab.app.viewer import viewer_of
+from faillab.app.widgets.keymap import AGENT_FAILED, AGENT_RIGHT
 from faillab.app.widgets.safe import escape_markdown, plain
 from labeling.store import Store, StoreError, User
 
-RIGHT_KEY = "Y"
-FAILED_KEY = "N"
+RIGHT_KEY, FAILED_KEY = AGENT_RIGHT, AGENT_FAILED
 NOTE_KEY = "verdict_note"
 
 _METHODS = {

@@ -1,5 +1,5 @@
 """The first faulty step by keyboard, in Chromium: two annotators label the same items with
-the step cursor only (``]``/``[`` or J/K, F, a category key), every label carries the step
+the step cursor only (J/K, F, a category key), every label carries the step
 under the cursor, and the Agreement page then reports step agreement as a number."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def cursor_line(page: Page) -> str:
 
 
 def label_by_keys(page: Page, moves: str, category_key: str) -> int:
-    """Move the cursor with ``moves`` (a string of ``[`` and ``]``), mark, save; the step."""
+    """Move the cursor with ``moves`` (a string of ``j`` and ``k``), mark, save; the step."""
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
     for key in moves:
         # A key that arrives while the previous run is still going is folded into it by
@@ -79,7 +79,7 @@ def test_labels_with_their_step_by_keyboard_alone(
         browser: Browser, shared_items: tuple[StreamlitServer, Store, list[str]]) -> None:
     server, store, items = shared_items
     chosen: dict[str, dict[str, int]] = {}
-    for name, moves in (("ada", ""), ("bob", "][")):
+    for name, moves in (("ada", ""), ("bob", "jk")):
         page = signed_in(browser, server, name, "annotate")
         expect(page.get_by_text(re.compile(r"^Item 1 of"))).to_be_visible(timeout=30_000)
         screenshot(page, f"annotate-step-cursor-{name}")

@@ -126,13 +126,23 @@ def test_browse_filter_open_rerun(viewer_server: tuple[StreamlitServer, Workspac
     rerun_caption = re.compile(r"Re-run against mimic_iv\.sqlite: \d+ row")
     expect(page.get_by_text(rerun_caption)).to_be_visible()
     screenshot(page, "trajectory-rerun")
-    # Keyboard: J goes to the next failure (a fragment rerun: the deep link follows it), K back.
-    page.locator("body").press("j")
+    # Keyboard: J/K move through the steps (as on Annotate), the trajectory stays.
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    current = page.locator(".st-key-steps_pane .faillab-step.faillab-step-current")
+    expect(current).to_have_count(1, timeout=30_000)
+    second = current.inner_text()
+    page.keyboard.press("k")
+    expect(current).not_to_have_text(second, timeout=30_000)
+    assert page.url.endswith(f"id={tid}")
+    # ] goes to the next failure (a fragment rerun: the deep link follows it), [ back.
+    page.keyboard.press("]")
     page.wait_for_url(lambda url: "id=" in url and url.split("id=")[1] != tid, timeout=30_000)
     after = page.url.split("id=")[1]
     expect(page.get_by_text(f"Trajectory {after}", exact=False)).to_be_visible()
     wait_idle(page)
-    page.locator("body").press("k")
+    page.keyboard.press("[")
     page.wait_for_url(lambda url: url.endswith(f"id={tid}"), timeout=30_000)
     expect(page.get_by_text(f"Trajectory {tid}", exact=False)).to_be_visible()
 
