@@ -12,8 +12,8 @@ import pytest
 
 from tests.support import REPO
 
-PACKAGES = ("app", "faillab", "faillab_core", "analysis", "opinions", "labeling", "trajectories",
-            "taxonomy")
+PACKAGES = ("app", "faillab", "faillab_core", "llm", "analysis", "opinions", "labeling",
+            "trajectories", "taxonomy")
 LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
 
 
@@ -71,10 +71,13 @@ def test_an_import_only_a_type_checker_reads_is_not_a_dependency(tmp_path: Path)
 
 #: Each new boundary between rooms, with an import planted across it and the contract that
 #: must name it: people's work never reads a machine opinion; reading a trajectory (its
-#: evidence) never reads people's work; the core reads no other package.
+#: evidence) never reads people's work; the core reads no other package; the LLM transport reads
+#: only the core, and neither the domain nor people's work reads it.
+LABELING = "People's work (labeling) imports no opinion, LLM, analysis or face BROKEN"
+DOMAIN = "The domain (trajectories, taxonomy) imports nothing above it BROKEN"
+LLM = "The LLM transport (llm) imports only the core BROKEN"
 BOUNDARIES = [
-    ("labeling/pool.py", "from opinions import ranking",
-     "People's work (labeling) imports no machine opinion, no analysis and no face BROKEN",
+    ("labeling/pool.py", "from opinions import ranking", LABELING,
      "labeling.pool -> opinions.ranking"),
     ("trajectories/evidence/finder.py", "from labeling import pool",
      "The domain (trajectories, taxonomy) imports nothing above it BROKEN",
@@ -85,6 +88,20 @@ BOUNDARIES = [
     ("faillab_core/errors.py", "from faillab.cli import common",
      "The core (faillab_core) imports no other faillab package BROKEN",
      "faillab_core.errors -> faillab.cli.common"),
+    ("faillab_core/errors.py", "from llm import usage",
+     "The core (faillab_core) imports no other faillab package BROKEN",
+     "faillab_core.errors -> llm.usage"),
+    ("llm/pricing.py", "from opinions.prelabel import options", LLM,
+     "llm.pricing -> opinions.prelabel.options"),
+    ("llm/retry.py", "from trajectories import model", LLM, "llm.retry -> trajectories.model"),
+    ("llm/usage.py", "from labeling.store import records", LLM,
+     "llm.usage -> labeling.store.records"),
+    ("llm/errors.py", "from faillab.cli import common", LLM, "llm.errors -> faillab.cli.common"),
+    ("trajectories/model.py", "from llm import usage", DOMAIN, "trajectories.model -> llm.usage"),
+    ("taxonomy/model.py", "from llm import errors", DOMAIN, "taxonomy.model -> llm.errors"),
+    ("llm/usage.py", "import streamlit", "Streamlit is imported by app/ only BROKEN",
+     "llm.usage -> streamlit"),
+    ("labeling/pool.py", "from llm import retry", LABELING, "labeling.pool -> llm.retry"),
 ]
 
 
