@@ -24,6 +24,7 @@ from urllib.parse import quote, unquote, urlsplit
 import streamlit as st
 
 from faillab.app.state import get_settings, get_store
+from faillab.app.widgets.invitation import DEAD_LINK, INVITE_PARAM, invitation_form
 from faillab_core.settings import AuthMode, Settings
 from labeling.store import Store, StoreError, User
 from labeling.store.models import utcnow
@@ -174,6 +175,20 @@ def _password_mode() -> User | None:
         _change_password_form(store, settings, token)
         return user
     st.session_state.pop(_TOKEN_KEY, None)
+    invite = str(st.query_params.get(INVITE_PARAM) or "")
+    if invite:
+        # A one-time invitation (``faillab team --invite``): its person sets a password here.
+        name = store.invitations.name_for(invite)
+        if name is not None:
+            slot = st.empty()
+            with slot.container():
+                invited = invitation_form(store, invite, name)
+            if invited is None:
+                return None
+            del st.query_params[INVITE_PARAM]
+            slot.empty()
+            return _signed_in(store, settings, invited)
+        st.error(DEAD_LINK)
     return _login_form(store, settings)
 
 
@@ -196,11 +211,16 @@ def _login_form(store: Store, settings: Settings) -> User | None:
     if isinstance(user, str):
         problem.error(user)
         return None
+    slot.empty()
+    return _signed_in(store, settings, user)
+
+
+def _signed_in(store: Store, settings: Settings, user: User) -> User:
+    """A new session for ``user`` (a password checked, or set from an invitation)."""
     token = store.sessions.create(user.name, timedelta(hours=settings.session_hours))
     st.session_state[_TOKEN_KEY] = token
     st.session_state["cookie_pending"] = token
     st.session_state.pop("signed_out", None)
-    slot.empty()
     st.sidebar.button("Sign out", key="sign_out")  # handled on the next run
     _change_password_form(store, settings, token)
     _write_cookie(SESSION_COOKIE, token, int(settings.session_hours * 3600))

@@ -3,7 +3,10 @@
 People come from a list (a file, or ``-`` for stdin): one person a line, ``name`` or
 ``name,role`` (a ``name,role`` header line is allowed; ``#`` starts a comment). Each new person
 is added with a generated password that is printed once, here and never again (only its hash
-is stored); people already in the store keep their password and get the listed role. The
+is stored), or with ``--invite`` a one-time invitation link instead, where the person sets their
+own password (the link's token is stored hashed, expires, and works once); people already in the
+store keep their password and get the listed role (``--invite`` sends a new link to those who
+have none yet). The
 workspace's failures are then assigned to the annotators, a stratified share to two of them
 (the overlap agreement is measured on), and the routing in effect is said.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import secrets
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +79,24 @@ def _read_list(source: str) -> str:
 @click.option("--no-passwords", is_flag=True,
               help="Add people without passwords (local use, FAILLAB_AUTH=none, or single "
                    "sign-on). Default: a password when the server asks for one.")
+@click.option("--invite", is_flag=True,
+              help="Instead of printing passwords, print a one-time invitation link for each "
+                   "person without a password, where they set their own (password sign-in).")
+@click.option("--url", "base_url", default="http://localhost:8501", show_default=True,
+              help="The server's address as people reach it, for the invitation links.")
+@click.option("--invite-days", default=7, show_default=True, type=click.IntRange(1, 90),
+              help="Days an invitation link works.")
 @workspace_option
 @json_option
 def team(people: str, overlap: int, double_share: float, limit: int | None, seed: int,
-         no_passwords: bool, workspace: Path | None, as_json: bool) -> None:
+         no_passwords: bool, invite: bool, base_url: str, invite_days: int,
+         workspace: Path | None, as_json: bool) -> None:
     """Set up a labelling team in one step from PEOPLE, a list (a file, or - for stdin) with
     one person a line: 'name' or 'name,role' (annotator, lead, admin).
 
-    New people get a generated password, printed once (keep it: only its hash is stored);
-    people already there keep theirs and get the listed role. The workspace's failures are
+    New people get a generated password, printed once (keep it: only its hash is stored), or
+    with --invite a one-time link (valid --invite-days) where they set their own; people
+    already there keep theirs and get the listed role. The workspace's failures are
     assigned to the annotators, a stratified share to --overlap of them; the routing in
     effect is printed. Run it again with more names to add people (their work is assigned
     from the failures nobody has yet).
@@ -97,6 +110,11 @@ def team(people: str, overlap: int, double_share: float, limit: int | None, seed
     listed = parse_people(_read_list(people))
     settings = settings_for(workspace)
     with_passwords = not no_passwords and settings.auth != AuthMode.NONE
+    if invite and settings.auth != AuthMode.PASSWORD:
+        raise UserError("--invite is for password sign-in (FAILLAB_AUTH=password): links set a "
+                        f"password, and this workspace signs in with {settings.auth}")
+    if invite and no_passwords:
+        raise UserError("--invite and --no-passwords contradict each other: choose one")
     annotators = [p.name for p in listed if p.role == "annotator"]
     if overlap > max(len(annotators), 1):
         raise UserError(f"--overlap {overlap} needs at least {overlap} annotators; the list "
@@ -110,13 +128,21 @@ def team(people: str, overlap: int, double_share: float, limit: int | None, seed
             if existing is not None:
                 if existing.role != person.role:
                     store.users.set_role(person.name, person.role)
-                rows.append({"name": person.name, "role": person.role, "password": None,
-                             "status": "kept"})
+                row: dict[str, Any] = {"name": person.name, "role": person.role,
+                                       "password": None, "status": "kept", "invite": None}
+                if invite and not existing.has_password:
+                    row["invite"] = _link(base_url, store.invitations.create(
+                        person.name, timedelta(days=invite_days)))
+                rows.append(row)
                 continue
-            password = secrets.token_urlsafe(PASSWORD_BYTES) if with_passwords else None
+            password = (secrets.token_urlsafe(PASSWORD_BYTES)
+                        if with_passwords and not invite else None)
             store.users.add(person.name, person.role, password)
+            link = (_link(base_url, store.invitations.create(person.name,
+                                                             timedelta(days=invite_days)))
+                    if invite else None)
             rows.append({"name": person.name, "role": person.role, "password": password,
-                         "status": "added"})
+                         "status": "added", "invite": link})
         assigned = 0
         if annotators and ws.exists():
             # Items already in someone's queue stay there; a re-run assigns the rest.
@@ -140,18 +166,28 @@ def team(people: str, overlap: int, double_share: float, limit: int | None, seed
                "routing_min_checked": settings.routing_min_checked}
     if as_json:
         emit({"people": rows, "new_assignments": assigned, "routing": routing,
-              "auth": str(settings.auth)})
+              "auth": str(settings.auth),
+              "invite_days": invite_days if invite else None})
         return
-    _print(rows, assigned, routing, with_passwords, ws.exists())
+    _print(rows, assigned, routing, with_passwords, ws.exists(), invite_days if invite else None)
+
+
+def _link(base_url: str, token: str) -> str:
+    """The invitation link: the server's address with the token as ``?invite=``."""
+    return f"{base_url.rstrip('/')}/?invite={token}"
 
 
 def _print(rows: list[dict[str, Any]], assigned: int, routing: dict[str, Any],
-           with_passwords: bool, has_workspace: bool) -> None:
+           with_passwords: bool, has_workspace: bool, invite_days: int | None) -> None:
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        secret = r["password"] if r["password"] else (
+        secret = r["invite"] or r["password"] or (
             "(password kept)" if r["status"] == "kept" else "(no password)")
         click.echo(f"{r['name']:<{width}}  {r['role']:<9}  {r['assigned']:>5} items  {secret}")
+    if any(r["invite"] for r in rows):
+        click.echo(f"Each link above works once, for {invite_days} days: send it to its person, "
+                   "who sets their own password there (a new run of --invite replaces an "
+                   "unused link).", err=True)
     if with_passwords and any(r["password"] for r in rows):
         click.echo("The passwords above are shown once: hand each to its person now "
                    "('faillab users passwd NAME' sets a new one).", err=True)

@@ -314,6 +314,20 @@ class AuthSessionRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class InvitationRow(Base):
+    """A one-time invitation to set a password (revision 0009): a SHA-256 of the random token
+    sent as a link, its expiry, and when it was used (a used or expired one signs nobody in)."""
+
+    __tablename__ = "invitations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
 class SignInThrottleRow(Base):
     """Failed sign-ins counted per key ("user:NAME" or "client:ADDRESS"), shared by replicas."""
 

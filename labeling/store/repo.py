@@ -15,6 +15,7 @@ from labeling.store.audit import Audits
 from labeling.store.base import Part, StoreCore, storage_error, unavailable
 from labeling.store.engine import make_engine, upgrade
 from labeling.store.history import History
+from labeling.store.invitations import Invitations
 from labeling.store.labels import Labels
 from labeling.store.models import TaxonomyVersionRow
 from labeling.store.policy import Gate
@@ -55,8 +56,8 @@ class Taxonomies(Part):
 class Store:
     """Annotation store over SQLite or PostgreSQL, made of parts by concern.
 
-    `users`, `sessions`, `labels`, `queues`, `adjudications`, `prelabels`, `audits`,
-    `taxonomies`, `history`, `trajectory_ids` and `verdicts` share one engine (connection
+    `users`, `sessions`, `invitations`, `labels`, `queues`, `adjudications`, `prelabels`,
+    `audits`, `taxonomies`, `history`, `trajectory_ids` and `verdicts` share one engine (connection
     pool) and one `Gate`, the single place that validates and authorises writes and scopes
     reads (see `policy`).
 
@@ -70,6 +71,7 @@ class Store:
         self.gate: Gate = self._core.gate
         self.users = Users(self._core)
         self.sessions = Sessions(self._core)
+        self.invitations = Invitations(self._core)
         self.labels = Labels(self._core)
         self.queues = Queues(self._core)
         self.adjudications = Adjudications(self._core)
