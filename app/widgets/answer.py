@@ -171,13 +171,14 @@ def render_answer_panel(traj: Trajectory) -> None:
         st.html(answer_panel_html(traj))
         return
     st.html(f'<div class="faillab-answer">{head}</div>')
-    for column, (caption, value, html) in zip(st.columns(2, gap="small"), pair, strict=True):
-        with column:
-            if html is None:
-                _prose(caption, str(value), key=f"answer_prose_{caption.split()[0].lower()}",
-                       height=260)
-            else:
-                st.html(html)
+    # One under the other, each the column's full width: prose side by side with the gold
+    # was a box a few words wide in the answer column.
+    for caption, value, html in pair:
+        if html is None:
+            _prose(caption, str(value), key=f"answer_prose_{caption.split()[0].lower()}",
+                   height=260)
+        else:
+            st.html(html)
     st.html(f'<div class="faillab-answer">{tail}</div>')
 
 
