@@ -93,9 +93,14 @@ def test_two_annotators_review_blind(browser: Browser,
         wait_idle(ben)
         expect(ben.get_by_text("Task 2 of 4")).to_be_visible()
 
-        # Both go back to task 1: each sees their own note and never the other's.
+        # Both go back to task 1 (ana with [, the previous-item key of every page; ben with
+        # the button): each sees their own note and never the other's.
         for page, own, other in ((ana, NOTE_ANA, NOTE_BEN), (ben, NOTE_BEN, NOTE_ANA)):
-            page.get_by_role("button", name="Previous").click()
+            if page is ana:
+                page.evaluate("() => document.activeElement && document.activeElement.blur()")
+                page.keyboard.press("[")
+            else:
+                page.get_by_role("button", name="Previous").click()
             wait_idle(page)
             expect(page.get_by_text("Task 1 of 4")).to_be_visible()
             expect(page.get_by_role("textbox", name="Note")).to_have_value(own)
@@ -103,6 +108,10 @@ def test_two_annotators_review_blind(browser: Browser,
             assert "sim-small" not in page.content()  # blind to runs, too
         screenshot(ana, "audit-review-ana-task1")
         screenshot(ben, "audit-review-ben-task1")
+        # ] is the next task, as it is the next failure on Trajectory.
+        ana.evaluate("() => document.activeElement && document.activeElement.blur()")
+        ana.keyboard.press("]")
+        expect(ana.get_by_text("Task 2 of 4")).to_be_visible(timeout=30_000)
     finally:
         ana.context.close()
         ben.context.close()
