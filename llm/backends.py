@@ -160,8 +160,10 @@ class GeminiBackend(Backend):
 class OpenAICompatibleBackend(Backend):
     name = OPENAI_COMPATIBLE
     title = "OpenAI-compatible server"
-    help = ("any OpenAI-compatible server at $FAILLAB_OPENAI_BASE_URL (vLLM, Ollama, LM Studio, "
-            "Azure OpenAI)")
+    help = (
+        "any OpenAI-compatible server at $FAILLAB_OPENAI_BASE_URL (vLLM, Ollama, LM Studio, "
+        "Azure OpenAI)"
+    )
     chooses_format = True
 
     def default_model(self, settings: Settings) -> str:
@@ -195,8 +197,7 @@ class OpenAICompatibleBackend(Backend):
                 "FAILLAB_OPENAI_MODEL (the name the server lists under /v1/models; Azure "
                 "OpenAI: the deployment name)"
             )
-        return Connection(self.name, model=name, endpoint=endpoint,
-                          timeout_s=endpoint.timeout_s)
+        return Connection(self.name, model=name, endpoint=endpoint, timeout_s=endpoint.timeout_s)
 
     def _endpoint(self, conn: Connection) -> OpenAIEndpoint:
         return conn.endpoint or OpenAIEndpoint(conn.base_url or "")
@@ -247,8 +248,7 @@ def backend(name: str) -> Backend:
     """The backend of that name; ``LLMConfigError`` names the known ones."""
     found = _REGISTRY.get(name)
     if found is None:
-        raise LLMConfigError(
-            f"unknown LLM backend {name!r}; choose one of {', '.join(_REGISTRY)}")
+        raise LLMConfigError(f"unknown LLM backend {name!r}; choose one of {', '.join(_REGISTRY)}")
     return found
 
 

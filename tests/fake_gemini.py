@@ -20,7 +20,8 @@ polls it (``batch_polls`` polls say running, then the job succeeds: every reques
 behaviour as above, answered inline with its ``metadata``), ``POST .../batches/{id}:cancel``.
 ``GET .../batches`` lists the jobs. ``batch_script`` scripts the job-level calls: ``create_429`` /
 ``create_500`` (creation refused), ``create_lost`` (the job is created but the connection closes
-before the answer), ``get_500`` (one poll fails), ``job_failed`` (the job ends FAILED).
+before the answer), ``get_500`` (one poll fails), ``get_stall`` (one poll gets no answer until
+the server stops), ``job_failed`` (the job ends FAILED).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ _BATCH_CREATE = re.compile(r"^/(?P<version>[^/]+)/models/(?P<model>[^/:]+):batch
 _BATCH_LIST = re.compile(r"^/(?P<version>[^/]+)/batches$")
 _BATCH_GET = re.compile(r"^/(?P<version>[^/]+)/batches/(?P<id>[^/:]+)(?P<cancel>:cancel)?$")
 _TRAJ_ID = re.compile(r"Trajectory id: (\S+)")
-BATCH_KINDS = frozenset({"create_429", "create_500", "create_lost", "get_500", "job_failed"})
+BATCH_KINDS = frozenset({"create_429", "create_500", "create_lost", "get_500", "get_stall",
+                         "job_failed"})
 
 # Returned instead of an answer: the handler closes the connection without responding.
 NO_ANSWER: tuple[int, dict[str, str], bytes] = (0, {}, b"")
@@ -377,7 +379,10 @@ class FakeGemini:
         if got.group("cancel"):
             job.state = "BATCH_STATE_CANCELLED"
             return _json(200, {})
-        if self._next_batch("get_500"):
+        scripted_get = self._next_batch("get_500", "get_stall")
+        if scripted_get == "get_stall":
+            self._stopping.wait(120)  # a poll that never gets its answer (until the server stops)
+        if scripted_get is not None:
             return _error(500, "INTERNAL", "scripted failure")
         if job.state in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
             job.polls += 1

@@ -21,6 +21,13 @@ unique display name) before its creation call, so one whose answer was lost is f
 resubmitted.
 Saving is an upsert by cache key, so collecting a job again after a crash writes no duplicate.
 
+Every step ends on time: each job-level call (create, list, get) within the request deadline
+(``FAILLAB_GEMINI_TIMEOUT``; the SDK's own timeout bounds each read, so a server that drips
+bytes would hold it for ever) and the whole step, polling with ``wait`` included, within
+``FAILLAB_BATCH_DEADLINE``. Then it stops with one line (``BatchError``); what was collected is
+in the store, the jobs still running stay in the state file, and running the same command again
+continues.
+
 Batch jobs go to the Gemini Developer API with an API key, which is not zero-retention: the
 privacy notice applies as for interactive runs. Vertex AI batch jobs read their input from Cloud
 Storage or BigQuery, which this program does not set up; they are refused with a clear message.
@@ -36,14 +43,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-
 from faillab_core.locks import LockBusyError, MachineLock
 from llm.backends import backend, backends
 from llm.errors import InvalidAnswerError
+from llm.names import DEFAULT_GEMINI_TIMEOUT_S
 from llm.pricing import estimate_cost_usd
-from llm.retry import backoff_delay
+from llm.retry import Deadline
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord
+from opinions.prelabel.batch_calls import Calls
 from opinions.prelabel.batch_state import (
     STATE_FILE,
     BatchError,
@@ -90,48 +97,6 @@ _DONE_STATES = frozenset(
     {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
      "JOB_STATE_PARTIALLY_SUCCEEDED"}
 )
-
-
-# -- calls to the service -----------------------------------------------------------------------
-
-
-def _refused_for_now(err: BaseException) -> bool:
-    """The service said the call was not carried out and may be asked again (429, 408, 5xx).
-    Network errors are not retried: a job may have been created although its answer was lost,
-    and asking again would submit (and bill) it twice."""
-    from google.genai import errors as genai_errors
-
-    code = err.code if isinstance(err, genai_errors.APIError) else None
-    return isinstance(code, int) and (code in (408, 429) or code >= 500)
-
-
-def _wait(state: RetryCallState) -> float:
-    from google.genai import errors as genai_errors
-
-    from llm.gemini import retry_after_seconds
-
-    err = state.outcome.exception() if state.outcome is not None else None
-    after = retry_after_seconds(err) if isinstance(err, genai_errors.APIError) else None
-    return backoff_delay(state.attempt_number, base_delay_s=2.0, max_delay_s=60.0,
-                         retry_after_s=after)
-
-
-def _call(fn: Callable[[], Any], what: str, attempts: int,
-          sleep: Callable[[float], None]) -> Any:
-    """A job-level call (create, get), asked again a few times when the service refuses it for
-    now, waiting as the interactive runner does (Retry-After respected)."""
-    retrying = Retrying(
-        retry=retry_if_exception(_refused_for_now),
-        stop=stop_after_attempt(attempts),
-        wait=_wait,
-        sleep=sleep,
-        reraise=True,
-    )
-    try:
-        return retrying(fn)
-    except Exception as e:  # the SDK's error types vary by transport
-        raise BatchError(f"{what} failed: {type(e).__name__}: {e}; nothing was lost, run the "
-                         "same command again to continue") from e
 
 
 # -- planning and submitting --------------------------------------------------------------------
@@ -183,9 +148,8 @@ def _chunks(items: Iterator[tuple[str, str, int]], max_bytes: int
 
 
 def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: list[_Planned],
-            state: BatchState, path: Path, max_job_bytes: int, attempts: int,
-            sleep: Callable[[float], None], report: BatchReport,
-            people: PeopleVerdicts = NO_PEOPLE) -> None:
+            state: BatchState, path: Path, max_job_bytes: int, calls: Calls,
+            report: BatchReport, people: PeopleVerdicts = NO_PEOPLE) -> None:
     from google.genai import types
 
     config = lab.generation_config(taxonomy)
@@ -209,7 +173,7 @@ def _submit(ws: Workspace, lab: GeminiLabeller, taxonomy: Taxonomy, planned: lis
             return lab.client.batches.create(model=lab.model, src=src, config=cfg)
 
         try:
-            job = _call(create, "submitting a batch job", attempts, sleep)
+            job = calls(create, "submitting a batch job")
         except BatchError as e:
             if _answered(e.__cause__):  # the service said no: no job exists
                 state.jobs.remove(record)
@@ -226,14 +190,13 @@ def _answered(err: BaseException | None) -> bool:
     return isinstance(err, genai_errors.APIError)
 
 
-def _adopt_unnamed(lab: GeminiLabeller, state: BatchState, path: Path, attempts: int,
-                   sleep: Callable[[float], None]) -> None:
+def _adopt_unnamed(lab: GeminiLabeller, state: BatchState, path: Path, calls: Calls) -> None:
     """Jobs whose creation answer never arrived: found among the service's jobs by display
     name, or dropped (their items were not submitted and are planned again later)."""
     unnamed = [j for j in state.jobs if not j.name]
     if not unnamed:
         return
-    jobs = _call(lambda: list(lab.client.batches.list()), "listing batch jobs", attempts, sleep)
+    jobs = calls(lambda: list(lab.client.batches.list()), "listing batch jobs")
     by_display = {str(j.display_name): j for j in jobs if j.display_name}
     for record in unnamed:
         found = by_display.get(record.display_name)
@@ -331,9 +294,14 @@ def advance_batch(
     call_attempts: int = 3,
     sleep: Callable[[float], None] = time.sleep,
     lock_timeout_s: float = 5.0,
+    deadline_s: float | None = None,
+    call_timeout_s: float | None = None,
 ) -> BatchReport:
     """Submit the missing pre-labels as batch jobs, or poll and collect the jobs in flight;
-    see the module docstring. ``wait`` polls every ``poll_every_s`` until all are collected."""
+    see the module docstring. ``wait`` polls every ``poll_every_s`` until all are collected.
+    The step ends by ``deadline_s`` (default: the options', from FAILLAB_BATCH_DEADLINE; None:
+    no limit) and each call by ``call_timeout_s`` (default: the options' request deadline),
+    else ``BatchError``."""
     if not options.uses_llm or not backend(options.labeller).batch:
         names = " or ".join(f"--labeler {b.name}" for b in backends() if b.batch)
         raise PrelabelServiceError(f"--batch needs {names} (the heuristic is offline "
@@ -345,6 +313,11 @@ def advance_batch(
     taxonomy = load_run_taxonomy(options.taxonomy_path)
     path = state_path(ws.root)
     report = BatchReport()
+    calls = Calls(
+        call_attempts, sleep,
+        call_timeout_s or options.timeout_s or DEFAULT_GEMINI_TIMEOUT_S,
+        Deadline(deadline_s if deadline_s is not None else options.batch_deadline_s),
+    )
     lock = MachineLock(f"{path}.lock", busy_message=(
         f"another process is working on this workspace's batch ({path}.lock); "
         "wait for it to finish"))
@@ -363,7 +336,7 @@ def advance_batch(
                     f"a batch for {state.model} on taxonomy {state.taxonomy_version} is in "
                     f"progress ({path}); collect it first with the same --model/--taxonomy")
             lab = lab or _gemini(replace(options, model=state.model), taxonomy)
-            _adopt_unnamed(lab, state, path, call_attempts, sleep)
+            _adopt_unnamed(lab, state, path, calls)
             if not state.jobs:  # nothing was really submitted: plan afresh
                 path.unlink(missing_ok=True)
                 state = None
@@ -385,8 +358,8 @@ def advance_batch(
             state = BatchState(model, taxonomy.version, PROMPT_VERSION,
                                estimated_cost_usd=report.estimated_cost_usd)
             try:
-                _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, call_attempts,
-                        sleep, report, store.verdicts.effective())
+                _submit(ws, lab, taxonomy, planned, state, path, max_job_bytes, calls, report,
+                        store.verdicts.effective())
             finally:
                 if not state.jobs:
                     path.unlink(missing_ok=True)  # nothing in flight: no state to keep
@@ -394,8 +367,8 @@ def advance_batch(
         while True:
             finished: list[tuple[BatchJobRecord, Any]] = []
             for job in state.open_jobs:
-                remote = _call(partial(gemini.client.batches.get, name=job.name),
-                               f"polling {job.name}", call_attempts, sleep)
+                remote = calls(partial(gemini.client.batches.get, name=job.name),
+                               f"polling {job.name}")
                 job.state = _state_name(remote.state)
                 if job.state in _DONE_STATES:
                     finished.append((job, remote))
@@ -411,6 +384,11 @@ def advance_batch(
             report.running_jobs = len(state.open_jobs)
             if not wait or not report.running_jobs:
                 break
+            left = calls.deadline.remaining()
+            if left is not None and left <= poll_every_s:
+                # The next poll would come after the deadline: stop now, on time.
+                sleep(left)
+                raise calls.expired_error(report.running_jobs)
             sleep(poll_every_s)
         if not state.open_jobs:
             path.unlink(missing_ok=True)  # all in the store: the next step plans afresh

@@ -20,16 +20,33 @@ __all__ = ["label_result", "label_schema", "schema_for_names"]
 
 def _label_fields(names: tuple[str, ...]) -> tuple[tuple[str, AnswerField], ...]:
     return (
-        ("category", AnswerField(
-            "enum", "Primary failure category (one of the taxonomy names).", choices=names)),
+        (
+            "category",
+            AnswerField(
+                "enum", "Primary failure category (one of the taxonomy names).", choices=names
+            ),
+        ),
         ("confidence", AnswerField("number", "Honest confidence in [0, 1].", bounds=(0.0, 1.0))),
-        ("first_error_step", AnswerField(
-            "integer", "Number of the first wrong step as shown, or null.", nullable=True)),
-        ("rationale", AnswerField(
-            "string", "At most three sentences citing steps ('step N: ...').")),
-        ("secondary_category", AnswerField(
-            "enum", "A second contributing category, or null.", nullable=True, required=False,
-            choices=names)),
+        (
+            "first_error_step",
+            AnswerField(
+                "integer", "Number of the first wrong step as shown, or null.", nullable=True
+            ),
+        ),
+        (
+            "rationale",
+            AnswerField("string", "At most three sentences citing steps ('step N: ...')."),
+        ),
+        (
+            "secondary_category",
+            AnswerField(
+                "enum",
+                "A second contributing category, or null.",
+                nullable=True,
+                required=False,
+                choices=names,
+            ),
+        ),
     )
 
 

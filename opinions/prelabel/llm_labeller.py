@@ -41,8 +41,9 @@ class LLMLabeller:
 
     remote = True
 
-    def __init__(self, llm: JsonLLM, *, name: str, token_budget: int = DEFAULT_TOKEN_BUDGET
-                 ) -> None:
+    def __init__(
+        self, llm: JsonLLM, *, name: str, token_budget: int = DEFAULT_TOKEN_BUDGET
+    ) -> None:
         self.llm = llm
         self.name = name
         self.model = llm.model
@@ -61,10 +62,12 @@ class LLMLabeller:
         """The response formats the server refused before one was found."""
         return tuple(getattr(self.llm, "refused", ()))
 
-    def result(self, data: dict[str, Any], trajectory: Trajectory, taxonomy: Taxonomy
-               ) -> LabelResult:
-        return label_result(data, trajectory, taxonomy, labeller=self.name,
-                            labeller_version=self.version)
+    def result(
+        self, data: dict[str, Any], trajectory: Trajectory, taxonomy: Taxonomy
+    ) -> LabelResult:
+        return label_result(
+            data, trajectory, taxonomy, labeller=self.name, labeller_version=self.version
+        )
 
     async def alabel(self, trajectory: Trajectory, taxonomy: Taxonomy) -> tuple[LabelResult, Usage]:
         prompt = build_prompt(trajectory, taxonomy, token_budget=self.token_budget)
@@ -96,8 +99,13 @@ class GeminiLabeller(LLMLabeller):
         from llm.gemini import GeminiJsonClient
 
         gemini = client or GeminiJsonClient(
-            model, api_key=api_key, vertexai=vertexai, project=project, location=location,
-            base_url=base_url, timeout_s=timeout_s,
+            model,
+            api_key=api_key,
+            vertexai=vertexai,
+            project=project,
+            location=location,
+            base_url=base_url,
+            timeout_s=timeout_s,
         )
         super().__init__(gemini, name=gemini.name, token_budget=token_budget)
         self.gemini = gemini
@@ -118,7 +126,9 @@ class GeminiLabeller(LLMLabeller):
         return label_schema(taxonomy).model
 
     def parse_response(
-        self, response: types.GenerateContentResponse, trajectory: Trajectory,
+        self,
+        response: types.GenerateContentResponse,
+        trajectory: Trajectory,
         taxonomy: Taxonomy,
     ) -> tuple[LabelResult, Usage]:
         """The label in one answer (interactive or from a batch job), or
@@ -130,8 +140,9 @@ class GeminiLabeller(LLMLabeller):
 class OpenAICompatLabeller(LLMLabeller):
     """The pre-labeller of an OpenAI-compatible server (``llm.openai_compat``)."""
 
-    def __init__(self, endpoint: OpenAIEndpoint, model: str, *,
-                 token_budget: int = DEFAULT_TOKEN_BUDGET) -> None:
+    def __init__(
+        self, endpoint: OpenAIEndpoint, model: str, *, token_budget: int = DEFAULT_TOKEN_BUDGET
+    ) -> None:
         from llm.openai_compat import OpenAICompatClient
 
         client = OpenAICompatClient(endpoint, model)

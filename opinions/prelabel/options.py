@@ -124,6 +124,8 @@ class PrelabelOptions:
     timeout_s: float | None = None
     item_deadline_s: float | None = DEFAULT_ITEM_DEADLINE_S
     run_deadline_s: float | None = None
+    # A Batch API step, polling included (``batch.py``).
+    batch_deadline_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.labeller not in labeller_names():
@@ -152,7 +154,8 @@ class PrelabelOptions:
         """The options with what the settings say filled in: the backend's connection (model,
         address, Vertex AI) and the deadlines. ``PrelabelServiceError`` names what is missing."""
         deadlines = replace(self, item_deadline_s=settings.llm_item_deadline_s,
-                            run_deadline_s=settings.llm_run_deadline_h * 3600)
+                            run_deadline_s=settings.llm_run_deadline_h * 3600,
+                            batch_deadline_s=settings.batch_deadline_h * 3600)
         if not self.uses_llm:
             return deadlines
         conn = backend(self.labeller).connect(

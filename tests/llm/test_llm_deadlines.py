@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +25,7 @@ from llm.retry import Attempts, Deadline, RetryPolicy, call_with_retries
 from opinions.prelabel.base import PrelabelKey, PrelabelRecord
 from opinions.prelabel.label_answer import label_schema
 from opinions.prelabel.llm_labeller import OpenAICompatLabeller
+from opinions.prelabel.options import PrelabelOptions, labeller_names
 from opinions.prelabel.runner import run_prelabels
 from opinions.verdict_llm import JudgeItem, make_llm_judge
 from taxonomy import default_taxonomy
@@ -209,6 +211,55 @@ def test_the_llm_judge_ends_on_time_with_the_settings_timeout(
     verdicts = guarded(judge.ajudge([item]))
     assert verdicts[0].verdict == "undecided" and "timeout" in (verdicts[0].error or "")
     assert drip.requests == 2
+
+
+def test_the_judges_item_deadline_is_a_setting(drip: DripServer, tmp_path: Path) -> None:
+    settings = Settings.from_env({
+        "FAILLAB_WORKSPACE": str(tmp_path / "ws"),
+        "FAILLAB_OPENAI_BASE_URL": drip.base_url + "/v1",
+        "FAILLAB_OPENAI_MODEL": "judge-model",
+        "FAILLAB_OPENAI_TIMEOUT": "30s",
+        "FAILLAB_LLM_ITEM_DEADLINE": "1.5s",
+    })
+    judge = make_llm_judge(settings, "openai-compatible", env={})  # the settings' deadlines
+    item = JudgeItem("t1", "How many ICU stays?", "[[3]]", "Three.", "[(3,)]")
+    started = time.monotonic()
+    verdicts = guarded(judge.ajudge([item]))
+    assert time.monotonic() - started < 15
+    assert verdicts[0].verdict == "undecided"
+    assert "item's deadline of 1.5s" in (verdicts[0].error or "")
+
+
+def test_the_gemini_request_deadline_is_a_setting(
+        drip: DripServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    settings = Settings.from_env({
+        "FAILLAB_WORKSPACE": str(tmp_path / "ws"),
+        "GOOGLE_GEMINI_BASE_URL": drip.base_url,
+        "FAILLAB_GEMINI_TIMEOUT": "1s",
+    })
+    judge = make_llm_judge(settings, "gemini", env={"FAILLAB_ALLOW_EXTERNAL_LLM": "1"},
+                           retry=RetryPolicy(max_attempts=1))
+    item = JudgeItem("t1", "How many ICU stays?", "[[3]]", "Three.", "[(3,)]")
+    verdicts = guarded(judge.ajudge([item]))
+    assert "no complete answer within 1s" in (verdicts[0].error or "")
+    assert drip.requests == 1
+
+
+@pytest.mark.parametrize("labeller", labeller_names())
+def test_a_runs_deadlines_come_from_the_settings(labeller: str) -> None:
+    settings = Settings.from_env({
+        "FAILLAB_OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "FAILLAB_OPENAI_MODEL": "m",
+        "FAILLAB_LLM_ITEM_DEADLINE": "2m", "FAILLAB_LLM_RUN_DEADLINE": "3h",
+        "FAILLAB_BATCH_DEADLINE": "30m", "FAILLAB_GEMINI_TIMEOUT": "7s",
+        "FAILLAB_OPENAI_TIMEOUT": "9s",
+    })
+    options = PrelabelOptions(labeller=labeller).with_defaults(settings)
+    assert (options.item_deadline_s, options.run_deadline_s, options.batch_deadline_s) == (
+        120.0, 3 * 3600.0, 1800.0)
+    request = {"heuristic": None, "gemini": 7.0, "openai-compatible": 9.0}[labeller]
+    assert options.timeout_s == request
 
 
 def test_deadlines_are_positive_or_none() -> None:

@@ -4,10 +4,12 @@ the interactive runner; API failures lose nothing."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
 
+from faillab_core.settings import Settings
 from labeling.store import Store, open_store
 from llm.errors import ConsentRequiredError
 from opinions.prelabel.batch import (
@@ -186,3 +188,48 @@ def test_job_whose_creation_answer_was_lost_is_found_not_resubmitted(
     assert report.labelled == n and "list" in fake.batch_calls
     assert fake.batch_calls.count("create") == 1 and len(fake.batch_items) == n
     assert set(labelled(store, ws)) == set(failure_ids(ws))
+
+
+# -- deadlines ----------------------------------------------------------------------------------
+
+
+def test_waiting_ends_at_the_step_deadline_and_loses_nothing(ws: Workspace, store: Store,
+                                                             fake: FakeGemini) -> None:
+    fake.batch_polls = 10**6  # the job never finishes while we wait
+    assert step(ws, store).submitted_jobs == 1
+    started = time.monotonic()
+    with pytest.raises(BatchError, match=r"deadline of 1s \(FAILLAB_BATCH_DEADLINE\); 1 job"):
+        step(ws, store, wait=True, poll_every_s=0.05, deadline_s=1.0, sleep=time.sleep)
+    assert time.monotonic() - started < 10
+    state = load_state(state_path(ws.root))
+    assert state is not None and len(state.open_jobs) == 1  # still there, to collect later
+    assert labelled(store, ws) == {}  # nothing recorded half
+    fake.batch_polls = 0
+    later = step(ws, store)
+    assert later.collected_jobs == 1 and later.labelled == len(failure_ids(ws))
+
+
+def test_a_poll_that_gets_no_answer_ends_at_the_request_deadline(
+        ws: Workspace, store: Store, fake: FakeGemini) -> None:
+    assert step(ws, store).submitted_jobs == 1
+    fake.push_batch("get_stall")
+    started = time.monotonic()
+    with pytest.raises(BatchError, match=r"polling batches/\S+: no answer within 0.5s"):
+        step(ws, store, call_timeout_s=0.5)
+    assert time.monotonic() - started < 10
+    assert labelled(store, ws) == {}
+    fake.batch_polls = 0
+    assert step(ws, store).labelled == len(failure_ids(ws))
+
+
+def test_the_batch_deadline_is_a_setting(ws: Workspace, store: Store, fake: FakeGemini) -> None:
+    settings = Settings.from_env({"FAILLAB_BATCH_DEADLINE": "2s", "FAILLAB_GEMINI_TIMEOUT": "3s"})
+    options = GEMINI.with_defaults(settings)
+    assert (options.batch_deadline_s, options.timeout_s) == (2.0, 3.0)
+    fake.batch_polls = 10**6
+    assert step(ws, store).submitted_jobs == 1
+    started = time.monotonic()
+    with pytest.raises(BatchError, match="deadline of 2s"):
+        step(ws, store, options, wait=True, poll_every_s=0.05, sleep=time.sleep)
+    assert time.monotonic() - started < 12
+
