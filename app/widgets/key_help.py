@@ -60,7 +60,16 @@ export default function (component) {
     if (current) { current.classList.remove('faillab-step-current'); }
     const el = all[index];
     el.classList.add('faillab-step-current');
-    el.scrollIntoView({block: 'start', behavior: 'auto'});
+    // The step to the top of its own scrolling pane; the page itself moves only as far as
+    // needed to show it (the question and the answer column stay where they are).
+    let box = el.parentElement;
+    while (box && box !== doc.body && box.scrollHeight <= box.clientHeight + 1) {
+      box = box.parentElement;
+    }
+    if (box && box !== doc.body) {
+      box.scrollTop += el.getBoundingClientRect().top - box.getBoundingClientRect().top - 8;
+    }
+    el.scrollIntoView({block: 'nearest', behavior: 'auto'});
     top.__faillabStepCursor = {token: token, index: index};
   }
   function onKey(ev) {
