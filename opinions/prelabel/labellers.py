@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from llm.backends import backend
-from llm.names import DEFAULT_GEMINI_MODEL
 from opinions.prelabel.heuristic import HeuristicLabeller
 from opinions.prelabel.options import PrelabelOptions
 from opinions.prelabel.prompt import PROMPT_VERSION
@@ -14,7 +13,7 @@ from opinions.prelabel.protocol import Labeller, SyncLabellerAdapter
 from opinions.prelabel.run_errors import PrelabelServiceError
 from taxonomy import Taxonomy, TaxonomyError, default_taxonomy, load_taxonomy
 
-__all__ = ["DEFAULT_GEMINI_MODEL", "build_labeller", "labeller_identity", "load_run_taxonomy"]
+__all__ = ["build_labeller", "labeller_identity", "load_run_taxonomy"]
 
 
 def load_run_taxonomy(path: Path | None) -> Taxonomy:
