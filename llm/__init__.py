@@ -4,12 +4,16 @@ backends. It imports only the core (``faillab_core``) and the SDKs; what is aske
 answer means are its users' (``opinions``).
 
 The names faces and callers need are re-exported here; importing this package imports no SDK
-(a client's module is loaded when a client is built).
+(a client's module is loaded when a client is built), and the answer schemas and the retry
+policy (pydantic, asyncio, tenacity) only when first named, so a command's ``--help`` that
+lists the backends stays light.
 """
 
 from __future__ import annotations
 
-from llm.answer import AnswerField, AnswerSchema
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from llm.backends import Backend, Connection, backend, backend_names, backends, is_backend
 from llm.client import JsonLLM
 from llm.endpoints import (
@@ -36,8 +40,30 @@ from llm.privacy import (
     privacy_notice,
     require_destination_consent,
 )
-from llm.retry import Attempts, Deadline, RetryPolicy, call_with_retries
 from llm.usage import Usage, UsageTally
+
+if TYPE_CHECKING:
+    from llm.answer import AnswerField, AnswerSchema
+    from llm.retry import Attempts, Deadline, RetryPolicy, call_with_retries
+
+#: Names loaded when first asked for, by the module that defines them.
+_LAZY = {
+    "AnswerField": "llm.answer",
+    "AnswerSchema": "llm.answer",
+    "Attempts": "llm.retry",
+    "Deadline": "llm.retry",
+    "RetryPolicy": "llm.retry",
+    "call_with_retries": "llm.retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ALLOW_EXTERNAL_ENV",

@@ -4,6 +4,8 @@ its requests go, and that nothing else names a backend (no network)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -112,3 +114,13 @@ def test_no_code_compares_backend_names() -> None:
                 if _NAMED.search(line):
                     found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_naming_the_backends_loads_no_sdk() -> None:
+    # A fresh interpreter: the CLI's --help lists the backends through `llm`.
+    probe = ("import sys, llm\nllm.backend_names()\n"
+             "print(sorted(m for m in ('google.genai', 'openai', 'pydantic', 'tenacity') "
+             "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, cwd=REPO)
+    assert proc.stdout.strip() == "[]"
