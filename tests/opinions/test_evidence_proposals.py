@@ -75,14 +75,26 @@ def test_a_wrong_value_is_placed_where_it_is_first_written() -> None:
                  "AND subject_id = 1", "[]")]
     ev = find_divergence(traj(steps, "none", ref=ref, gold=[["2100-01-01"]]))
     assert ev.part == "lookup"
-    assert ev.step == 0  # it failed, but it is where the agent committed to the value
+    # Step 0 compared the pattern with another column (the title, as the reference's look-up
+    # does); the value the final query is wrong about, the pattern on icd_code, is first
+    # written at step 2.
+    assert ev.step == 2
+    # The same comparison written first by a query that failed: it failed, but it is where
+    # the agent committed to the value.
+    steps[0] = sql("SELECT charttime FROM procedure_icd WHERE icd_code LIKE '%resection%'",
+                   "no such table: procedure_icd", error=True)
+    ev = find_divergence(traj(steps, "none", ref=ref, gold=[["2100-01-01"]]))
+    assert ev.part == "lookup" and ev.step == 0
 
 
 def test_an_answer_held_and_then_replaced_is_left_at_the_replacing_query() -> None:
     steps = [sql(DRAIN_REF, "[(3,)]"), message("3 tests."), message("All?", role="user"),
              sql("SELECT COUNT(*) FROM microbiologyevents", "[(40,)]"), message("40 tests.")]
     ev = find_divergence(traj(steps, "40", ref=DRAIN_REF, gold=[[3]]))
-    assert ev.part == "answer" and "answer correct in step 0" in ev.reason
+    # The replacing query chose other rows (it dropped the time window): the values went
+    # wrong there, so that part decides; the answer once held is cited beside it.
+    assert ev.part == "times" and ev.category == SQL_LOGIC
+    assert any("answer correct in step 0" in d.reason for d in ev.divergences)
     assert ev.step == 3
 
 

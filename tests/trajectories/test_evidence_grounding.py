@@ -50,12 +50,24 @@ def test_searches_that_never_find_the_reference_name_are_a_lookup_error() -> Non
              search("diagnoses_icd", "COPD", "No values in diagnoses_icd.icd_code contain 'COPD'.")]
     ev = find_divergence(traj(steps, "No COPD diagnosis found.", ref=DX_REF, gold=[["2100"]]))
     assert ev.part == "lookup" and ev.category == CODE_LOOKUP
-    assert ev.step == 0  # the first search, where the term was not grounded
+    # A search that finds nothing is not yet wrong: the fault is the message that concludes
+    # from the two empty searches (index 2, after them).
+    assert ev.step == 2
     assert ev.confidence == CALIBRATION["lookup"][1]
     assert "never found it" in ev.reason
     label = HeuristicLabeller().label(traj(steps, "none", ref=DX_REF, gold=[["2100"]]),
                                       default_taxonomy().version)
-    assert label.category == CODE_LOOKUP and label.first_error_step == 0
+    assert label.category == CODE_LOOKUP and label.first_error_step == 2
+
+
+def test_a_search_without_a_word_after_it_is_where_the_term_was_left() -> None:
+    # No message of the agent follows its searches: the first search is all there is.
+    steps = [search("d_icd_diagnoses", "COPD", "No values in d_icd_diagnoses.long_title "
+                    "contain 'COPD'.")]
+    t = traj(steps, "none", ref=DX_REF, gold=[["2100"]])
+    t = t.model_copy(update={"steps": t.steps[:1]})
+    ev = find_divergence(t)
+    assert ev.part == "lookup" and ev.step == 0
 
 
 def test_a_name_that_a_search_found_is_not_a_lookup_error() -> None:

@@ -28,3 +28,33 @@ def test_the_export_imports_with_the_mapping_and_is_judged_ten_of_ten(tmp_path: 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["n"], report["agree"], report["wrong"]) == (10, 10, 0)
+
+
+def test_the_answer_is_the_last_step_and_every_failure_gets_a_step(tmp_path: Path) -> None:
+    """The mapping keeps the agent's final message as its last step, so a conversation that
+    used no tool still has an action to name; every answered unanswerable question gets a
+    proposal at a step of the conversation."""
+    folder = require_shared(SAMPLE)
+    ws = tmp_path / "ws"
+    runner = CliRunner()
+    result = runner.invoke(main, ["import", str(folder), "--map",
+                                  str(REPO / "data" / "m3-export.map.toml"), "--tasks",
+                                  str(folder / "EHRSQL_benchmark_unanswerable.csv"),
+                                  "--workspace", str(ws)])
+    assert result.exit_code == 0, result.output
+    from trajectories.workspace import Workspace
+
+    workspace = Workspace(ws)
+    trajectories = list(workspace.get_many(sorted(workspace.existing_ids())).values())
+    assert all(t.steps and t.steps[-1].kind.value == "message" for t in trajectories)
+    no_tool = [t for t in trajectories if len(t.steps) == 1]
+    assert no_tool, "the sample has a conversation that used no tool"
+    from trajectories.evidence import find_divergence
+    from trajectories.outcome import recorded_verdict
+
+    failed = [t for t in trajectories if recorded_verdict(t.outcome) is False]
+    assert len(failed) == 4
+    for t in failed:
+        ev = find_divergence(t)
+        assert ev.step is not None and 0 <= ev.step < len(t.steps), ev.reason
+        assert ev.category == "semantic_misunderstanding"

@@ -30,31 +30,33 @@ _DICTIONARY_OF = {"labevents": "d_labitems", "chartevents": "d_items", "inputeve
                   "diagnoses_icd": "d_icd_diagnoses", "procedures_icd": "d_icd_procedures"}
 
 
-def diverging_values(ref: RefParts, got: RefParts) -> set[str]:
-    """The values the query writes that the reference does not: its other codes, dictionary
-    patterns and filter literals (folded: the text of a step is searched for them)."""
-    values = {v for _, v in got.codes - ref.codes}
-    values |= {p for _, p in got.lookups - ref.lookups}
-    values |= {v for _, v in got.filters - ref.filters}
-    return {v.lower() for v in values if len(v.strip("%")) >= 2}
+def diverging_values(ref: RefParts, got: RefParts) -> set[tuple[str, str]]:
+    """The (column, value) pairs the query writes that the reference does not: its other codes,
+    dictionary patterns (keyed by their table) and filter literals, folded (a step's text is
+    searched for them)."""
+    pairs = set(got.codes - ref.codes) | set(got.lookups - ref.lookups)
+    pairs |= set(got.filters - ref.filters)
+    return {(c.lower(), v.lower()) for c, v in pairs if len(v.strip("%")) >= 2}
 
 
-def first_writing(steps: Iterable[tuple[int, str]], values: set[str], before: int) -> int | None:
-    """The first SQL step before ``before`` that writes one of ``values`` into a comparison
-    (a code, a look-up pattern or a filter), wherever it looks: a query on the wrong table or
-    one that failed has still committed to the value."""
+def first_writing(steps: Iterable[tuple[int, str]], values: set[tuple[str, str]], before: int
+                  ) -> int | None:
+    """The first SQL step before ``before`` that writes one of ``values`` into a comparison on
+    the same column (a code, a look-up pattern or a filter), wherever it looks: a query on the
+    wrong table or one that failed has still committed to the value. A value compared with a
+    column the database does not have (``drug_name`` for ``drug``) is not yet that value."""
     if not values:
         return None
     for i, sql in steps:
         if i >= before:
             return None
         low = sql.lower()
-        if not any(v.strip("%") in low for v in values):
+        if not any(v.strip("%") in low for _, v in values):
             continue  # a query cannot compare a value its text does not contain
         parts = decompose(sql)
         if parts is None:
             continue
-        written = {v.lower() for _, v in parts.codes | parts.filters | parts.lookups}
+        written = {(c.lower(), v.lower()) for c, v in parts.codes | parts.filters | parts.lookups}
         if written & values:
             return i
     return None
@@ -74,15 +76,17 @@ def reported_steps(trajectory: Trajectory, steps: Iterable[tuple[int, str]]) -> 
 
 
 def left_answer(trajectory: Trajectory, steps: list[tuple[int, str]], seen: int) -> int:
-    """The first action after step ``seen`` (whose result held the answer) that replaces it: a
-    later query with another result, else the agent's last message (the answer it gave)."""
+    """The first action after step ``seen`` (whose result held the answer) that leaves it: a
+    later query with another result, or one that fails (an errored query is already a step off
+    the answer's path, whatever the agent does next), else the agent's last message (the
+    answer it gave)."""
     held = " ".join((trajectory.steps[seen].observation or "").split())
     for i, _sql in steps:
         if i <= seen:
             continue
         step = trajectory.steps[i]
         got = " ".join((step.observation or "").split())
-        if not step.error and got and got != held:
+        if step.error or (got and got != held):
             return i
     last_message = next((i for i in range(len(trajectory.steps) - 1, seen, -1)
                          if _is_agent_message(trajectory, i)), None)

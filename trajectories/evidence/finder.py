@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trajectories import signals as sg
+from trajectories.evidence.answer import answer_step, first_in_another_shape, lost_by
 from trajectories.evidence.codes import earlier_wrong_code, with_lookups
 from trajectories.evidence.commit import (
     diverging_values,
@@ -43,7 +44,15 @@ from trajectories.evidence.commit import (
     left_answer,
     reported_steps,
 )
-from trajectories.evidence.grounding import searched, ungrounded_search, unknown_value, value_reason
+from trajectories.evidence.grounding import (
+    coded_value_missing,
+    coded_value_reason,
+    first_naming,
+    searched,
+    ungrounded_search,
+    unknown_value,
+    value_reason,
+)
 from trajectories.evidence.noref import (
     absent_terms,
     answering_step,
@@ -61,9 +70,9 @@ from trajectories.evidence.parts import (
     decompose,
     row_id_reason,
 )
-from trajectories.evidence.probes import Probe, Rows, same_rows
+from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
 from trajectories.model import StepKind, Trajectory
-from trajectories.signals import NULL_TEXTS, as_table, has_final_answer
+from trajectories.signals import has_final_answer
 
 __all__ = ["CALIBRATION", "MEASURED_PARTS", "UNMEASURED_PARTS", "Evidence", "EvidencePart",
            "find_divergence"]
@@ -208,65 +217,6 @@ def _scope(trajectory: Trajectory) -> tuple[int, Divergence] | None:
     return None
 
 
-def _answer_step(
-    trajectory: Trajectory, steps: list[tuple[int, str]], probe: Probe | None,
-    reference: Rows | None,
-) -> tuple[int, Divergence] | None:
-    gold = as_table(trajectory.task.ground_truth)
-    pred = as_table(trajectory.final_answer)
-    # The run failed, so an answer with the right values was failed for its shape.
-    shape_only = pred is not None and gold is not None and sorted(pred) == sorted(gold)
-    last = steps[-1][0] if steps else len(trajectory.steps) - 1
-    final = trajectory.final_answer
-    if gold is None and isinstance(final, str) and final.strip().lower() in NULL_TEXTS:
-        no_rows = reference is not None and not reference.rows
-        if no_rows or reference is None:
-            return last, _div("answer", f"no rows is the right answer, final answer "
-                                        f"{trajectory.final_answer[:20]!r} is text instead of null")
-    expected = gold if gold else (as_table(list(reference.rows)) if reference else None)
-    wanted = {v for row in expected or [] for v in row if v and v not in {"none", "null", ""}}
-    by_index = dict(steps)
-    for i, step in enumerate(trajectory.steps):
-        if step.kind == StepKind.MESSAGE or step.error or not step.observation or not wanted:
-            continue
-        obs = step.observation.lower()
-        if not all(v.lower() in obs for v in wanted):
-            continue
-        if probe is None:
-            # No database: the recorded observations are the only results there are.
-            return i, _div("answer", f"answer correct in step {i} (seen in its recorded "
-                                     "output), final answer reformatted or changed")
-        # The recorded output holds every expected value; executing the step confirms it
-        # returns exactly the reference's rows, not just a superset that mentions them.
-        if i not in by_index or not _could_match(by_index[i], reference, gold):
-            continue
-        got = probe.run(by_index[i])
-        if got is not None and got.rows and (
-            (reference is not None and same_rows(got, reference))
-            or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
-        ):
-            return i, _div("answer", f"answer correct in step {i} (its result equals the "
-                                     "reference's), final answer reformatted or changed")
-    if shape_only:
-        return last, _div("answer", "final answer has the reference's values in another shape")
-    return None
-
-
-def _could_match(sql: str, reference: Rows | None, gold: list[tuple[str, ...]] | None) -> bool:
-    """Whether executing ``sql`` could show the reference's rows or the ground truth: a query
-    whose output width (read from its text) fits neither cannot, whatever its rows, so it is not
-    run. Unknown widths (``*``, text that does not parse) are run."""
-    parts = decompose(sql)
-    if parts is None or parts.star:
-        return True
-    widths = {len(row) for row in gold or []}
-    if reference is not None and reference.rows:
-        widths.add(len(reference.rows[0]))
-    elif reference is not None:
-        widths.add(len(reference.columns))
-    return not widths or parts.n_outputs in widths
-
-
 def find_divergence(
     trajectory: Trajectory, db_path: Path | None = None, *, probe: Probe | None = None
 ) -> Evidence:
@@ -295,13 +245,20 @@ def find_divergence(
         return _evidence(trajectory, scoped[0], [scoped[1]], rows, executed)
     if unanswerable(trajectory) and has_final_answer(trajectory.final_answer):
         return _unanswerable(trajectory, steps, probe, rows, executed)
-    seen = _answer_step(trajectory, steps, probe, reference)
+    seen = answer_step(trajectory, steps, probe, reference)
     if seen is not None:
-        if not seen[1].reason.startswith("answer correct in step"):
-            return _evidence(trajectory, seen[0], [seen[1]], rows, executed)
+        held = _div(seen[1].part, seen[1].reason)
+        if not held.reason.startswith("answer correct in step"):
+            return _evidence(trajectory, seen[0], [held], rows, executed)
         # The step that held the answer did nothing wrong: the fault is where it was left.
         left = left_answer(trajectory, steps, seen[0])
-        return _evidence(trajectory, left, [seen[1]], rows, executed,
+        lost = lost_by(steps, seen[0], ref_sql)
+        if lost is not None:
+            # A later query chose other rows: the values went wrong, not their rendering
+            # (the taxonomy: label the step that made them wrong).
+            return _evidence(trajectory, left, [_div(lost.part, lost.reason), held], rows,
+                             executed, seen[0])
+        return _evidence(trajectory, left, [held], rows, executed,
                          seen[0] if left != seen[0] else None)
 
     ref = decompose(ref_sql)
@@ -347,6 +304,12 @@ def find_divergence(
             # A value the database does not hold leaves the path wherever else the query
             # differs: it is why the rows differ, at the first query that used it.
             final_div = [_div("codes", value_reason(*unknown, ref)), *final_div]
+    coded = None if any(d.part in ("tables", "codes", "lookup") for d in final_div) \
+        else coded_value_missing(trajectory, ref, last)
+    if coded is not None:
+        # The question's word has a code in the database that no query wrote: whatever else
+        # differs (a LIMIT, other filters) follows from the rows that code would have chosen.
+        final_div = [_div("lookup", coded_value_reason(*coded)), *final_div]
     if reference is not None and not reference.rows and has_final_answer(trajectory.final_answer):
         # The record holds no answer (the reference finds nothing), yet the agent gave one:
         # whatever else differs, answering anyway is the failure.
@@ -355,6 +318,15 @@ def find_divergence(
     last_rows: Rows | None = None
     if not final_div and reference is not None:
         got = last_rows = probe.run(dict(steps)[last_i]) if probe is not None else None
+        if got is not None and in_another_shape(got, reference):
+            # Every part matches and the rows hold the reference's values, in another shape:
+            # the answer was retrieved and rendered wrong, from the first query that did so.
+            shaped = first_in_another_shape(trajectory, steps, last_i, ref, reference, probe)
+            rows.append(f"step {last_i} result: " + got.text(_ROW_TEXT))
+            return _evidence(trajectory, shaped, [_div(
+                "answer", f"step {shaped}'s result holds the reference's values in another "
+                          "shape (extra columns or rows, other rounding)")], rows, executed,
+                last_i)
         if got is not None and not same_rows(got, reference):
             final_div = [_div("result", f"step {last_i} result differs from the reference's "
                                         f"({len(got.rows)} vs {len(reference.rows)} rows)")]
@@ -362,6 +334,13 @@ def find_divergence(
         return Evidence(last_i, rows=rows, executed=executed,
                         reason="final query matches every reference part: no evidence")
     final_div = _calibrated(final_div)
+    if final_div[0].part == "filters" and final_div[0].reason.startswith("look-up of"):
+        # The criterion was dropped after the agent's searches for its name found nothing:
+        # the term was not grounded (the look-up), not the question misread.
+        ungrounded = ungrounded_search(trajectory, ref)
+        if ungrounded is not None:
+            return _evidence(trajectory, ungrounded[0], _calibrated([ungrounded[1], *final_div]),
+                             rows, executed, last_i)
     # Something wrong (a code, a window, a table) leaves the path where it first appears; a part
     # merely missing does not: exploring queries lack filters without being an answer. So a
     # missing part is placed at the query that answers (the first step's guideline: the first
@@ -398,6 +377,10 @@ def find_divergence(
         # A wrong value is committed to where it is first written, on whatever table.
         written = first_writing(steps, diverging_values(ref, last), first)
         first = first if written is None else written
+    if coded is not None and final_div[0].part == "lookup":
+        # Committed where the agent first went looking for the term elsewhere.
+        named = first_naming(trajectory, coded[2], last_i)
+        first = named if named is not None else first
     if unknown is not None and final_div[0].part == "codes":
         first = next((i for i, sql in steps if i <= last_i and unknown[1].lower() in sql.lower()
                       and (p := decompose(sql)) is not None

@@ -23,7 +23,7 @@ from typing import Any
 from trajectories import signals as sg
 from trajectories.evidence.parts import Divergence, RefParts, decompose
 from trajectories.evidence.probes import Probe
-from trajectories.model import Trajectory
+from trajectories.model import StepKind, Trajectory
 
 TEXT_CODE_COLS = frozenset({"label", "long_title", "short_title", "drug"})
 _RE_DICT_NAME = re.compile(r"\bd_")  # a dictionary table's name (not hadm_id's "d_")
@@ -79,8 +79,9 @@ def searched(steps: list[tuple[int, str]], last: int) -> set[str]:
 def ungrounded_search(trajectory: Trajectory, ref: RefParts) -> tuple[int, Divergence] | None:
     """For a trajectory with no query to compare: when the reference grounds a name (a
     dictionary title, a drug) and the agent's searches of the dictionaries (search tools, SQL
-    on ``d_`` tables) never showed it, the term was not grounded, at the first search. A name
-    that did appear in a result was found: what went wrong after is not a look-up."""
+    on ``d_`` tables) never showed it, the term was not grounded, where the agent concluded
+    from those searches. A name that did appear in a result was found: what went wrong after
+    is not a look-up."""
     names = {p.strip("%").lower() for _, p in ref.lookups}
     names |= {v.strip("%").lower() for c, v in ref.codes if c in TEXT_CODE_COLS}
     names.discard("")
@@ -97,7 +98,12 @@ def ungrounded_search(trajectory: Trajectory, ref: RefParts) -> tuple[int, Diver
         return None
     steps = ", ".join(str(v.index) for v in searches[:4])
     name = sorted(names)[0]
-    return searches[0].index, Divergence(
+    # A search that finds nothing is not yet wrong; concluding from it is: the agent's first
+    # message after its searches (giving up, or answering without the term), else the first
+    # search when it never spoke after them.
+    concluded = next((i for i in range(searches[0].index + 1, len(trajectory.steps))
+                      if _agent_message(trajectory, i)), searches[0].index)
+    return concluded, Divergence(
         "lookup", f"the reference grounds {name!r}; the agent's searches (steps {steps}) never "
                   "found it and no query used it", sg.CODE_LOOKUP, 0.0)
 
@@ -143,3 +149,57 @@ def _holds(table: str, col: str, value: str, exact: bool) -> str:
     quoted = "'" + value.replace("'", "''") + "'"
     column = f"CAST({col} AS VARCHAR)" if exact else f"LOWER(CAST({col} AS VARCHAR))"
     return f"SELECT 1 FROM {table} WHERE {column} = {quoted} LIMIT 1"
+
+
+def coded_value_missing(
+    trajectory: Trajectory, ref: RefParts, got: RefParts
+) -> tuple[str, str, str] | None:
+    """(column, value, question word) where the reference filters a column on the database's
+    code for a word of the question (``route = 'ih'`` for "inhalation", ``gender = 'f'`` for
+    "female": the code's letters in the word's order, from its first letter) and the agent's
+    query has no such filter: the term was never grounded in the value the database holds.
+    A value the question spells out is a criterion, not a code, and is left to the filters."""
+    question = trajectory.task.question.lower()
+    question_words = set(_RE_WORD.findall(question))
+    have = {(c, v.lower()) for c, v in got.filters | got.codes}
+    for col, value in sorted(ref.filters):
+        code = value.lower()
+        if not _term(code) or (col, code) in have or not code.isalpha() or len(code) > 6:
+            continue
+        if re.search(rf"\b{re.escape(code)}\b", question):
+            continue  # spelled in the question: a dropped criterion, not a code
+        word = next((w for w in sorted(question_words) if w not in _STOP
+                     and len(w) > len(code) and _letters_in_order(code, w)), None)
+        if word is not None:
+            return col, value, word
+    return None
+
+
+def _letters_in_order(code: str, word: str) -> bool:
+    if not code or code[0] != word[0]:
+        return False
+    rest = iter(word[1:])
+    return all(ch in rest for ch in code[1:])
+
+
+def first_naming(trajectory: Trajectory, word: str, before: int) -> int | None:
+    """The first agent action at or before ``before`` whose text names ``word`` (to its first
+    five letters: 'inhal' for inhalation, inhaler): where the agent went looking for the term
+    (a search, a filter on another column) instead of the code the database holds for it."""
+    stem = word[:5]
+    for view in sg.action_views(trajectory):
+        if view.index > before:
+            return None
+        if view.sql and stem in view.payload.lower():
+            return view.index
+    return None
+
+
+def coded_value_reason(col: str, value: str, word: str) -> str:
+    return (f"the reference filters {col} = {value!r}, the database's code for {word!r}; "
+            "no query of the agent wrote it: the term is not grounded")
+
+
+def _agent_message(trajectory: Trajectory, index: int) -> bool:
+    step = trajectory.steps[index]
+    return step.kind == StepKind.MESSAGE and (step.role or "assistant") == "assistant"

@@ -53,6 +53,7 @@ class RefParts:
     # Code columns equated with a dictionary's ``row_id`` (``itemid = d_labitems.row_id``):
     # (code column, dictionary table). A row number is no code, whatever the join returns.
     row_id_codes: frozenset[tuple[str, str]] = frozenset()
+    distinct: bool = False  # the outermost SELECT removes duplicate rows
 
 
 class EvidencePart(StrEnum):
@@ -72,8 +73,9 @@ class EvidencePart(StrEnum):
     TIMES = "times"
     AGGREGATIONS = "aggregations"
     GROUP_BY = "group_by"
-    ORDER_LIMIT = "order_limit"
     FILTERS = "filters"
+    # After every part that chooses rows: a missing LIMIT is mostly the consequence of them.
+    ORDER_LIMIT = "order_limit"
     RESULT = "result"
     UNQUERIED = "unqueried"  # no tool used: the final answer is the only action
 
@@ -208,6 +210,7 @@ def decompose(sql: str | None) -> RefParts | None:
         out_columns=out_columns,
         out_tables=_sources(nodes, columns, out_columns, tables),
         columns=frozenset(c.name.lower() for c in columns),
+        distinct=select is not None and bool(select.args.get("distinct")),
     )
 
 

@@ -286,3 +286,50 @@ def _ver(value: Any, code: Any = None) -> str | None:
         return match.group(1) if match else None
     text = str(value).strip()
     return text[:-2] if text.endswith(".0") else text or None
+
+
+def _numbers_match(want: Any, got: Any) -> bool:
+    """Whether ``got`` is ``want`` as an answer may render it: the same value, or the same
+    number rounded or cut to fewer decimals (3 or 3.383 for 3.3826)."""
+    if str(want).strip().lower() == str(got).strip().lower():
+        return True
+    try:
+        w, g = float(want), float(got)
+    except (TypeError, ValueError):
+        return False
+    if w == g:
+        return True
+    text = str(got)
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    cut = int(w * 10**decimals) / 10**decimals
+    return abs(round(w, decimals) - g) < 1e-9 or abs(cut - g) < 1e-9
+
+
+def _row_within(want: tuple[Any, ...], got: tuple[Any, ...]) -> bool:
+    return all(any(_numbers_match(w, g) for g in got) for w in want)
+
+
+def in_another_shape(got: Rows, reference: Rows) -> bool:
+    """Whether ``got`` holds the reference's answer in another shape, which the taxonomy calls
+    an Answer Format Error (right values, wrong structure: extra columns, a ranking not cut
+    to its top rows, other rounding): every reference row's values appear in the row at the
+    same place of ``got``, which has as many rows, or more rows after the reference's (its
+    first rows are the reference's, in order). More rows anywhere else are another cohort,
+    not another shape."""
+    if got.truncated or reference.truncated or not reference.rows or not got.rows:
+        return False
+    if len(got.rows) < len(reference.rows):
+        return False
+    if same_rows(got, reference):
+        return False
+    pairs = zip(reference.rows, got.rows[: len(reference.rows)], strict=True)
+    if len(got.rows) == len(reference.rows):
+        # Same row count: in any order (an unordered answer may come back in any order).
+        remaining = list(got.rows)
+        for want in reference.rows:
+            match = next((g for g in remaining if _row_within(want, g)), None)
+            if match is None:
+                return False
+            remaining.remove(match)
+        return True
+    return all(_row_within(w, g) for w, g in pairs)

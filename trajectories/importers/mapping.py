@@ -7,6 +7,7 @@ A TOML file names, for each native field, the dotted path where a record keeps i
     question = "prompt.text"
     steps = "trace"                # optional: final-answer-only results have none
     final_answer = "output"
+    final_message = "output"       # optional: the agent's last message, kept as its last step
     ground_truth = "expected"      # optional
     reference_sql = "gold_sql"     # optional
     run = "meta.run"               # optional (else the file name)
@@ -29,6 +30,7 @@ For a CSV or TSV results file the paths are column names (``question = "Query"``
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +41,9 @@ from trajectories.importers.native import parse_native
 from trajectories.importers.tasks import gold_value, question_key, truth_value
 from trajectories.model import StepKind
 
-RECORD_KEYS = ("task_id", "question", "steps", "final_answer", "ground_truth", "reference_sql",
-               "run", "model", "intent", "scope", "verdict", "verdict_source", "rollout")
+RECORD_KEYS = ("task_id", "question", "steps", "final_answer", "final_message", "ground_truth",
+               "reference_sql", "run", "model", "intent", "scope", "verdict", "verdict_source",
+               "rollout")
 STEP_KEYS = ("kind", "code", "observation", "content", "role", "name", "error")
 _REQUIRED = ("question",)
 #: The source of a mapped verdict when the mapping names none.
@@ -153,7 +156,7 @@ def apply_mapping(record: Any, mapping: Mapping, default_run: str,
         "run": {"name": str(run_name) if run_name not in (_MISSING, None, "") else default_run,
                 "model": str(model) if model not in (_MISSING, None, "")
                 else default_model or "unknown"},
-        "steps": [_step(s, mapping, i) for i, s in enumerate(steps)],
+        "steps": [_step(s, mapping, i) for i, s in enumerate(steps)] + _final_message(got),
         "final_answer": None if answer is _MISSING else answer,
         "source_format": "mapped",
         "source_record": {k: v for k, v in record.items()
@@ -170,6 +173,16 @@ def apply_mapping(record: Any, mapping: Mapping, default_run: str,
                               "source": str(source) if source not in (_MISSING, None, "")
                               else DEFAULT_VERDICT_SOURCE}
     return doc
+
+
+def _final_message(got: dict[str, Any]) -> list[dict[str, Any]]:
+    """The agent's last message as its last step, when the mapping names one: a conversation's
+    answer is something the agent did (a step a reviewer can name), also when it used no tool."""
+    text = got.get("final_message", _MISSING)
+    if text is _MISSING or text is None or (isinstance(text, str) and not text.strip()):
+        return []
+    return [{"kind": StepKind.MESSAGE.value, "role": "assistant",
+             "content": text if isinstance(text, str) else json.dumps(text)}]
 
 
 def parse_mapped(record: Any, mapping: Mapping, default_run: str,

@@ -1,0 +1,129 @@
+"""Where the right data went wrong after it was retrieved: an answer a step held (and where it
+was left, or which query lost it), and rows that hold the reference's values in another shape.
+
+The taxonomy's Answer Format Error is "the retrieved values are right or nearly right, but the
+final answer has the wrong structure"; and "if the values themselves are wrong, label the step
+that made them wrong". These functions find the step and the part; the finder calibrates what
+they return (their divergences carry no category of their own).
+"""
+
+from __future__ import annotations
+
+from trajectories import signals as sg
+from trajectories.evidence.parts import Divergence, RefParts, compare, decompose
+from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
+from trajectories.model import StepKind, Trajectory
+from trajectories.signals import NULL_TEXTS, as_table
+
+
+def _answer(reason: str) -> Divergence:
+    return Divergence("answer", reason, sg.ANSWER_FORMAT, 0.0)
+
+
+def answer_step(
+    trajectory: Trajectory, steps: list[tuple[int, str]], probe: Probe | None,
+    reference: Rows | None,
+) -> tuple[int, Divergence] | None:
+    gold = as_table(trajectory.task.ground_truth)
+    pred = as_table(trajectory.final_answer)
+    # The run failed, so an answer with the right values was failed for its shape.
+    shape_only = pred is not None and gold is not None and sorted(pred) == sorted(gold)
+    last = steps[-1][0] if steps else len(trajectory.steps) - 1
+    final = trajectory.final_answer
+    if gold is None and isinstance(final, str) and final.strip().lower() in NULL_TEXTS:
+        no_rows = reference is not None and not reference.rows
+        if no_rows or reference is None:
+            return last, _answer(f"no rows is the right answer, final answer "
+                                        f"{trajectory.final_answer[:20]!r} is text instead of null")
+    expected = gold if gold else (as_table(list(reference.rows)) if reference else None)
+    wanted = {v for row in expected or [] for v in row if v and v not in {"none", "null", ""}}
+    by_index = dict(steps)
+    for i, step in enumerate(trajectory.steps):
+        if step.kind == StepKind.MESSAGE or step.error or not step.observation or not wanted:
+            continue
+        obs = step.observation.lower()
+        if not all(v.lower() in obs for v in wanted):
+            continue
+        if probe is None:
+            # No database: the recorded observations are the only results there are.
+            return i, _answer(f"answer correct in step {i} (seen in its recorded "
+                                     "output), final answer reformatted or changed")
+        # The recorded output holds every expected value; executing the step confirms it
+        # returns exactly the reference's rows, not just a superset that mentions them.
+        if i not in by_index or not _could_match(by_index[i], reference, gold):
+            continue
+        got = probe.run(by_index[i])
+        if got is not None and got.rows and (
+            (reference is not None and same_rows(got, reference))
+            or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
+        ):
+            return i, _answer(f"answer correct in step {i} (its result equals the "
+                                     "reference's), final answer reformatted or changed")
+    if shape_only:
+        return last, _answer("final answer has the reference's values in another shape")
+    return None
+
+
+def _could_match(sql: str, reference: Rows | None, gold: list[tuple[str, ...]] | None) -> bool:
+    """Whether executing ``sql`` could show the reference's rows or the ground truth: a query
+    whose output width (read from its text) fits neither cannot, whatever its rows, so it is not
+    run. Unknown widths (``*``, text that does not parse) are run."""
+    parts = decompose(sql)
+    if parts is None or parts.star:
+        return True
+    widths = {len(row) for row in gold or []}
+    if reference is not None and reference.rows:
+        widths.add(len(reference.rows[0]))
+    elif reference is not None:
+        widths.add(len(reference.columns))
+    return not widths or parts.n_outputs in widths
+
+
+# Parts that change which rows a query returns (not how they are shown).
+ROW_PARTS = frozenset({"codes", "lookup", "times", "aggregations", "filters"})
+
+
+def lost_by(steps: list[tuple[int, str]], seen: int, ref_sql: str | None) -> Divergence | None:
+    """Why the last query after step ``seen`` (which held the answer) returns other rows than
+    the reference: a part that chooses rows (a filter, a code, a window, the table) or the
+    duplicate rows a dropped DISTINCT lets through. None when it only shows them otherwise."""
+    ref = decompose(ref_sql)
+    later = [sql for i, sql in steps if i > seen]
+    got = decompose(later[-1]) if later and ref is not None else None
+    if ref is None or got is None or not (got.tables & ref.tables) \
+            or not ref.out_columns <= got.out_columns:
+        return None  # another question's query (a follow-up), or the answer shown otherwise
+    found = [d for d in compare(ref, got) if d.part in ROW_PARTS]
+    if found:
+        return found[0]
+    if ref.distinct and not got.distinct and not got.aggregations:
+        return Divergence("aggregations", "DISTINCT dropped: the last query repeats rows the "
+                                          "reference removes", sg.SQL_LOGIC, 0.0)
+    return None
+
+
+def first_in_another_shape(
+    trajectory: Trajectory, steps: list[tuple[int, str]], last_i: int, ref: RefParts,
+    reference: Rows, probe: Probe | None,
+) -> int:
+    """The first query over the reference's tables whose result holds the reference's answer
+    in another shape (the last one does)."""
+    if probe is None:
+        return last_i
+    for i, sql in steps:
+        if i >= last_i:
+            break
+        if trajectory.steps[i].error or not mentions(sql, ref.tables):
+            continue
+        got = probe.run(sql)
+        if got is not None and in_another_shape(got, reference):
+            return i
+    return last_i
+
+
+
+def mentions(sql: str, tables: frozenset[str]) -> bool:
+    """Whether the text names any of ``tables`` (lower-case base names): a cheap test that
+    spares parsing a query that cannot read them."""
+    low = sql.lower()
+    return any(t in low for t in tables)
