@@ -69,6 +69,7 @@ from pathlib import Path
 
 from faillab_core.versions import code_version, package_files
 from opinions.prelabel.base import LabelResult
+from taxonomy import keys
 from taxonomy.model import Taxonomy, TaxonomyError, builtin_taxonomies, default_taxonomy
 from trajectories import signals as sg
 from trajectories.evidence import Evidence, Probe, find_divergence
@@ -108,13 +109,13 @@ EVIDENCE_MIN = 0.6
 
 # How the core categories land in taxonomies that pool them (by taxonomy name).
 BUILTIN_KEY_MAPS: dict[str, dict[str, str]] = {
-    "robustgym": {
-        sg.SEMANTIC: "retrieval_error",
-        sg.CODE_LOOKUP: "retrieval_error",
-        sg.SQL_LOGIC: "retrieval_error",
-        sg.VARIABLE_SCOPE: "retrieval_error",
-        sg.STUCK_IN_LOOP: "retrieval_error",
-        sg.ANSWER_FORMAT: "answer_format_error",
+    keys.ROBUSTGYM: {
+        sg.SEMANTIC: keys.RETRIEVAL_ERROR,
+        sg.CODE_LOOKUP: keys.RETRIEVAL_ERROR,
+        sg.SQL_LOGIC: keys.RETRIEVAL_ERROR,
+        sg.VARIABLE_SCOPE: keys.RETRIEVAL_ERROR,
+        sg.STUCK_IN_LOOP: keys.RETRIEVAL_ERROR,
+        sg.ANSWER_FORMAT: keys.ANSWER_FORMAT_ERROR,
     },
 }
 

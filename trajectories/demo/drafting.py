@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from taxonomy import builtin_taxonomies
+from taxonomy import builtin_taxonomies, keys
 from trajectories.demo.ehr import LAB_ITEMS, Concept, LabItem
 from trajectories.demo.sqlexec import DemoDatabase
 from trajectories.model import Task
@@ -54,13 +54,13 @@ __all__ = [
 
 # The failure categories the simulated agents commit, by the EHR-Complex taxonomy's keys; the
 # display names come from the taxonomy file, so renaming a category there renames it here.
-_EHR_COMPLEX = builtin_taxonomies()["ehr_complex"]
-SEMANTIC = _EHR_COMPLEX.category("semantic_misunderstanding").name
-CODE = _EHR_COMPLEX.category("medical_code_lookup_error").name
-LOGIC = _EHR_COMPLEX.category("sql_logic_error").name
-SCOPE = _EHR_COMPLEX.category("variable_scope_error").name
-FORMAT = _EHR_COMPLEX.category("answer_format_error").name
-LOOP = _EHR_COMPLEX.category("stuck_in_loop").name
+_EHR_COMPLEX = builtin_taxonomies()[keys.EHR_COMPLEX]
+SEMANTIC = _EHR_COMPLEX.category(keys.SEMANTIC_MISUNDERSTANDING).name
+CODE = _EHR_COMPLEX.category(keys.MEDICAL_CODE_LOOKUP_ERROR).name
+LOGIC = _EHR_COMPLEX.category(keys.SQL_LOGIC_ERROR).name
+SCOPE = _EHR_COMPLEX.category(keys.VARIABLE_SCOPE_ERROR).name
+FORMAT = _EHR_COMPLEX.category(keys.ANSWER_FORMAT_ERROR).name
+LOOP = _EHR_COMPLEX.category(keys.STUCK_IN_LOOP).name
 FAILURE_CATEGORIES = (SEMANTIC, CODE, LOGIC, SCOPE, FORMAT, LOOP)
 
 

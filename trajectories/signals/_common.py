@@ -12,21 +12,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from taxonomy import keys
 from trajectories.model import Step, StepKind, Trajectory
 from trajectories.reading import is_error_output, is_sql, parse_arguments, sql_argument
 from trajectories.sql.tables import tables_in_sql
 
-# Internal category keys (the EHR-Complex taxonomy keys).
-SEMANTIC = "semantic_misunderstanding"
-CODE_LOOKUP = "medical_code_lookup_error"
-SQL_LOGIC = "sql_logic_error"
-VARIABLE_SCOPE = "variable_scope_error"
-ANSWER_FORMAT = "answer_format_error"
-STUCK_IN_LOOP = "stuck_in_loop"
+# Internal category keys: the EHR-Complex taxonomy's (named once, in taxonomy.keys).
+SEMANTIC = keys.SEMANTIC_MISUNDERSTANDING
+CODE_LOOKUP = keys.MEDICAL_CODE_LOOKUP_ERROR
+SQL_LOGIC = keys.SQL_LOGIC_ERROR
+VARIABLE_SCOPE = keys.VARIABLE_SCOPE_ERROR
+ANSWER_FORMAT = keys.ANSWER_FORMAT_ERROR
+STUCK_IN_LOOP = keys.STUCK_IN_LOOP
 # Clean/Noise keys, only emitted when the target taxonomy has them.
-FALSE_NULL = "false_null"
-NULL_NOT_RETURNED = "null_not_returned"
-NOISE_NOT_DETECTED = "noise_not_detected"
+FALSE_NULL = keys.FALSE_NULL
+NULL_NOT_RETURNED = keys.NULL_NOT_RETURNED
+NOISE_NOT_DETECTED = keys.NOISE_NOT_DETECTED
 
 # Long observations are cut before any regex runs: errors and empty results show at the start,
 # and a few kilobytes are plenty to find identifiers, while keeping the labeller fast.
