@@ -218,11 +218,12 @@ def labelling_panel(me: User) -> None:
         with st.container(key="annotate_question"), st.container(key=item_key(tid)):
             plain(traj.task.question)
         # One line: intent, scope and run; the model and template are one hover away.
-        meta = [traj.task.intent, traj.task.scope, traj.run.name]
-        more = {"model": traj.run.model, "template": traj.task.template_id}
-        st.caption(" · ".join(escape_markdown(str(v)) for v in meta if v)
-                   + f" · {len(traj.steps)} steps",
-                   help=" · ".join(f"{k}: {v}" for k, v in more.items() if v) or None)
+        meta = [traj.task.intent, traj.task.scope, f"{len(traj.steps)} steps", traj.run.name]
+        more = {"run": traj.run.name, "model": traj.run.model,
+                "template": traj.task.template_id}
+        with st.container(key="annotate_meta"):
+            st.caption(" · ".join(escape_markdown(str(v)) for v in meta if v),
+                       help=" · ".join(f"{k}: {v}" for k, v in more.items() if v) or None)
 
         # What went wrong first, then where: the answer row sits above the steps.
         ans, ref = st.columns(2, gap="small")

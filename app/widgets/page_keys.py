@@ -102,6 +102,27 @@ _CSS = """
 [data-testid="stMainBlockContainer"] { padding-top: 1.25rem !important; }
 /* Tighter rows in the label form, so every control it has fits 1280x800 without scrolling. */
 .st-key-annotate_form, .st-key-annotate_form [data-testid="stVerticalBlock"] { gap: 0.5rem; }
+/* A long question (a benchmark's whole instruction) shows four lines and opens in place on
+   hover or focus; the run line is one line (the whole name is in its help): real runs have
+   names of a hundred characters, and the step under the cursor must stay on a 1280x800 screen. */
+.st-key-annotate_question [data-testid="stMarkdownContainer"] {
+  display: -webkit-box; -webkit-line-clamp: 4; -webkit-box-orient: vertical; overflow: hidden; }
+.st-key-annotate_question:hover [data-testid="stMarkdownContainer"],
+.st-key-annotate_question:focus-within [data-testid="stMarkdownContainer"] {
+  -webkit-line-clamp: unset; overflow: visible; }
+.st-key-annotate_meta [data-testid="stCaptionContainer"] p,
+.st-key-annotate_steps_pane [data-testid="stCaptionContainer"] p {
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+/* The evidence line and the step bar are one line each; on a screen 800 px high the cursor
+   step's code shows six lines (scrolling inside for the rest), so what it returned starts on
+   screen too. */
+.st-key-annotate_steps_pane [class*="st-key-evidence_"] summary [data-testid="stMarkdownContainer"],
+.st-key-annotate_step_where [data-testid="stMarkdownContainer"] {
+  overflow: hidden; text-overflow: ellipsis; }
+.st-key-annotate_steps_pane [class*="st-key-evidence_"] summary [data-testid="stMarkdownContainer"] *,
+.st-key-annotate_step_where [data-testid="stMarkdownContainer"] * { white-space: nowrap; }
+@media (max-height: 860px) {
+  .st-key-annotate_steps_pane .st-key-annotate_cursor_step .faillab-code { max-height: 6rem; } }
 /* A long category name wraps inside its button at 1280 px instead of ending in "...". */
 [class*="st-key-lf_cat_"] button [data-testid="stMarkdownContainer"],
 [class*="st-key-lf_cat_"] button p {

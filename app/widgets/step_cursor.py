@@ -119,10 +119,12 @@ def render_step_cursor(steps: Sequence[Step], trajectory_id: str, *, start: int,
     bar = st.columns([4, 3, 3, 4], gap="small", vertical_alignment="center")
     with bar[0], st.container(key="annotate_step_where"):
         # Steps are numbered from 0 everywhere (outline, picker, evidence): say so, since
-        # "Step 10 of 23" read as 23 steps where there were 24.
-        st.markdown(f"Step **{cursor}** of {len(steps)} (0–{len(steps) - 1})",
-                    help=f"{PREVIOUS_KEY}/{NEXT_KEY} move the cursor; {MARK_KEY} marks its step "
-                         "as the first faulty one; a category key then saves the label with it.")
+        # "Step 10 of 23" read as 23 steps where there were 24. Short enough for one line
+        # beside the buttons at 1280 px.
+        st.markdown(f"Step **{cursor}** of 0–{len(steps) - 1}",
+                    help=f"{len(steps)} steps, numbered from 0. {PREVIOUS_KEY}/{NEXT_KEY} move "
+                         f"the cursor; {MARK_KEY} marks its step as the first faulty one; a "
+                         "category key then saves the label with it.")
     bar[1].button("Back", key="annotate_step_prev", shortcut=PREVIOUS_KEY, width="stretch",
                   disabled=cursor == 0, on_click=_move, args=(trajectory_id, -1, len(steps)),
                   help=f"Previous step ({PREVIOUS_KEY})")
