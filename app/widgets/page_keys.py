@@ -116,10 +116,12 @@ _CSS = """
 /* The evidence line and the step bar are one line each; on a screen 800 px high the cursor
    step's code shows six lines (scrolling inside for the rest), so what it returned starts on
    screen too. */
-.st-key-annotate_steps_pane [class*="st-key-evidence_"] summary [data-testid="stMarkdownContainer"],
+.st-key-annotate_steps_pane [class*="st-key-evidence_"] summary
+  [data-testid="stMarkdownContainer"],
 .st-key-annotate_step_where [data-testid="stMarkdownContainer"] {
   overflow: hidden; text-overflow: ellipsis; }
-.st-key-annotate_steps_pane [class*="st-key-evidence_"] summary [data-testid="stMarkdownContainer"] *,
+.st-key-annotate_steps_pane [class*="st-key-evidence_"] summary
+  [data-testid="stMarkdownContainer"] *,
 .st-key-annotate_step_where [data-testid="stMarkdownContainer"] * { white-space: nowrap; }
 @media (max-height: 860px) {
   .st-key-annotate_steps_pane .st-key-annotate_cursor_step .faillab-code { max-height: 6rem; } }
