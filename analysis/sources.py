@@ -36,6 +36,7 @@ from analysis.tables import counted_labels as _policy_labels
 from faillab_core.errors import FaillabError
 from labeling.store.policy import OPERATOR, Viewer
 from labeling.store.records import HUMAN_PROVENANCES
+from trajectories import columns as col
 from trajectories.outcome import DEFAULT_SUCCESS_SOURCE, apply_people, people_counted
 
 if TYPE_CHECKING:
@@ -46,27 +47,27 @@ if TYPE_CHECKING:
 #: left out: they are the bulk of the bytes and no table uses them, so a 100k-row load stays
 #: fast.
 STATS_COLUMNS: tuple[str, ...] = (
-    "id",
-    "run",
-    "model",
-    "temperature",
-    "rollout",
-    "task_id",
-    "intent",
-    "scope",
-    "template_id",
-    "split",
-    "pair_id",
-    "noise_type",
-    "variant",
-    "answer_format",
-    "n_steps",
-    "n_turns",
-    "n_errors",
-    "recorded_success",
-    "recorded_reward",
-    "exact_match",
-    "success",
+    col.ID,
+    col.RUN,
+    col.MODEL,
+    col.TEMPERATURE,
+    col.ROLLOUT,
+    col.TASK_ID,
+    col.INTENT,
+    col.SCOPE,
+    col.TEMPLATE_ID,
+    col.SPLIT,
+    col.PAIR_ID,
+    col.NOISE_TYPE,
+    col.VARIANT,
+    col.ANSWER_FORMAT,
+    col.N_STEPS,
+    col.N_TURNS,
+    col.N_ERRORS,
+    col.RECORDED_SUCCESS,
+    col.RECORDED_REWARD,
+    col.EXACT_MATCH,
+    col.SUCCESS,
 )
 
 #: Final-label provenances that carry a human verdict (what the pre-labeller is judged by).
@@ -109,17 +110,17 @@ def load_frame(
         success = success_expression(success_source)
     except ValueError as err:
         raise SourceError(str(err)) from None
-    columns = [c if c != "success" else f"{success} AS success" for c in STATS_COLUMNS]
-    sql = "SELECT " + ", ".join(columns) + " FROM trajectories"
+    columns = [c if c != col.SUCCESS else f"{success} AS {col.SUCCESS}" for c in STATS_COLUMNS]
+    sql = "SELECT " + ", ".join(columns) + f" FROM {col.TRAJECTORIES}"
     params: list[Any] = []
     if runs is not None:
         wanted = list(dict.fromkeys(runs))
         if not wanted:
             return pd.DataFrame(columns=list(STATS_COLUMNS))
-        sql += f" WHERE run IN ({_sql_list(len(wanted))})"
+        sql += f" WHERE {col.RUN} IN ({_sql_list(len(wanted))})"
         params = wanted
     # A stable row order makes every derived table (and therefore exports) reproducible.
-    sql += " ORDER BY run, task_id, rollout, id"
+    sql += f" ORDER BY {col.listed(col.LIST_ORDER)}"
     frame: pd.DataFrame = ws.query_df(sql, params)
     return frame
 
@@ -139,7 +140,8 @@ def human_verdicts(store: Store | None, viewer: Viewer = OPERATOR) -> dict[str, 
 
 
 def run_names(ws: Workspace) -> list[str]:
-    rows = ws.connect().execute("SELECT DISTINCT run FROM trajectories ORDER BY run").fetchall()
+    rows = ws.connect().execute(f"SELECT DISTINCT {col.RUN} FROM {col.TRAJECTORIES} "
+                                f"ORDER BY {col.RUN}").fetchall()
     return [str(r[0]) for r in rows]
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from faillab_core.errors import FaillabError
 from labeling.agreement import KappaResult, cohens_kappa
+from trajectories import columns as col
 from trajectories.judge import Verdict
 
 if TYPE_CHECKING:
@@ -90,6 +91,15 @@ class VerdictReport:
         }
 
 
+#: What ``verdict_frame`` reads of each trajectory.
+_FRAME_COLUMNS = (col.ID, col.RUN, col.QUESTION, col.RECORDED_SUCCESS, col.RECORDED_SOURCE,
+                  col.JUDGE_VERDICT, col.JUDGE_METHOD, col.JUDGE_EVIDENCE, col.FINAL_ANSWER,
+                  col.GROUND_TRUTH)
+#: What ``against_frame`` reads of each trajectory.
+_AGAINST_COLUMNS = (col.ID, col.RUN, col.TASK_ID, col.QUESTION, col.JUDGE_VERDICT,
+                    col.JUDGE_METHOD, col.JUDGE_EVIDENCE, col.FINAL_ANSWER, col.GROUND_TRUTH)
+
+
 def verdict_frame(ws: Workspace, people: Mapping[str, bool | None] | None = None
                   ) -> pd.DataFrame:
     """One row per trajectory with a person's verdict: its id, run, question, the person's
@@ -97,9 +107,8 @@ def verdict_frame(ws: Workspace, people: Mapping[str, bool | None] | None = None
     evidence. ``people``: the store's verdicts (``store.verdicts.effective``); a None there is
     an open disagreement among people and is left out."""
     frame = ws.query_df(
-        "SELECT id, run, question, recorded_success, recorded_source, judge_verdict, "
-        "judge_method, judge_evidence, final_answer, ground_truth FROM trajectories "
-        "ORDER BY run, task_id, rollout, id")
+        f"SELECT {col.listed(_FRAME_COLUMNS)} FROM {col.TRAJECTORIES} "
+        f"ORDER BY {col.listed(col.LIST_ORDER)}")
     stored = {k: v for k, v in (people or {}).items() if v is not None}
     recorded = frame["recorded_source"].map(is_person_source) & frame["recorded_success"].notna()
     human = pd.Series([stored.get(str(i)) for i in frame["id"]], index=frame.index,
@@ -245,9 +254,9 @@ def against_frame(ws: Workspace, reference: Mapping[str, bool | None],
                   run: str | None = None) -> ReferenceMatch:
     """``verdict_frame``'s rows with the reference's verdict as ``human``: a reference id is a
     trajectory id, else a task id with one trajectory (in ``run``, when given)."""
-    sql = ("SELECT id, run, task_id, question, judge_verdict, judge_method, judge_evidence, "
-           "final_answer, ground_truth FROM trajectories"
-           + (" WHERE run = ?" if run is not None else "") + " ORDER BY run, task_id, id")
+    sql = (f"SELECT {col.listed(_AGAINST_COLUMNS)} FROM {col.TRAJECTORIES}"
+           + (f" WHERE {col.RUN} = ?" if run is not None else "")
+           + f" ORDER BY {col.listed((col.RUN, col.TASK_ID, col.ID))}")
     frame = ws.query_df(sql, [run] if run is not None else None)
     by_id = {str(i): n for n, i in enumerate(frame["id"])}
     by_task: dict[str, list[int]] = {}

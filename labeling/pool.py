@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from trajectories import columns as col
 from trajectories.outcome import NEEDS_A_PERSON, NO_PEOPLE, PeopleVerdicts, resolved_relation
 
 if TYPE_CHECKING:
@@ -26,10 +27,11 @@ def failed_frame(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.DataFr
     stratify on and ``undecided`` (True: nothing decided the outcome yet; a person gives the
     verdict, then the label). ``people``: the verdicts that count (they win)."""
     con = ws.connect()
-    rows = resolved_relation(con, "trajectories", people)
+    rows = resolved_relation(con, col.TRAJECTORIES, people)
     frame: pd.DataFrame = con.execute(
-        "SELECT id, intent, scope, template_id, task_id, success IS NULL AS undecided "
-        f"FROM {rows} WHERE {NEEDS_A_PERSON} ORDER BY run, task_id, rollout, id"
+        f"SELECT {col.listed((col.ID, *col.TASK_FIELDS, col.TASK_ID))}, "
+        f"{col.SUCCESS} IS NULL AS undecided "
+        f"FROM {rows} WHERE {NEEDS_A_PERSON} ORDER BY {col.listed(col.LIST_ORDER)}"
     ).df()
     return frame
 
@@ -37,6 +39,6 @@ def failed_frame(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.DataFr
 def workspace_failures(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE
                        ) -> dict[str, Trajectory]:
     """The trajectories that need a person (``failed_frame``), keyed by id."""
-    ids = [str(t) for t in failed_frame(ws, people)["id"].tolist()]
+    ids = [str(t) for t in failed_frame(ws, people)[col.ID].tolist()]
     found = ws.get_many(ids)
     return {tid: found[tid] for tid in ids if tid in found}

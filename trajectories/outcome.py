@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from trajectories import columns as col
+
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
@@ -77,11 +79,11 @@ def success_expression(source: str) -> str:
     """SQL for the workspace's ``success`` under a success source, over the ``outcomes`` and
     ``trajectories`` views' columns (a fixed expression, never user text)."""
     if source == "verdict":
-        return "coalesce(recorded_success, judged_success)"
+        return f"coalesce({col.RECORDED_SUCCESS}, {col.JUDGED_SUCCESS})"
     if source == "recorded":
-        return "coalesce(recorded_success, exact_match)"
+        return f"coalesce({col.RECORDED_SUCCESS}, {col.EXACT_MATCH})"
     if source == "exact_match":
-        return "coalesce(exact_match, recorded_success)"
+        return f"coalesce({col.EXACT_MATCH}, {col.RECORDED_SUCCESS})"
     choices = ", ".join(SUCCESS_SOURCES)
     raise ValueError(f"unknown success source {source!r} (choose from {choices})")
 
@@ -144,8 +146,8 @@ def resolve_recorded(trajectory_id: str, recorded: Mapping[str, object] | None,
     ``recorded_success`` and ``judged_success``); None for an unknown id without a verdict."""
     if recorded is None:
         return people.get(trajectory_id)
-    return resolve(trajectory_id, recorded=_truth(recorded.get("recorded_success")),
-                   judged=_truth(recorded.get("judged_success")), people=people)
+    return resolve(trajectory_id, recorded=_truth(recorded.get(col.RECORDED_SUCCESS)),
+                   judged=_truth(recorded.get(col.JUDGED_SUCCESS)), people=people)
 
 
 def _truth(value: object) -> bool | None:
@@ -203,9 +205,9 @@ def still_needing_a_person(ids: Iterable[str], pool: Iterable[str],
 # -- SQL over the workspace's views ---------------------------------------------------------------
 
 #: Over a ``resolved_relation``: the trajectories that need a person (the module's rule).
-NEEDS_A_PERSON = ("coalesce(success = false OR (success IS NULL AND (person_decided "
-                  "OR (judge_verdict = 'undecided' "
-                  "AND coalesce(judge_method, '') <> 'no_ground_truth'))), false)")
+NEEDS_A_PERSON = (f"coalesce({col.SUCCESS} = false OR ({col.SUCCESS} IS NULL AND "
+                  f"({col.PERSON_DECIDED} OR ({col.JUDGE_VERDICT} = 'undecided' "
+                  f"AND coalesce({col.JUDGE_METHOD}, '') <> 'no_ground_truth'))), false)")
 
 #: The name people's verdicts are registered under on a reader's connection.
 _PEOPLE_TABLE = "people_verdicts"
@@ -213,7 +215,7 @@ _PEOPLE_TABLE = "people_verdicts"
 
 def resolved_relation(con: duckdb.DuckDBPyConnection, relation: str,
                       people: PeopleVerdicts = NO_PEOPLE, *,
-                      success_sql: str = "success", has_success: bool = True) -> str:
+                      success_sql: str = col.SUCCESS, has_success: bool = True) -> str:
     """A subquery of ``relation``'s rows (a view or table name the code fixes, never user
     text) with ``success`` resolved by the module's order and ``person_decided`` added.
     Use it before the next ``resolved_relation`` on the same connection: the people's
@@ -222,10 +224,10 @@ def resolved_relation(con: duckdb.DuckDBPyConnection, relation: str,
     ``success_sql`` is the workspace's own outcome over the relation's columns (the success
     source's expression); ``has_success`` says whether the relation already has a ``success``
     column to replace. People's verdicts are registered on ``con`` (a reader's own cursor)."""
-    select = "SELECT b.* REPLACE ({expr} AS success)" if has_success \
-        else "SELECT b.*, {expr} AS success"
+    select = (f"SELECT b.* REPLACE ({{expr}} AS {col.SUCCESS})" if has_success
+              else f"SELECT b.*, {{expr}} AS {col.SUCCESS}")
     if not people:
-        return (f"({select.format(expr=success_sql)}, false AS person_decided "
+        return (f"({select.format(expr=success_sql)}, false AS {col.PERSON_DECIDED} "
                 f"FROM {relation} b)")
     ids = list(people)
     # A temporary table of this connection (a statement, where registering an Arrow table is
@@ -234,8 +236,8 @@ def resolved_relation(con: duckdb.DuckDBPyConnection, relation: str,
                 "unnest(?::VARCHAR[]) AS id, unnest(?::BOOLEAN[]) AS people",
                 [ids, [people[i] for i in ids]])
     resolved = f"CASE WHEN pv.id IS NULL THEN {success_sql} ELSE pv.people END"
-    return (f"({select.format(expr=resolved)}, pv.id IS NOT NULL AS person_decided "
-            f"FROM {relation} b LEFT JOIN {_PEOPLE_TABLE} pv ON pv.id = b.id)")
+    return (f"({select.format(expr=resolved)}, pv.id IS NOT NULL AS {col.PERSON_DECIDED} "
+            f"FROM {relation} b LEFT JOIN {_PEOPLE_TABLE} pv ON pv.id = b.{col.ID})")
 
 
 def apply_people(frame: pd.DataFrame, people: PeopleVerdicts) -> pd.DataFrame:
@@ -245,14 +247,14 @@ def apply_people(frame: pd.DataFrame, people: PeopleVerdicts) -> pd.DataFrame:
     is nothing to apply (it may be a shared one, never written)."""
     if not people or frame.empty:
         return frame
-    ids = frame["id"].astype(str)
+    ids = frame[col.ID].astype(str)
     decided = ids.isin(people.keys())
     if not decided.any():
         return frame
     out = frame.copy()
-    success = out["success"].astype("object")
+    success = out[col.SUCCESS].astype("object")
     success[decided] = [None if v is None else bool(v) for v in ids[decided].map(people)]
-    out["success"] = success.astype("boolean")
+    out[col.SUCCESS] = success.astype("boolean")
     return out
 
 
@@ -264,16 +266,16 @@ def count_outcomes(con: duckdb.DuckDBPyConnection, success_source: str = DEFAULT
     """Counts over the ``outcomes`` view on ``con``: ``failed``, ``unscored`` and
     ``needs_a_person`` follow ``success_source`` and, under the ``verdict`` source, people's
     verdicts; ``decided_by_people`` counts the trajectories a person's verdict decided."""
-    rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
+    rows = resolved_relation(con, col.OUTCOMES, people_counted(success_source, people),
                              success_sql=success_expression(success_source), has_success=False)
     row = con.execute(
-        f"""SELECT count(*), count(DISTINCT task_id), count(DISTINCT run),
-                  count(*) FILTER (WHERE NOT success),
-                  count(*) FILTER (WHERE success IS NULL),
+        f"""SELECT count(*), count(DISTINCT {col.TASK_ID}), count(DISTINCT {col.RUN}),
+                  count(*) FILTER (WHERE NOT {col.SUCCESS}),
+                  count(*) FILTER (WHERE {col.SUCCESS} IS NULL),
                   count(*) FILTER (WHERE {NEEDS_A_PERSON}),
-                  count(*) FILTER (WHERE person_decided),
-                  count(*) FILTER (WHERE recorded_success IS NOT NULL
-                                   AND recorded_success <> exact_match)
+                  count(*) FILTER (WHERE {col.PERSON_DECIDED}),
+                  count(*) FILTER (WHERE {col.RECORDED_SUCCESS} IS NOT NULL
+                                   AND {col.RECORDED_SUCCESS} <> {col.EXACT_MATCH})
            FROM {rows}"""
     ).fetchone()
     assert row is not None
@@ -290,28 +292,28 @@ def list_outcomes(con: duckdb.DuckDBPyConnection, *, failed: bool = False,
     """Trajectories of the ``outcomes`` view on ``con`` with ``success`` (None when
     undecided) and ``outcome`` (``success`` | ``failure`` | ``unscored``), resolved as
     ``count_outcomes`` does; ``needing_a_person`` keeps what ``NEEDS_A_PERSON`` keeps."""
-    rows = resolved_relation(con, "outcomes", people_counted(success_source, people),
+    rows = resolved_relation(con, col.OUTCOMES, people_counted(success_source, people),
                              success_sql=success_expression(success_source), has_success=False)
     where: list[str] = []
     params: list[object] = []
     if failed:
-        where.append("NOT success")
+        where.append(f"NOT {col.SUCCESS}")
     if unscored:
-        where.append("success IS NULL")
+        where.append(f"{col.SUCCESS} IS NULL")
     if needing_a_person:
         where.append(NEEDS_A_PERSON)
     if run:
-        where.append("run = ?")
+        where.append(f"{col.RUN} = ?")
         params.append(run)
     if ids is not None:
-        where.append("id IN (SELECT unnest(?::VARCHAR[]))")
+        where.append(f"{col.ID} IN (SELECT unnest(?::VARCHAR[]))")
         params.append(list(ids))
-    sql = f"SELECT id, run, model, task_id, success FROM {rows}"
+    keys = (col.ID, col.RUN, col.MODEL, col.TASK_ID, col.SUCCESS)
+    sql = f"SELECT {col.listed(keys)} FROM {rows}"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY run, task_id, rollout, id"
+    sql += f" ORDER BY {col.listed(col.LIST_ORDER)}"
     if limit:
         sql += f" LIMIT {int(limit)}"
-    keys = ("id", "run", "model", "task_id", "success")
     return [{**dict(zip(keys, r, strict=True)), "outcome": str(outcome_of_success(r[4]))}
             for r in con.execute(sql, params).fetchall()]

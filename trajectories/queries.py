@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
+from trajectories import columns as col
 from trajectories.model import Trajectory
 from trajectories.outcome import (
     DEFAULT_SUCCESS_SOURCE,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
 #: Task fields resolved per task id across runs (and overridable from a task file).
-TASK_FIELDS = ("intent", "scope", "template_id")
+TASK_FIELDS = col.TASK_FIELDS
 
 
 #: Outcomes kept per state of the data (``Queries.verdict_of``). The Annotate page asks one on
@@ -40,8 +41,12 @@ TASK_FIELDS = ("intent", "scope", "template_id")
 #: (a third of the key's server time with a team on two replicas). An outcome is a few short
 #: fields, so thousands cost little.
 OUTCOMES_KEPT = 4096
-_OUTCOME_KEYS = ("recorded_success", "exact_match", "judged_success", "judge_verdict",
-                 "judge_method", "judge_evidence")
+_OUTCOME_KEYS = (col.RECORDED_SUCCESS, col.EXACT_MATCH, col.JUDGED_SUCCESS, col.JUDGE_VERDICT,
+                 col.JUDGE_METHOD, col.JUDGE_EVIDENCE)
+#: The ``outcomes`` view: these stored columns as they are, then the exact match and the
+#: judged outcome (overlaid by re-scoring) and these judge's columns.
+_OUTCOMES_STORED = (col.ID, col.RUN, col.MODEL, col.TASK_ID, col.ROLLOUT, col.RECORDED_SUCCESS)
+_OUTCOMES_JUDGED = (col.JUDGE_VERDICT, col.JUDGE_METHOD, col.JUDGE_EVIDENCE)
 
 
 class TableBuild:
@@ -229,42 +234,43 @@ class Queries:
                 f"{_sql_str(str(self.parts.task_fields_path))})"
             )
         else:
-            con.execute("CREATE OR REPLACE VIEW task_overrides AS SELECT NULL::VARCHAR AS task_id, "
+            con.execute("CREATE OR REPLACE VIEW task_overrides AS SELECT NULL::VARCHAR AS "
+                        f"{col.TASK_ID}, "
                         + ", ".join(f"NULL::VARCHAR AS {c}" for c in TASK_FIELDS) + " WHERE false")
         # An overlay row replaces the stored exact match even when it is NULL (unscored).
-        exact = "CASE WHEN s.id IS NOT NULL THEN s.exact_match ELSE p.exact_match END"
-        scored = "LEFT JOIN scores s USING (id)"
+        exact = (f"CASE WHEN s.{col.ID} IS NOT NULL THEN s.{col.EXACT_MATCH} "
+                 f"ELSE p.{col.EXACT_MATCH} END")
+        scored = f"LEFT JOIN scores s USING ({col.ID})"
         judge = {c: f"p.{c}" for c in JUDGE_COLUMNS}
         if not self.parts.scores_path.exists():
             # No overlay (nothing re-scored): no join. Probing a million ids against an
             # empty table still cost a hash join per query (60 ms of a Browse count).
-            exact, scored = "p.exact_match", ""
+            exact, scored = f"p.{col.EXACT_MATCH}", ""
         else:
             overlaid = {str(r[0]) for r in con.execute("DESCRIBE scores").fetchall()}
             # An overlay written before the judge's columns keeps the stored verdicts.
-            judge = {c: f"CASE WHEN s.id IS NOT NULL THEN s.{c} ELSE p.{c} END"
+            judge = {c: f"CASE WHEN s.{col.ID} IS NOT NULL THEN s.{c} ELSE p.{c} END"
                      if c in overlaid else f"p.{c}" for c in JUDGE_COLUMNS}
         # The judge's verdict as an outcome: undecided is NULL (a person decides); a row
         # imported before the judge existed has none and keeps its exact match.
-        judged = (f"CASE WHEN {judge['judge_verdict']} IS NULL THEN {exact} "
-                  f"WHEN {judge['judge_verdict']} = 'correct' THEN true "
-                  f"WHEN {judge['judge_verdict']} = 'incorrect' THEN false END")
+        verdict = judge[col.JUDGE_VERDICT]
+        judged = (f"CASE WHEN {verdict} IS NULL THEN {exact} "
+                  f"WHEN {verdict} = 'correct' THEN true "
+                  f"WHEN {verdict} = 'incorrect' THEN false END")
         # Outcomes only (no task consensus, whose window functions dominate at a million
         # rows): what counts and outcome lists need.
         con.execute(
-            f"""CREATE OR REPLACE VIEW outcomes AS
-            SELECT p.id, p.run, p.model, p.task_id, p.rollout, p.recorded_success,
-                   {exact} AS exact_match, {judged} AS judged_success,
-                   {judge['judge_verdict']} AS judge_verdict,
-                   {judge['judge_method']} AS judge_method,
-                   {judge['judge_evidence']} AS judge_evidence
-            FROM parts p {scored}"""
+            f"""CREATE OR REPLACE VIEW {col.OUTCOMES} AS
+            SELECT {col.listed(_OUTCOMES_STORED, "p")},
+                   {exact} AS {col.EXACT_MATCH}, {judged} AS {col.JUDGED_SUCCESS},
+                   {", ".join(f"{judge[c]} AS {c}" for c in _OUTCOMES_JUDGED)}
+            FROM {col.PARTS} p {scored}"""
         )
         if not consensus:
             return con
         resolved = set(TASK_FIELDS)
         select = ", ".join(f"p.{c}" for c in INDEX_COLUMNS
-                           if c != "exact_match" and c not in resolved
+                           if c != col.EXACT_MATCH and c not in resolved
                            and c not in PROVENANCE_COLUMNS and c not in JUDGE_COLUMNS)
         overridden = self.parts.task_fields_path.exists()  # else no join with the empty overlay
         fields = ", ".join(
@@ -276,30 +282,30 @@ class Queries:
         # value across runs, ties alphabetical; "Other" only counts when nothing else is known).
         picks = ", ".join(
             f"first({c} ORDER BY n_{c} DESC, {c}) FILTER (WHERE {c} IS NOT NULL"
-            + (f" AND {c} <> 'Other'" if c == "intent" else "") + f") AS {c}"
+            + (f" AND {c} <> 'Other'" if c == col.INTENT else "") + f") AS {c}"
             for c in TASK_FIELDS
         )
         counts = ", ".join(
-            f"count(*) OVER (PARTITION BY task_id, {c}) AS n_{c}" for c in TASK_FIELDS
+            f"count(*) OVER (PARTITION BY {col.TASK_ID}, {c}) AS n_{c}" for c in TASK_FIELDS
         )
         # Materialised once per change of the parts (a temporary table of one row per task):
         # as a view, its window functions ran again in every query, seconds at a million rows.
         con.execute(
             f"""CREATE OR REPLACE TABLE task_consensus AS
-            SELECT task_id, {picks}
-            FROM (SELECT task_id, {", ".join(TASK_FIELDS)}, {counts} FROM parts)
-            GROUP BY task_id"""
+            SELECT {col.TASK_ID}, {picks}
+            FROM (SELECT {col.TASK_ID}, {col.listed(TASK_FIELDS)}, {counts} FROM {col.PARTS})
+            GROUP BY {col.TASK_ID}"""
         )
         con.execute(
-            f"""CREATE OR REPLACE VIEW trajectories AS
+            f"""CREATE OR REPLACE VIEW {col.TRAJECTORIES} AS
             SELECT {select}, {fields},
-                   {exact} AS exact_match,
+                   {exact} AS {col.EXACT_MATCH},
                    {", ".join(f"{expr} AS {c}" for c, expr in judge.items())},
-                   {judged} AS judged_success,
-                   coalesce(p.recorded_success, {judged}) AS success
-            FROM parts p {scored}
-            LEFT JOIN task_consensus t USING (task_id)
-            {"LEFT JOIN task_overrides o USING (task_id)" if overridden else ""}"""
+                   {judged} AS {col.JUDGED_SUCCESS},
+                   coalesce(p.{col.RECORDED_SUCCESS}, {judged}) AS {col.SUCCESS}
+            FROM {col.PARTS} p {scored}
+            LEFT JOIN task_consensus t USING ({col.TASK_ID})
+            {f"LEFT JOIN task_overrides o USING ({col.TASK_ID})" if overridden else ""}"""
         )
         return con
 
@@ -390,11 +396,11 @@ class Queries:
 
     def frame(self) -> Any:
         """Every trajectory's index columns (no payloads): what statistics work on."""
-        return self.query_df("SELECT * FROM trajectories")
+        return self.query_df(f"SELECT * FROM {col.TRAJECTORIES}")
 
     def get(self, trajectory_id: str) -> Trajectory | None:
         row = self._outcomes_connection().execute(
-            "SELECT payload FROM parts WHERE id = ? LIMIT 1", [trajectory_id]
+            f"SELECT {col.PAYLOAD} FROM {col.PARTS} WHERE {col.ID} = ? LIMIT 1", [trajectory_id]
         ).fetchone()
         if row is None:
             return None
@@ -408,8 +414,9 @@ class Queries:
         if not wanted:
             return {}
         rows = self._outcomes_connection().execute(
-            "SELECT id, any_value(payload) FROM parts "
-            "WHERE id IN (SELECT unnest(?::VARCHAR[])) GROUP BY id", [wanted]).fetchall()
+            f"SELECT {col.ID}, any_value({col.PAYLOAD}) FROM {col.PARTS} "
+            f"WHERE {col.ID} IN (SELECT unnest(?::VARCHAR[])) GROUP BY {col.ID}",
+            [wanted]).fetchall()
         return {str(tid): Trajectory.model_validate_json(payload) for tid, payload in rows}
 
     def verdict_of(self, trajectory_id: str) -> dict[str, Any] | None:
@@ -425,7 +432,7 @@ class Queries:
                 known = self._outcomes[trajectory_id]
                 return None if known is None else dict(known)
         row = self._outcomes_connection().execute(
-            f"SELECT {', '.join(_OUTCOME_KEYS)} FROM outcomes WHERE id = ? LIMIT 1",
+            f"SELECT {col.listed(_OUTCOME_KEYS)} FROM {col.OUTCOMES} WHERE {col.ID} = ? LIMIT 1",
             [trajectory_id]).fetchone()
         outcome = None if row is None else dict(zip(_OUTCOME_KEYS, row, strict=True))
         with self._outcomes_lock:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from trajectories import columns as col
 from trajectories.judge import JUDGE_VERSION, Judgement, case_from, judge, judge_trajectory
 from trajectories.model import ACTION_KINDS, Trajectory
 from trajectories.outcome import recorded_verdict, recorded_verdict_of
@@ -27,55 +28,55 @@ ROW_GROUP_SIZE = 1024  # small groups: a lookup by id reads one group thanks to 
 
 INDEX_SCHEMA = pa.schema(
     [
-        ("id", pa.string()),
-        ("run", pa.string()),
-        ("model", pa.string()),
-        ("temperature", pa.float64()),
-        ("rollout", pa.int32()),
-        ("task_id", pa.string()),
-        ("question", pa.string()),
-        ("intent", pa.string()),
-        ("scope", pa.string()),
-        ("template_id", pa.string()),
-        ("split", pa.string()),
-        ("pair_id", pa.string()),
-        ("noise_type", pa.string()),
-        ("variant", pa.string()),
-        ("reference_sql", pa.string()),
-        ("answer_format", pa.string()),
-        ("ground_truth", pa.string()),
-        ("final_answer", pa.string()),
-        ("n_steps", pa.int32()),
-        ("n_turns", pa.int32()),
-        ("n_errors", pa.int32()),
-        ("recorded_success", pa.bool_()),
-        ("recorded_reward", pa.float64()),
+        (col.ID, pa.string()),
+        (col.RUN, pa.string()),
+        (col.MODEL, pa.string()),
+        (col.TEMPERATURE, pa.float64()),
+        (col.ROLLOUT, pa.int32()),
+        (col.TASK_ID, pa.string()),
+        (col.QUESTION, pa.string()),
+        (col.INTENT, pa.string()),
+        (col.SCOPE, pa.string()),
+        (col.TEMPLATE_ID, pa.string()),
+        (col.SPLIT, pa.string()),
+        (col.PAIR_ID, pa.string()),
+        (col.NOISE_TYPE, pa.string()),
+        (col.VARIANT, pa.string()),
+        (col.REFERENCE_SQL, pa.string()),
+        (col.ANSWER_FORMAT, pa.string()),
+        (col.GROUND_TRUTH, pa.string()),
+        (col.FINAL_ANSWER, pa.string()),
+        (col.N_STEPS, pa.int32()),
+        (col.N_TURNS, pa.int32()),
+        (col.N_ERRORS, pa.int32()),
+        (col.RECORDED_SUCCESS, pa.bool_()),
+        (col.RECORDED_REWARD, pa.float64()),
         # Who recorded the outcome (added with schema key 3): "reward", "inspect:<scorer>",
         # "human" (a verdict column)... NULL without an outcome or in older parts.
-        ("recorded_source", pa.string()),
-        ("exact_match", pa.bool_()),
-        ("scorer_version", pa.string()),
+        (col.RECORDED_SOURCE, pa.string()),
+        (col.EXACT_MATCH, pa.bool_()),
+        (col.SCORER_VERSION, pa.string()),
         # The judge's verdict (added with schema key 3; NULL in parts written before):
         # correct / incorrect / undecided, how it was reached, and its evidence.
-        ("judge_verdict", pa.string()),
-        ("judge_method", pa.string()),
-        ("judge_evidence", pa.string()),
-        ("judge_version", pa.string()),
-        ("source_file", pa.string()),
+        (col.JUDGE_VERDICT, pa.string()),
+        (col.JUDGE_METHOD, pa.string()),
+        (col.JUDGE_EVIDENCE, pa.string()),
+        (col.JUDGE_VERSION, pa.string()),
+        (col.SOURCE_FILE, pa.string()),
         # Provenance (added with schema key 3): which bytes, which record of them, which
         # import. A re-import of the same bytes by a newer importer replaces exactly these
         # rows. Parts written before have none of them: they read as NULL.
-        ("source_sha", pa.string()),
-        ("source_record", pa.int32()),
-        ("import_key", pa.string()),
-        ("payload", pa.string()),
+        (col.SOURCE_SHA, pa.string()),
+        (col.SOURCE_RECORD, pa.int32()),
+        (col.IMPORT_KEY, pa.string()),
+        (col.PAYLOAD, pa.string()),
     ]
 )
 #: The provenance columns (NULL in rows imported before they existed, or added by ``add``).
-PROVENANCE_COLUMNS = ("source_sha", "source_record", "import_key")
+PROVENANCE_COLUMNS = col.PROVENANCE_COLUMNS
 #: The judge's columns (``judge_columns``).
-JUDGE_COLUMNS = ("judge_verdict", "judge_method", "judge_evidence", "judge_version")
-INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != "payload"]
+JUDGE_COLUMNS = col.JUDGE_COLUMNS
+INDEX_COLUMNS = [f.name for f in INDEX_SCHEMA if f.name != col.PAYLOAD]
 #: Rows per row group of the parts an import stages (compaction writes ``ROW_GROUP_SIZE``):
 #: Parquet's writer holds about three times a row group's payload bytes while it writes it,
 #: so a 40 MB file written as one group of 1,000 rows cost a worker 130 MB; four groups

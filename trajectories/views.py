@@ -11,22 +11,24 @@ from typing import Any
 
 import pandas as pd
 
+from trajectories import columns as col
 from trajectories.outcome import NO_PEOPLE, PeopleVerdicts, resolved_relation
 from trajectories.workspace import Workspace
 
-BROWSE_COLUMNS = ("id", "run", "model", "task_id", "intent", "scope", "template_id", "rollout",
-                  "success", "exact_match", "recorded_success", "n_turns", "n_errors", "question")
+BROWSE_COLUMNS = (col.ID, col.RUN, col.MODEL, col.TASK_ID, *col.TASK_FIELDS, col.ROLLOUT,
+                  col.SUCCESS, col.EXACT_MATCH, col.RECORDED_SUCCESS, col.N_TURNS, col.N_ERRORS,
+                  col.QUESTION)
 
 
 #: The order Browse lists trajectories in (ties broken by id, so pages never overlap).
-BROWSE_ORDER = "run, task_id, rollout, id"
+BROWSE_ORDER = col.listed(col.LIST_ORDER)
 
 #: Browse reads a per-connection copy of its columns sorted in browse order, rebuilt when the
 #: parts change (``Workspace.shared_table``). A run filter then skips every row group of other
 #: runs (DuckDB's min/max per row group), and a page needs no join with the task consensus:
 #: at a million rows a one-run filter fell from ~340 ms (reading the view) to the figures in
 #: docs/benchmarks.md. The copy holds no payloads; its memory is in docs/benchmarks.md too.
-_BROWSE_ROWS = (f"SELECT {', '.join(BROWSE_COLUMNS)} FROM trajectories "
+_BROWSE_ROWS = (f"SELECT {col.listed(BROWSE_COLUMNS)} FROM {col.TRAJECTORIES} "
                 f"ORDER BY {BROWSE_ORDER}")
 
 
