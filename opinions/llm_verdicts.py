@@ -20,6 +20,7 @@ from opinions.verdict_llm import (
     LLMJudge,
     LLMVerdict,
 )
+from trajectories import columns as col
 from trajectories.judge import Judgement, Method, Verdict, case_of
 from trajectories.model import Trajectory
 from trajectories.workspace import Workspace
@@ -44,8 +45,8 @@ class LLMRun:
 
 def undecided_ids(ws: Workspace, limit: int | None = None) -> list[str]:
     """Trajectories the LLM judge may help with (see the module docstring), by id."""
-    sql = ("SELECT id FROM outcomes WHERE judge_verdict = 'undecided' "
-           "AND recorded_success IS NULL AND judge_method <> ? ORDER BY id")
+    sql = (f"SELECT {col.ID} FROM {col.OUTCOMES} WHERE {col.JUDGE_VERDICT} = 'undecided' "
+           f"AND {col.RECORDED_SUCCESS} IS NULL AND {col.JUDGE_METHOD} <> ? ORDER BY {col.ID}")
     ids = [str(r[0]) for r in ws.connect().execute(sql, [str(Method.NO_GROUND_TRUTH)])
            .fetchall()]
     return ids if limit is None else ids[:limit]

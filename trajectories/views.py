@@ -46,8 +46,11 @@ def keep_browse_warm(ws: Workspace) -> None:
 
 
 #: "success" | "failure" | "unscored" (no ground truth and no recorded outcome).
-_OUTCOME = ("CASE WHEN success IS NULL THEN 'unscored' WHEN success THEN 'success' "
+_OUTCOME = (f"CASE WHEN {col.SUCCESS} IS NULL THEN 'unscored' WHEN {col.SUCCESS} THEN 'success' "
             "ELSE 'failure' END")
+#: The producer's recorded verdict and the exact match disagree.
+_DISAGREEMENT = (f"{col.RECORDED_SUCCESS} IS NOT NULL "
+                 f"AND {col.RECORDED_SUCCESS} <> {col.EXACT_MATCH}")
 
 
 @dataclass
@@ -77,27 +80,27 @@ class BrowseFilter:
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
-        for column, values in (("run", self.runs), ("model", self.models),
-                               ("intent", self.intents), ("scope", self.scopes),
-                               ("template_id", self.templates)):
+        for column, values in ((col.RUN, self.runs), (col.MODEL, self.models),
+                               (col.INTENT, self.intents), (col.SCOPE, self.scopes),
+                               (col.TEMPLATE_ID, self.templates)):
             if values:
                 clauses.append(f"{column} IN ({', '.join('?' for _ in values)})")
                 params.extend(values)
         if self.success is not None:
-            clauses.append("success = ?")
+            clauses.append(f"{col.SUCCESS} = ?")
             params.append(self.success)
         if self.unscored_only:
-            clauses.append("success IS NULL")
+            clauses.append(f"{col.SUCCESS} IS NULL")
         if self.disagreement_only:
-            clauses.append("recorded_success IS NOT NULL AND recorded_success <> exact_match")
+            clauses.append(_DISAGREEMENT)
         if self.text.strip():
-            clauses.append("(question ILIKE ? OR task_id = ? OR id = ?)")
+            clauses.append(f"({col.QUESTION} ILIKE ? OR {col.TASK_ID} = ? OR {col.ID} = ?)")
             params.extend([f"%{self.text.strip()}%", self.text.strip(), self.text.strip()])
         if self.ids is not None:
             if not self.ids:
                 clauses.append("false")
             else:
-                clauses.append("id IN (SELECT unnest(?::VARCHAR[]))")
+                clauses.append(f"{col.ID} IN (SELECT unnest(?::VARCHAR[]))")
                 params.append(list(self.ids))
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
@@ -156,7 +159,7 @@ def facets(ws: Workspace) -> dict[str, list[str]]:
     """Distinct values for the filter widgets."""
     con = _browse_rows(ws)
     out: dict[str, list[str]] = {}
-    for column in ("run", "model", "intent", "scope", "template_id"):
+    for column in (col.RUN, col.MODEL, *col.TASK_FIELDS):
         rows = con.execute(
             f"SELECT DISTINCT {column} FROM browse_rows WHERE {column} IS NOT NULL ORDER BY 1"
         ).fetchall()
@@ -169,27 +172,28 @@ def overview_by_run(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.Dat
     winning (``trajectories.outcome``)."""
     keep_browse_warm(ws)  # the first page of a workspace: Browse is usually next
     con = ws.connect()
-    rows = resolved_relation(con, "trajectories", people)
+    rows = resolved_relation(con, col.TRAJECTORIES, people)
+    by = col.listed((col.RUN, col.MODEL))
     return con.execute(
-        f"""SELECT run, model, any_value(temperature) AS temperature,
-                  count(*) AS trajectories, count(DISTINCT task_id) AS tasks,
-                  avg(success::INT) AS success_rate,
-                  count(*) FILTER (WHERE NOT success) AS failures,
-                  count(*) FILTER (WHERE success IS NULL) AS unscored,
-                  count(*) FILTER (WHERE recorded_success IS NOT NULL
-                                   AND recorded_success <> exact_match) AS outcome_disagreements,
-                  avg(n_turns) AS mean_turns
-           FROM {rows} GROUP BY run, model ORDER BY run, model"""
+        f"""SELECT {by}, any_value({col.TEMPERATURE}) AS temperature,
+                  count(*) AS trajectories, count(DISTINCT {col.TASK_ID}) AS tasks,
+                  avg({col.SUCCESS}::INT) AS success_rate,
+                  count(*) FILTER (WHERE NOT {col.SUCCESS}) AS failures,
+                  count(*) FILTER (WHERE {col.SUCCESS} IS NULL) AS unscored,
+                  count(*) FILTER (WHERE {_DISAGREEMENT}) AS outcome_disagreements,
+                  avg({col.N_TURNS}) AS mean_turns
+           FROM {rows} GROUP BY {by} ORDER BY {by}"""
     ).df()
 
 
 def intent_scope_counts(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> pd.DataFrame:
     con = ws.connect()
-    rows = resolved_relation(con, "trajectories", people)
+    rows = resolved_relation(con, col.TRAJECTORIES, people)
     return con.execute(
-        f"""SELECT intent, coalesce(scope, 'unknown') AS scope, count(*) AS trajectories,
-                  count(DISTINCT task_id) AS tasks, avg(success::INT) AS success_rate
-           FROM {rows} GROUP BY ALL ORDER BY intent, scope"""
+        f"""SELECT {col.INTENT}, coalesce({col.SCOPE}, 'unknown') AS {col.SCOPE},
+                  count(*) AS trajectories, count(DISTINCT {col.TASK_ID}) AS tasks,
+                  avg({col.SUCCESS}::INT) AS success_rate
+           FROM {rows} GROUP BY ALL ORDER BY {col.INTENT}, {col.SCOPE}"""
     ).df()
 
 
@@ -198,15 +202,16 @@ def failure_neighbours(ws: Workspace, trajectory_id: str,
     """The previous and next failed trajectory around ``trajectory_id`` in browse order."""
     base = flt or BrowseFilter()
     where, params = base.where()
-    cond = "NOT success" if not where else where[len(" WHERE "):] + " AND NOT success"
+    failed = f"NOT {col.SUCCESS}"
+    cond = failed if not where else where[len(" WHERE "):] + f" AND {failed}"
     con = _browse_rows(ws)
     rows = _rows(con, base)
     row = con.execute(
         f"""WITH ordered AS (
-              SELECT id, lag(id) OVER w AS prev_id, lead(id) OVER w AS next_id
-              FROM {rows} WHERE {cond} OR id = ?
+              SELECT {col.ID}, lag({col.ID}) OVER w AS prev_id, lead({col.ID}) OVER w AS next_id
+              FROM {rows} WHERE {cond} OR {col.ID} = ?
               WINDOW w AS (ORDER BY {BROWSE_ORDER}))
-            SELECT prev_id, next_id FROM ordered WHERE id = ?""",
+            SELECT prev_id, next_id FROM ordered WHERE {col.ID} = ?""",
         [*params, trajectory_id, trajectory_id],
     ).fetchone()
     if row is None:
@@ -218,6 +223,6 @@ def first_failure(ws: Workspace, people: PeopleVerdicts = NO_PEOPLE) -> str | No
     con = _browse_rows(ws)
     rows = resolved_relation(con, "browse_rows", people)
     row = con.execute(
-        f"SELECT id FROM {rows} WHERE NOT success ORDER BY {BROWSE_ORDER} LIMIT 1"
+        f"SELECT {col.ID} FROM {rows} WHERE NOT {col.SUCCESS} ORDER BY {BROWSE_ORDER} LIMIT 1"
     ).fetchone()
     return row[0] if row else None

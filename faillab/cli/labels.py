@@ -21,6 +21,7 @@ from faillab.cli.users import open_annotations
 from faillab_core.textsafe import csv_text, csv_uncell
 from labeling.store import DataImportError, StoreError, export_labels, import_labels
 from taxonomy import Taxonomy, default_taxonomy
+from trajectories import columns as col
 
 _CATEGORY_FIELDS = ("category", "secondary_category")
 _LABEL_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
@@ -131,7 +132,8 @@ def import_cmd(path: Path, workspace: Path | None) -> None:
     """
     taxonomy = default_taxonomy()
     ws = open_workspace(workspace)
-    known = set(ws.query_df("SELECT id FROM trajectories")["id"]) if ws.part_files() else set()
+    known = (set(ws.query_df(f"SELECT {col.ID} FROM {col.TRAJECTORIES}")[col.ID])
+             if ws.part_files() else set())
     try:
         # newline="": line breaks inside quoted fields are kept as written.
         with path.open(encoding="utf-8-sig", newline="") as handle:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labeling.audit.errors import AuditError
+from trajectories import columns as col
 from trajectories.outcome import resolved_relation
 from trajectories.workspace import Workspace
 
@@ -53,10 +54,10 @@ class CandidatePool:
         return self.n_candidates / self.n_total_tasks if self.n_total_tasks else None
 
 
-_TASK_COLUMNS = ("task_id", "question", "intent", "scope", "template_id", "reference_sql",
-                 "ground_truth", "answer_format")
+_TASK_COLUMNS = (col.TASK_ID, col.QUESTION, col.INTENT, col.SCOPE, col.TEMPLATE_ID,
+                 col.REFERENCE_SQL, col.GROUND_TRUTH, col.ANSWER_FORMAT)
 # Task fields repeat on every trajectory of the task; min() picks one deterministically.
-_TASK_SELECT = ", ".join(["task_id"] + [f"min({c}) AS {c}" for c in _TASK_COLUMNS[1:]])
+_TASK_SELECT = ", ".join([col.TASK_ID] + [f"min({c}) AS {c}" for c in _TASK_COLUMNS[1:]])
 
 
 def _candidate(row: Sequence[Any]) -> Candidate:
@@ -72,7 +73,8 @@ def _candidate(row: Sequence[Any]) -> Candidate:
 
 def workspace_runs(ws: Workspace) -> list[str]:
     rows = ws.connect().execute(
-        "SELECT DISTINCT run FROM trajectories WHERE run IS NOT NULL ORDER BY run"
+        f"SELECT DISTINCT {col.RUN} FROM {col.TRAJECTORIES} WHERE {col.RUN} IS NOT NULL "
+        f"ORDER BY {col.RUN}"
     ).fetchall()
     return [str(r[0]) for r in rows]
 
@@ -98,17 +100,19 @@ def candidate_pool(ws: Workspace, runs: Sequence[str] | None = None,
         return CandidatePool(runs=(), candidates=(), n_total_tasks=0)
     marks = ", ".join("?" for _ in chosen)
     # Outcomes by the one rule (trajectories.outcome): people's verdicts win.
-    source = resolved_relation(con, "trajectories", verdicts or {})
+    source = resolved_relation(con, col.TRAJECTORIES, verdicts or {})
     # The run filter is a bound list; nothing from the user is formatted into the SQL text.
-    base = f"FROM {source} WHERE run IN ({marks})"
+    base = f"FROM {source} WHERE {col.RUN} IN ({marks})"
     total_row = con.execute(
-        f"SELECT count(DISTINCT task_id) FILTER (WHERE success IS NOT NULL) {base}", chosen
+        f"SELECT count(DISTINCT {col.TASK_ID}) FILTER (WHERE {col.SUCCESS} IS NOT NULL) {base}",
+        chosen,
     ).fetchone()
     rows = con.execute(
         f"""SELECT {_TASK_SELECT} {base}
-            GROUP BY task_id
-            HAVING bool_or(success IS NOT NULL) AND NOT bool_or(coalesce(success, false))
-            ORDER BY task_id""",
+            GROUP BY {col.TASK_ID}
+            HAVING bool_or({col.SUCCESS} IS NOT NULL)
+               AND NOT bool_or(coalesce({col.SUCCESS}, false))
+            ORDER BY {col.TASK_ID}""",
         chosen,
     ).fetchall()
     candidates = tuple(_candidate(r) for r in rows)
@@ -122,7 +126,8 @@ def task_record(ws: Workspace, task_id: str) -> Candidate | None:
     Only task columns are selected, on purpose: this feeds the blinded review page.
     """
     row = ws.connect().execute(
-        f"SELECT {_TASK_SELECT} FROM trajectories WHERE task_id = ? GROUP BY task_id",
+        f"SELECT {_TASK_SELECT} FROM {col.TRAJECTORIES} WHERE {col.TASK_ID} = ? "
+        f"GROUP BY {col.TASK_ID}",
         [task_id],
     ).fetchone()
     return None if row is None else _candidate(row)
