@@ -206,7 +206,7 @@ class Queries:
             # trajectories.objectstore says why not httpfs); projections and filters are
             # pushed into the scan, so a lookup by id reads one row group per part.
             con.register("parts_arrow", self._remote_dataset(sorted(files)))
-            con.execute("CREATE OR REPLACE VIEW parts AS SELECT * FROM parts_arrow")
+            con.execute(f"CREATE OR REPLACE VIEW {col.PARTS} AS SELECT * FROM parts_arrow")
         elif files:
             file_list = "[" + ", ".join(_sql_str(f) for f in sorted(files)) + "]"
             # By name: parts written before the provenance columns lack them (read as NULL).
@@ -216,18 +216,18 @@ class Queries:
             columns = ", ".join(f.name if f.name in present
                                 else f"NULL::{_duck_type(f.type)} AS {f.name}"
                                 for f in INDEX_SCHEMA)
-            con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT {columns} FROM {source}")
+            con.execute(f"CREATE OR REPLACE VIEW {col.PARTS} AS SELECT {columns} FROM {source}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(f.type)} AS {f.name}" for f in INDEX_SCHEMA)
-            con.execute(f"CREATE OR REPLACE VIEW parts AS SELECT {cols} WHERE false")
+            con.execute(f"CREATE OR REPLACE VIEW {col.PARTS} AS SELECT {cols} WHERE false")
         if self.parts.scores_path.exists():
             con.execute(
                 "CREATE OR REPLACE VIEW scores AS SELECT * FROM read_parquet("
                 f"{_sql_str(str(self.parts.scores_path))})"
             )
         else:
-            con.execute("CREATE OR REPLACE VIEW scores AS SELECT NULL::VARCHAR AS id, "
-                        "NULL::BOOLEAN AS exact_match WHERE false")
+            con.execute(f"CREATE OR REPLACE VIEW scores AS SELECT NULL::VARCHAR AS {col.ID}, "
+                        f"NULL::BOOLEAN AS {col.EXACT_MATCH} WHERE false")
         if self.parts.task_fields_path.exists():
             con.execute(
                 "CREATE OR REPLACE VIEW task_overrides AS SELECT * FROM read_parquet("
