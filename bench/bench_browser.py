@@ -5,7 +5,7 @@ the user's action to the end of the app's script run as the browser sees it:
 
 - a near-empty page in a new session (the floor every page load pays)
 - a trajectory deep link (`/trajectory?id=`) until fully rendered      target <= 1.0 s
-- J/K (next/previous failure) on the trajectory page                    target <= 0.5 s
+- ]/[ (next/previous failure) on the trajectory page                    target <= 0.5 s
 - Browse: a page change, a sort change and a filter change              target <= 0.5 s
 - Statistics: the first visit                                            target <= 2 s
   (and in a new tab of a browser that has the app's scripts cached)
@@ -49,6 +49,9 @@ from typing import Any
 from annotate_marks import ITEM_KEY, NEXT_ITEM
 from playwright.sync_api import Page, sync_playwright
 from proc_cpu import tree_cpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from faillab.app.widgets.keymap import ITEM_NEXT, ITEM_PREVIOUS
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
@@ -284,11 +287,11 @@ def current_id(page: Page) -> str:
 
 
 def timed_move(page: Page, key: str, timeout_ms: int = 60_000) -> float:
-    """Seconds from a J/K press until the page shows the other trajectory, complete.
+    """Seconds from a ``]``/``[`` press until the page shows the other trajectory, complete.
 
-    J/K switch pages (a rerun that ends in ``st.switch_page``), so "the main text changed"
-    fires on the half-drawn transition; what counts is the new id in the URL and its page
-    drawn to the end with no placeholder left."""
+    ``]``/``[`` switch trajectories (a fragment rerun that also changes the URL), so "the main
+    text changed" fires on the half-drawn transition; what counts is the new id in the URL and
+    its page drawn to the end with no placeholder left."""
     before = current_id(page)
     page.evaluate(_PHASE_INIT)
     start = time.perf_counter()
@@ -444,20 +447,20 @@ def bench(url: str, workspace: Path, repeat: int) -> dict[str, Any]:
 
         section(results, "trajectory_deep_link_cold_cache", deep_link_cold)
 
-        def j_k() -> dict[str, Any]:
-            # Without an id the page opens the first failure in browse order, so J (next)
-            # and K (previous) both have somewhere to go.
+        def next_prev_failure() -> dict[str, Any]:
+            # Without an id the page opens the first failure in browse order, so ] (next)
+            # and [ (previous) both have somewhere to go (J/K move between steps: keymap).
             # Wait for the whole page: at 50,000 trajectories "idle" was seen before the
-            # first script run had drawn the buttons, so the first J went nowhere.
+            # first script run had drawn the buttons, so the first key went nowhere.
             timed_load(page, f"{url}/trajectory", TRAJECTORY_READY)
             page.get_by_role("button", name="Next failure").wait_for(timeout=30_000)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             moves = []
             for i in range(repeat):
-                moves.append(timed_move(page, "j" if i % 2 == 0 else "k"))
+                moves.append(timed_move(page, ITEM_NEXT if i % 2 == 0 else ITEM_PREVIOUS))
             return figures(moves)
 
-        section(results, "trajectory_j_k", j_k)
+        section(results, "trajectory_next_prev_failure", next_prev_failure)
 
         def first_rerun() -> dict[str, Any]:
             rerun_page = new_page()

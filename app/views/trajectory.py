@@ -2,6 +2,9 @@
 
 Deep link: /trajectory?id=<trajectory id>.
 
+Below the reference SQL, the raw record: the trajectory's imported JSON, collapsed and built only
+when opened. Steps show their duration and token counts where the log recorded them.
+
 Keys (``keymap``): ``]``/``[`` the next/previous failure, J/K the next/previous step in the
 steps pane (as on Annotate), Y/N the verdict.
 
@@ -14,6 +17,8 @@ press, then a second full run (main.py, sign-in, sidebar, this page) to show the
 """
 
 from __future__ import annotations
+
+import json
 
 import streamlit as st
 
@@ -40,7 +45,7 @@ from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
 from faillab.app.widgets.stats_data import people_verdicts_of
 from faillab.app.widgets.steps import render_steps, steps_css
 from faillab.app.widgets.verdict import FAILED_KEY, NOTE_KEY, RIGHT_KEY, render_verdict
-from trajectories.model import Step
+from trajectories.model import Step, Trajectory
 from trajectories.outcome import outcome_name, resolve_recorded
 from trajectories.views import BrowseFilter
 
@@ -85,6 +90,21 @@ def _outcome(trajectory_id: str) -> str:
     return outcome_name(resolve_recorded(trajectory_id, stored, people))
 
 
+def _raw_record(traj: Trajectory) -> None:
+    """The trajectory's record as imported (the workspace's JSON of it, read by the page's
+    ``load_trajectory``), in a collapsed expander built only when opened: it is never on the
+    first screen, and a long record would cost every run its JSON and its bytes on the wire.
+    Shown as a code block: the text stays text, whatever the producer wrote in it."""
+    box = st.expander("Raw record (imported JSON)", expanded=False,
+                      key=f"raw_record_{traj.id}", on_change="rerun")
+    with box:
+        if box.open:
+            record = json.dumps(traj.model_dump(mode="json"), indent=2, ensure_ascii=False)
+            st.caption(f"{len(record):,} characters: the trajectory as the workspace stores it "
+                       "(fields the format does not name are kept as they were imported).")
+            st.code(record, language="json", wrap_lines=True, height=480)
+
+
 def _show(trajectory_id: str) -> None:
     # A callback: it runs before the fragment's rerun, so that run draws the new trajectory and
     # the URL (the deep link) follows it.
@@ -107,6 +127,9 @@ def trajectory_view() -> None:
     if st.query_params.get("id") != trajectory_id:
         st.query_params["id"] = trajectory_id
 
+    # The steps' style block first: the browser fetches the script that draws HTML blocks when
+    # the first one arrives, so it loads while the server computes the row above the steps.
+    steps_css()
     task, run = traj.task, traj.run
     saved = st.session_state.get("browse_filter")
     flt = saved if isinstance(saved, BrowseFilter) else None
@@ -136,7 +159,6 @@ def trajectory_view() -> None:
                        if task.pair_id else None),
     }
     # One HTML block (heading, question, metadata), escaped: three elements fewer to draw.
-    steps_css()
     st.html('<h3 class="faillab-heading">Question</h3>'
             f'<p class="faillab-message-text">{escape_html(task.question)}</p>'
             '<p class="faillab-note">'
@@ -174,6 +196,7 @@ def trajectory_view() -> None:
         else:
             st.markdown("**Reference SQL**")
             st.caption("The task carries no reference SQL.")
+        _raw_record(traj)
 
     prev_id, next_id = failure_neighbours_of(trajectory_id, flt)
     # ``[`` and ``]`` press these through the page script: Streamlit binds no punctuation.

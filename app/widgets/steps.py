@@ -51,6 +51,7 @@ STEPS_CSS = """<style>
 .faillab-step-title { font-weight: 600; margin-bottom: 0.4rem; }
 .faillab-step-title code { font-size: 0.8em; padding: 0.1em 0.3em; }
 .faillab-error-mark { color: #e0383e; }
+.faillab-usage { color: rgba(128, 128, 128, 1); font-size: 0.85rem; font-weight: 400; }
 .faillab-code { background: rgba(128, 128, 128, 0.1); border-radius: 0.4rem;
   padding: 0.6rem 0.8rem; margin: 0 0 0.5rem 0; white-space: pre-wrap;
   overflow-wrap: anywhere; font-family: "Source Code Pro", monospace; font-size: 0.82rem; }
@@ -141,13 +142,37 @@ def _observation_part(step: Step) -> tuple[str, str | None]:
     return observation_html(text), None
 
 
+def usage_text(step: Step) -> str:
+    """The step's duration and token counts as the log recorded them ("" when it has none):
+    ``2.3 s · 1,722 tokens (prompt 1,357, completion 365)``. Names of token counts are the
+    producer's (escape before placing in HTML)."""
+    parts = []
+    if step.duration_ms is not None:
+        ms = step.duration_ms
+        parts.append(f"{ms:,.0f} ms" if round(ms) < 1000 else f"{ms / 1000:,.1f} s")
+    tokens = step.tokens or {}
+    if tokens:
+        total = next((tokens[k] for k in ("total", "total_tokens") if k in tokens), None)
+        named = [f"{k.removesuffix('_tokens')} {v:,}" for k, v in tokens.items()
+                 if k not in ("total", "total_tokens")]
+        if total is None:
+            total = sum(tokens.values())
+        parts.append(f"{total:,} tokens" + (f" ({', '.join(named)})" if named else ""))
+    return " · ".join(parts)
+
+
+def _usage_html(step: Step) -> str:
+    usage = usage_text(step)
+    return f' <span class="faillab-usage">· {escape_html(usage)}</span>' if usage else ""
+
+
 def step_title(index: int, step: Step) -> str:
     title = f"{index}. {escape_html(KIND_LABEL[step.kind])}"
     if step.name:
         title += f" · {escape_html(step.name)}"
     if step.error:
         title += ' · <span class="faillab-error-mark">error</span>'
-    return f'<div class="faillab-step-title">{title}</div>'
+    return f'<div class="faillab-step-title">{title}{_usage_html(step)}</div>'
 
 
 def action_html(index: int, step: Step) -> tuple[str, str | None]:
@@ -201,7 +226,8 @@ def _long_observation(text: str) -> None:
 def message_html(index: int, step: Step) -> str:
     role = step.role or "assistant"
     return (f'<div class="faillab-step faillab-message">'
-            f'<div class="faillab-message-role">{index}. {escape_html(role)} message</div>'
+            f'<div class="faillab-message-role">{index}. {escape_html(role)} message'
+            f"{_usage_html(step)}</div>"
             f'<div class="faillab-message-text">{escape_html(step.content or "")}</div></div>')
 
 
@@ -232,7 +258,11 @@ def _has_buttons(step: Step, rerun: object | None, pick: object | None) -> bool:
 def render_message(index: int, step: Step, expand_all: bool, key_prefix: str = "") -> None:
     if collapsed_message(step):
         what = "Thinking" if step.kind == StepKind.THINKING else "System prompt"
-        with _lazy_expander(f"{index}. {what} ({len(step.content or ''):,} characters)",
+        usage = usage_text(step)
+        label = f"{index}. {what} ({len(step.content or ''):,} characters)"
+        if usage:
+            label += f" · {escape_markdown(usage)}"
+        with _lazy_expander(label,
                             expanded=expand_all, key=f"step_{key_prefix}_{index}") as shown:
             if shown:
                 st.code(step.content or "", language=None, wrap_lines=True)
