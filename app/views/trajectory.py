@@ -145,11 +145,9 @@ def trajectory_view() -> None:
                    f"{escape_markdown(run.model)} · rollout {run.rollout} · "
                    f"outcome: **{_outcome(trajectory_id)}**")
     prev_slot, next_slot = top[1].empty(), top[2].empty()
-    with top[0]:
-        key_help([*item_keys("failure"), *steps_keys(),
-                  (RIGHT_KEY, "the agent was right"), (FAILED_KEY, "the agent failed")],
-                 clicks={ITEM_PREVIOUS: "prev_failure", ITEM_NEXT: "next_failure"},
-                 steps=".st-key-steps_pane .faillab-step")
+    # The Keys button and its script are drawn last, in their place: the browser fetches the
+    # component's scripts (and Arrow's) when it arrives, after the steps, not before them.
+    keys_slot = top[0].container()
 
     meta = {
         "intent": task.intent, "scope": task.scope, "template": task.template_id,
@@ -206,6 +204,11 @@ def trajectory_view() -> None:
     next_slot.button("Next failure ▶", key="next_failure",
                      disabled=next_id is None, help=f"Next failed trajectory ({ITEM_NEXT})",
                      on_click=_show, args=(str(next_id),))
+    with keys_slot:
+        key_help([*item_keys("failure"), *steps_keys(),
+                  (RIGHT_KEY, "the agent was right"), (FAILED_KEY, "the agent failed")],
+                 clicks={ITEM_PREVIOUS: "prev_failure", ITEM_NEXT: "next_failure"},
+                 steps=".st-key-steps_pane .faillab-step")
 
 
 trajectory_view()
