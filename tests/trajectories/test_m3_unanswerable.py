@@ -14,9 +14,9 @@ from tests.support import REPO, SHARED_DATA, require_shared
 SAMPLE = SHARED_DATA / "trajectories" / "m3-unanswerable-sample"
 
 
-def test_the_export_imports_with_the_mapping_and_is_judged_ten_of_ten(tmp_path: Path) -> None:
+def imported(ws: Path) -> CliRunner:
+    """The sample imported with the published mapping and its task file into ``ws``."""
     folder = require_shared(SAMPLE)
-    ws = tmp_path / "ws"
     runner = CliRunner()
     result = runner.invoke(main, ["import", str(folder), "--map",
                                   str(REPO / "data" / "m3-export.map.toml"), "--tasks",
@@ -24,6 +24,12 @@ def test_the_export_imports_with_the_mapping_and_is_judged_ten_of_ten(tmp_path: 
                                   "--require-tasks", "--workspace", str(ws)])
     assert result.exit_code == 0, result.output
     assert "imported 10" in result.output
+    return runner
+
+
+def test_the_export_imports_with_the_mapping_and_is_judged_ten_of_ten(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    runner = imported(ws)
     result = runner.invoke(main, ["verdicts", "report", "--workspace", str(ws), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -34,14 +40,8 @@ def test_the_answer_is_the_last_step_and_every_failure_gets_a_step(tmp_path: Pat
     """The mapping keeps the agent's final message as its last step, so a conversation that
     used no tool still has an action to name; every answered unanswerable question gets a
     proposal at a step of the conversation."""
-    folder = require_shared(SAMPLE)
     ws = tmp_path / "ws"
-    runner = CliRunner()
-    result = runner.invoke(main, ["import", str(folder), "--map",
-                                  str(REPO / "data" / "m3-export.map.toml"), "--tasks",
-                                  str(folder / "EHRSQL_benchmark_unanswerable.csv"),
-                                  "--workspace", str(ws)])
-    assert result.exit_code == 0, result.output
+    imported(ws)
     from trajectories.workspace import Workspace
 
     workspace = Workspace(ws)
