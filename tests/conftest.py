@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,3 +130,15 @@ def browser() -> Iterator[Browser]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_main_module() -> Iterator[None]:
+    """Put back the process's ``__main__`` after each test. Streamlit's in-process test runner
+    leaves the last page script it ran there, and a later test in the same worker that starts
+    processes with "spawn" (sign-in races, store concurrency) would have every child run that
+    script first and die before reporting: an order-dependent hang, not a failure of theirs."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None and sys.modules.get("__main__") is not main:
+        sys.modules["__main__"] = main
