@@ -367,8 +367,13 @@ def advance_batch(
         while True:
             finished: list[tuple[BatchJobRecord, Any]] = []
             for job in state.open_jobs:
-                remote = calls(partial(gemini.client.batches.get, name=job.name),
-                               f"polling {job.name}")
+                try:
+                    remote = calls(partial(gemini.client.batches.get, name=job.name),
+                                   f"polling {job.name}")
+                except BatchError as e:
+                    if calls.deadline.expired():  # a slow poll ran into the step's deadline
+                        raise calls.expired_error(len(state.open_jobs)) from e
+                    raise
                 job.state = _state_name(remote.state)
                 if job.state in _DONE_STATES:
                     finished.append((job, remote))

@@ -115,9 +115,12 @@ def _wait_for_grid(page: Page, grids: Locator, url: str) -> None:
             grids.first.locator(".dvn-scroller").wait_for(timeout=30_000)
             page.evaluate("() => window.scrollTo(0, 0)")
             return
-        except PlaywrightTimeoutError:
+        except PlaywrightTimeoutError as e:
             if attempt == 2:
-                raise
+                screenshot(page, f"layout-no-grid-{url.rsplit('/', 1)[-1] or 'overview'}")
+                shown = page.locator("[data-testid='stMain']").inner_text()[:600]
+                raise AssertionError(f"no table on {url} after three loads; it shows: "
+                                     f"{shown!r}") from e
             page.goto(url)
             settled(page)
 
@@ -199,7 +202,15 @@ def test_question_mark_lists_the_keys_on_every_keyboard_page(
         page.keyboard.press("?")
         dialog = page.get_by_role("dialog")
         expect(dialog).to_contain_text(expected, timeout=15_000)
-        page.keyboard.press("Escape")
-        expect(dialog).to_have_count(0, timeout=15_000)
+        # Escape closes it. A press that lands while the dialog is still opening (its focus trap
+        # not yet set, on a loaded machine) is lost, as a person's would be; they press again.
+        for attempt in range(3):
+            page.keyboard.press("Escape")
+            try:
+                expect(dialog).to_have_count(0, timeout=10_000)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
     finally:
         page.context.close()
