@@ -71,22 +71,33 @@ def clusters(as_json: bool, embedder: str, distance: float | None,
                    "agent's queries on, read-only and sandboxed (e.g. EHRSQL's mimic_iv.sqlite); "
                    "without it the finder compares structure and recorded output only. With "
                    "--confirmed the default is the workspace's database.")
+@click.option("--without-reference", is_flag=True,
+              help="Drop every task's reference SQL before labelling (the ground truth stays): "
+                   "how the labellers do on a benchmark that has none.")
 @click.option("--confirmed", is_flag=True,
               help="Use the workspace's confirmed human labels (adjudicated or human) as gold "
                    "instead of --labels, its failures instead of --trajectories, and report "
                    "its stored pre-labels (Gemini, heuristic) beside the others.")
 @workspace_option
 def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Path | None,
-             as_json: bool, ehr_db: Path | None, confirmed: bool,
+             as_json: bool, ehr_db: Path | None, without_reference: bool, confirmed: bool,
              workspace: Path | None) -> None:
     """Agreement of the heuristic, the first-divergence finder and the classifier
     (cross-validated, grouped by task) with a hand-labelled set: accuracy, Cohen's kappa,
     first-step exact and within one step, share of real (non-fallback) suggestions."""
-    from opinions.learn import evaluate_labellers, failed_trajectories, load_gold
+    from opinions.learn import (
+        evaluate_labellers,
+        failed_trajectories,
+        load_gold,
+        without_reference_sql,
+    )
     from opinions.learn.evalset import EvalSetError
 
     if ehr_db is not None and not ehr_db.is_file():
         raise UserError(f"no such EHR database: {ehr_db}")
+    if confirmed and without_reference:
+        raise UserError("--without-reference applies to a labelled set (--labels), not to "
+                        "--confirmed")
     if confirmed:
         figures = _evaluate_confirmed(workspace, embedder, ehr_db)
         _report(figures, as_json)
@@ -98,13 +109,16 @@ def evaluate(labels_path: Path, traj_dir: Path, embedder: str, write_floors: Pat
         raise UserError(f"no trajectory files (*.json, *.jsonl) in {traj_dir}")
     try:
         gold = load_gold(labels_path)
-        figures = evaluate_labellers(failed_trajectories(files), gold, _embedder(embedder),
-                                     ehr_path=ehr_db)
+        failures = failed_trajectories(files)
+        if without_reference:
+            failures = without_reference_sql(failures)
+        figures = evaluate_labellers(failures, gold, _embedder(embedder), ehr_path=ehr_db)
     except (EvalSetError, ValueError) as err:
         raise UserError(str(err)) from None
     figures["labels"] = labels_path.as_posix()
     # The file name only: the floors test finds the same database on another machine by name.
     figures["ehr_db"] = ehr_db.name if ehr_db is not None else None
+    figures["reference_sql"] = not without_reference
     if write_floors is not None:
         write_floors.parent.mkdir(parents=True, exist_ok=True)
         write_floors.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n",

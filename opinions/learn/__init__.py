@@ -4,7 +4,13 @@ with a hand-labelled evaluation set."""
 from __future__ import annotations
 
 from opinions.learn.evalset import GoldLabel, failed_trajectories, load_gold
-from opinions.learn.evaluate import Agreement, agreement, check_floors, evaluate_labellers
+from opinions.learn.evaluate import (
+    Agreement,
+    agreement,
+    check_floors,
+    evaluate_labellers,
+    without_reference_sql,
+)
 from opinions.learn.rerank import rerank_queue
 
 __all__ = [
@@ -16,4 +22,5 @@ __all__ = [
     "failed_trajectories",
     "load_gold",
     "rerank_queue",
+    "without_reference_sql",
 ]

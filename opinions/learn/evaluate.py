@@ -68,6 +68,15 @@ def agreement(
     return Agreement(n, accuracy, float(kappa), exact_all, near_all, len(pairs), suggested)
 
 
+def without_reference_sql(trajectories: Mapping[str, Trajectory]) -> dict[str, Trajectory]:
+    """The same failures with every task's reference SQL removed (ground truth kept): the
+    regime of a benchmark that ships answers but no queries, measured on a set that has both."""
+    return {
+        tid: t.model_copy(update={"task": t.task.model_copy(update={"reference_sql": None})})
+        for tid, t in trajectories.items()
+    }
+
+
 def evaluate_labellers(
     trajectories: Mapping[str, Trajectory],
     gold: Mapping[str, GoldLabel],

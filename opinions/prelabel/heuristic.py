@@ -249,7 +249,9 @@ class HeuristicLabeller:
         trajectory with neither (the text rules read it)."""
         if not has_reference(trajectory) and not (
             unanswerable(trajectory) and sg.has_final_answer(trajectory.final_answer)
-        ):
+        ) and not (self.ehr_path is not None and trajectory.task.has_ground_truth):
+            # Without a reference, the finder has something to execute only when the task has
+            # a verified answer to hold each query's rows against.
             return None
         return find_divergence(trajectory, probe=self._probe())
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from opinions.learn import agreement, check_floors, evaluate_labellers, failed_trajectories
+from opinions.learn import (
+    agreement,
+    check_floors,
+    evaluate_labellers,
+    failed_trajectories,
+    without_reference_sql,
+)
 from opinions.learn.evalset import EvalSetError, GoldLabel, load_gold
 from opinions.learn.rerank import rerank_queue
 from tests.support import EHRSQL_SQLITE, REAL_TRAJECTORIES, REPO, require_shared
@@ -140,6 +146,22 @@ def test_figures_do_not_fall_below_the_committed_floors() -> None:
     assert figures["items"] == floors["items"] == 95
     assert figures["executed"] == floors["executed"] > 0
     assert check_floors(figures, floors) == []
+
+
+def test_figures_without_reference_sql_do_not_fall_below_their_floors() -> None:
+    """The same 95 failures with every reference SQL removed (a benchmark that ships answers
+    and no queries): the heuristic's figures, executed on the database, against the floors
+    written by 'faillab evaluate --without-reference'."""
+    files = sorted(require_shared(REAL_TRAJECTORIES).glob("*.json"))
+    gold = load_gold(EVAL_DIR / "adjudicated.csv")
+    floors = json.loads((EVAL_DIR / "floors_without_reference.json").read_text())
+    assert floors["reference_sql"] is False and floors["ehr_db"] == EHRSQL_SQLITE.name
+    failures = without_reference_sql(failed_trajectories(files))
+    assert all(t.task.reference_sql is None for t in failures.values())
+    figures = evaluate_labellers(failures, gold, ehr_path=require_shared(EHRSQL_SQLITE))
+    assert figures["items"] == floors["items"] == 95
+    assert check_floors({k: figures[k] for k in ("heuristic", "finder")},
+                        {k: floors[k] for k in ("heuristic", "finder")}) == []
 
 
 def test_embedding_block_is_not_standardised_per_column() -> None:

@@ -56,6 +56,14 @@ def unanswerable(trajectory: Trajectory) -> bool:
     return table is not None and all(all(v in _NO_ANSWER for v in row) for row in table)
 
 
+def has_answer(trajectory: Trajectory) -> bool:
+    """A verified answer with something in it: the task can be answered and says how."""
+    if not trajectory.task.has_ground_truth or unanswerable(trajectory):
+        return False
+    table = sg.as_table(trajectory.task.ground_truth)
+    return bool(table) and any(any(v not in _NO_ANSWER for v in row) for row in table or [])
+
+
 def used_tools(trajectory: Trajectory) -> bool:
     return any(s.kind != StepKind.MESSAGE for s in trajectory.steps)
 

@@ -1,0 +1,116 @@
+"""An answer exists, but the query the agent answered from returns nothing: which value it
+filters on names nothing in the database.
+
+Without a reference SQL there is no part to compare, but the database itself can say which
+condition emptied a query: the query is run again once per text value it compares a column
+with, each time with that one condition left out. A value whose condition, left out, brings
+rows back is a value the database does not hold in that column (``route = 'inhalation'`` where
+routes are written ``'ih'``, ``icd_code LIKE '%resection%'`` where codes are codes): the term was
+not grounded to the database's own identifiers, which the taxonomy calls a Medical-Code Lookup
+Error. Numbers, ids and dates are not such values (a window or an id that selects nothing is
+query logic, left to the other rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from trajectories.evidence.probes import Probe, Rows
+from trajectories.sql import parse_sql
+from trajectories.sql.tables import DIALECTS
+
+#: At most this many conditions are tried per query (each is one sandboxed execution).
+MAX_TRIED = 6
+_RE_NUMBER = frozenset("0123456789.-+ ")
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyingValue:
+    """The condition that emptied the query: the column, the value as written, and the rows
+    the query returns without it (their count, for the reason a person reads)."""
+
+    column: str
+    value: str
+    rows_without: int
+
+
+def returns_nothing(rows: Rows | None) -> bool:
+    """No rows, or only rows of NULLs (``MAX(x)`` over nothing): an empty answer."""
+    return rows is not None and all(all(v is None for v in row) for row in rows.rows)
+
+
+def _text_value(node: exp.Expr) -> tuple[str, str] | None:
+    """(column, value) for a comparison of a column with text that is neither a number nor a
+    date; None for anything else."""
+    if not isinstance(node, (exp.EQ, exp.Like, exp.ILike, exp.In)):
+        return None
+    if isinstance(node, exp.In) and node.args.get("query") is not None:
+        return None
+    column = node.args.get("this")
+    if not isinstance(column, exp.Column):
+        return None
+    literals = [lit for lit in node.find_all(exp.Literal) if lit.is_string]
+    if not literals:
+        return None
+    value = str(literals[0].this)
+    bare = value.strip("%")
+    if not bare or set(bare) <= _RE_NUMBER or (bare[:4].isdigit() and "-" in bare[:8]):
+        return None  # a number, an id or a date written as text
+    return column.name.lower(), value
+
+
+def emptying_value(sql: str, probe: Probe) -> EmptyingValue | None:
+    """The text condition of ``sql`` whose removal makes it return rows, when ``sql`` itself
+    returns nothing; None when it returns rows, cannot run, or no single text condition
+    explains the empty result."""
+    if not returns_nothing(probe.run(sql)):
+        return None
+    tree = parse_sql(sql)
+    if tree is None:
+        return None
+    tried = 0
+    for node in tree.walk():
+        found = _text_value(node)
+        if found is None:
+            continue
+        tried += 1
+        if tried > MAX_TRIED:
+            break
+        path = _path_to(tree, node)
+        if path is None:
+            continue
+        without = _replaced(tree, path)
+        rows = next((r for d in DIALECTS
+                     if (r := probe.run(without.sql(dialect=d))) is not None), None)
+        if rows is not None and not returns_nothing(rows):
+            return EmptyingValue(found[0], found[1], len(rows.rows))
+    return None
+
+
+def _path_to(tree: exp.Expr, node: exp.Expr) -> list[int] | None:
+    """Where ``node`` sits in ``tree`` as child positions of a walk (the tree is cached and
+    shared, so the condition is replaced in a copy, found again by its position)."""
+    order = list(tree.walk())
+    try:
+        return [order.index(node)]
+    except ValueError:
+        return None
+
+
+def _replaced(tree: exp.Expr, path: list[int]) -> exp.Expr:
+    copy = tree.copy()
+    target = list(copy.walk())[path[0]]
+    target.replace(exp.true())
+    return copy
+
+
+def emptying_reason(step: int, found: EmptyingValue) -> str:
+    return (f"the query at step {step} returns nothing though the task has an answer; without "
+            f"its condition {found.column} ~ {found.value!r} it returns {found.rows_without} "
+            f"row{'s' if found.rows_without != 1 else ''}: the value names nothing in "
+            f"{found.column} (the term was not grounded to the database's own values)")
+
+
+__all__ = ["EmptyingValue", "emptying_reason", "emptying_value", "returns_nothing"]
