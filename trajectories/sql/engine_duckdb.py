@@ -95,6 +95,11 @@ def _duckdb_single_select(sql: str) -> str:
         if keyword in ("", "WITH"):
             keyword = stmt.type.name
         raise refusal(keyword)
+    if first_keyword(sql) == "PRAGMA":
+        # Some DuckDB versions rewrite a PRAGMA into a SELECT of its table function
+        # (``PRAGMA database_list`` -> ``SELECT * FROM pragma_database_list``): the statement
+        # as written decides, whatever type the parser gives its rewrite.
+        raise refusal("PRAGMA")
     return stmt.query
 
 
