@@ -26,7 +26,7 @@ import streamlit as st
 from faillab.app.state import get_settings, get_store
 from faillab.app.widgets.invitation import DEAD_LINK, INVITE_PARAM, invitation_form
 from faillab_core.settings import AuthMode, Settings
-from labeling.store import Store, StoreError, User
+from labeling.store import Store, StoreError, StoreUnavailableError, User
 from labeling.store.models import utcnow
 from labeling.store.records import LEAD_ROLES, Role
 from labeling.store.sessions import SignInRefusal, ThrottleRule
@@ -142,7 +142,9 @@ def _use_identity(store: Store, name: str, write_cookie: bool) -> User | None:
         newcomer = write_cookie and store.users.get(name) is None
         # An existing user keeps the role stored for them; a new name is an annotator.
         user = store.users.ensure(name, "annotator")
-    except StoreError as err:
+    except StoreUnavailableError:
+        raise  # the page says it and runs again until the database answers (app/main.py)
+    except StoreError as err:  # a name the store refuses
         st.sidebar.error(str(err))
         return None
     st.session_state[_IDENTITY_KEY] = user.name

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 from faillab.app.auth import is_lead, sign_in_gate, sign_in_required
 from faillab.app.state import existing_store, get_settings, workspace
+from faillab.app.widgets.outage import STORE_RETRY_KEY, outage_message, retry_later
 from faillab_core.settings import SettingsError
 from labeling.store import StoreUnavailableError
 from trajectories.parts import WorkspaceError
@@ -17,8 +16,6 @@ st.set_page_config(page_title="EHR Failure Lab", layout="wide")
 
 # Pages only leads and admins may use (each also checks with require_user): with sign-in on,
 # their names are left out of the menu of everybody else.
-#: The back-off of the retries while the annotation database is down (its last delay, s).
-STORE_RETRY_KEY = "store_retry_delay_s"
 LEAD_PAGES = {"adjudicate", "agreement", "audit-adjudicate", "audit-report"}
 
 
@@ -107,22 +104,10 @@ def serve() -> None:
     nav.run()
 
 
-def retry_later(message: str) -> None:
-    """One message on every page, whatever it was reading; the page runs again with back-off
-    (1, 2, 4 ... 15 s) until what is down answers, and then says it is back."""
-    delay = min(15.0, float(st.session_state.get(STORE_RETRY_KEY) or 0.5) * 2)
-    st.session_state[STORE_RETRY_KEY] = delay
-    st.error(f"{message}; retrying in {delay:.0f} s…", icon=":material/cloud_off:")
-    time.sleep(delay)
-    st.rerun()
-
-
 try:
     serve()
-except StoreUnavailableError as down:
-    retry_later(f"{down}. Nothing you did since is saved")
-except WorkspaceError as unreadable:
-    retry_later(f"The trajectories cannot be read: {unreadable}")
+except (StoreUnavailableError, WorkspaceError) as down:
+    retry_later(outage_message(down))
 else:
     if st.session_state.pop(STORE_RETRY_KEY, None) is not None:
         st.toast("Everything answers again.", icon=":material/cloud_done:")

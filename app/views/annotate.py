@@ -36,6 +36,7 @@ from faillab.app.widgets.label_form import (
     render_last_saved,
     render_visible_labels,
 )
+from faillab.app.widgets.outage import outage_retried
 from faillab.app.widgets.page_keys import item_key, page_keys
 from faillab.app.widgets.queue import render_assignment_form, render_progress
 from faillab.app.widgets.rubric import category_label, render_rubric
@@ -154,6 +155,7 @@ def _my_labels(me: User) -> None:
 
 
 @st.fragment
+@outage_retried
 def labelling_panel(me: User) -> None:
     # The failures come from the page's cache (read on a reader thread, whose DuckDB
     # connection is already open): the ranking itself reads only the store.

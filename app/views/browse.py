@@ -23,6 +23,7 @@ from faillab.app.state import (
     workspace_facets,
 )
 from faillab.app.viewer import viewer_of
+from faillab.app.widgets.outage import outage_retried
 from faillab.app.widgets.stats_data import people_verdicts_of
 from labeling.queue import ids_with_final_category
 from labeling.store import Viewer
@@ -204,6 +205,7 @@ COLUMN_CONFIG = {
 
 
 @st.fragment
+@outage_retried
 def browse_view(viewer: Viewer) -> None:
     flt, sort, descending = _filters(viewer)
     st.session_state["browse_filter"] = flt

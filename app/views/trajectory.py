@@ -39,6 +39,7 @@ from faillab.app.widgets.answer import render_answer_panel
 from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.keymap import ITEM_NEXT, ITEM_PREVIOUS, item_keys, steps_keys
+from faillab.app.widgets.outage import outage_retried
 from faillab.app.widgets.prelabel_reasoning import render_prelabel_reasoning
 from faillab.app.widgets.safe import code_html, escape_html, escape_markdown
 from faillab.app.widgets.sandbox_run import rerun_button, step_rerun_control
@@ -112,6 +113,7 @@ def _show(trajectory_id: str) -> None:
 
 
 @st.fragment
+@outage_retried
 def trajectory_view() -> None:
     trajectory_id = st.query_params.get("id") or first_failure_id()
     if not trajectory_id:
