@@ -261,12 +261,17 @@ def test_executed_answer_step_needs_the_same_rows_not_a_mention(icd_db: Path) ->
     # The recorded output mentions 2, but the query returns more than the reference's rows.
     superset = "SELECT hadm_id / 10 FROM diagnoses_icd ORDER BY 1"
     t = traj([sql(superset, "1\n2\n3")], "unsure", ref=ref, gold=[[2]])
-    assert find_divergence(t).part == "answer"  # structural only: the mention is enough
+    # Structural, the recorded output is all there is: three rows for a one-row answer are a
+    # listing that mentions it, not the answer held.
+    assert find_divergence(t).part != "answer"
     assert find_divergence(t, icd_db).part != "answer"  # executed: it is not the answer
     right = traj([sql(ref, "2")], "two admissions", ref=ref, gold=[[2]])
     ev = find_divergence(right, icd_db)
     # Step 0 held the answer; the final message (step 1) is where it was lost.
     assert ev.part == "answer" and ev.step == 1 and ev.category == ANSWER_FORMAT
+    # Structural: one recorded row for a one-row answer, holding its value, is the answer held.
+    ev = find_divergence(right)
+    assert ev.part == "answer" and ev.step == 1
 
 
 def test_hostile_agent_sql_is_no_evidence_and_changes_nothing(icd_db: Path) -> None:

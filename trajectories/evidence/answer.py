@@ -13,6 +13,7 @@ from trajectories import signals as sg
 from trajectories.evidence.parts import Divergence, RefParts, compare, decompose
 from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
 from trajectories.model import StepKind, Trajectory
+from trajectories.reading import sql_result
 from trajectories.signals import NULL_TEXTS, as_table
 
 
@@ -45,7 +46,12 @@ def answer_step(
         if not all(v.lower() in obs for v in wanted):
             continue
         if probe is None:
-            # No database: the recorded observations are the only results there are.
+            # No database: the recorded observations are the only results there are. An output
+            # with another number of rows than the answer mentions its values among others: a
+            # wider cohort or another listing, not the answer held.
+            recorded, total = sql_result(step.observation)
+            if recorded is not None and expected and (total or len(recorded)) != len(expected):
+                continue
             return i, _answer(f"answer correct in step {i} (seen in its recorded "
                                      "output), final answer reformatted or changed")
         # The recorded output holds every expected value; executing the step confirms it
