@@ -409,13 +409,23 @@ def report(soak: Soak, results: list[dict[str, Any]], urls: list[str]) -> dict[s
     for lab in labels:
         stored_items.setdefault(str(lab.annotator), []).append(_item_class(lab.trajectory_id))
     acked_not_stored = stored_not_acked = acked_twice = 0
+    t0 = min((p for k in keys for p, _ in k.pressed_acked), default=0.0)
+    repeats = []  # each item that came back to a person after an acknowledged key on it
     for k in keys:
         acked = [re.search(r"st-key-annotate_item_\S+", c) for c in k.items]
-        acked_ids = [m.group(0) for m in acked if m]
+        acked_ids = [m.group(0) if m else "" for m in acked]
         acked_twice += len(acked_ids) - len(set(acked_ids))
         mine = set(stored_items.get(k.name, []))
         acked_not_stored += len(set(acked_ids) - mine)
         stored_not_acked += len(mine - set(acked_ids))
+        for item in {i for i in acked_ids if acked_ids.count(i) > 1}:
+            at = [k.pressed_acked[n][1] for n, i in enumerate(acked_ids) if i == item]
+            repeats.append({"person": k.name,
+                            "acknowledged_at_s": [round(a - t0, 1) for a in at],
+                            "stored_rows": stored_items.get(k.name, []).count(item),
+                            "windows_before": [
+                                f"{w.fault} ended {a - w.end:.0f} s before" for a in at
+                                for w in windows if w.start - w.end <= a - w.end < 120]})
 
     inside: list[float] = []
     after: list[float] = []
@@ -430,7 +440,6 @@ def report(soak: Soak, results: list[dict[str, Any]], urls: list[str]) -> dict[s
                 clear.append(acked - pressed)
 
     per_window = []
-    t0 = min((p for k in keys for p, _ in k.pressed_acked), default=0.0)
     for n, w in enumerate(windows):
         until = windows[n + 1].start if n + 1 < len(windows) else float("inf")
         recovery: dict[str, float | None] = {}
@@ -458,7 +467,8 @@ def report(soak: Soak, results: list[dict[str, Any]], urls: list[str]) -> dict[s
         **counts,
         "item_by_item": {"acknowledged_not_stored": acked_not_stored,
                          "stored_not_acknowledged": stored_not_acked,
-                         "acknowledged_twice_on_one_item": acked_twice},
+                         "acknowledged_twice_on_one_item": acked_twice,
+                         "items_that_came_back": repeats},
         "unacknowledged_keys": sum(k.unacknowledged for k in keys),
         "keys_answered_by_something_else": sum(k.answered_otherwise for k in keys),
         "latency_s": {"outside_windows": latency(outside),
