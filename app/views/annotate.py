@@ -31,6 +31,7 @@ from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.keymap import ACCEPT_PRELABEL, AGENT_RIGHT, SKIP, UNDO, UNDO_TOO
 from faillab.app.widgets.label_form import (
     NOTE,
+    UNSAVED,
     Hooks,
     render_label_form,
     render_last_saved,
@@ -176,6 +177,15 @@ def labelling_panel(me: User) -> None:
             todo.insert(0, undone)
         else:  # an earlier label of theirs counts again: show it, to change if they wish
             revisit = undone
+    unsaved = st.session_state.get(UNSAVED)
+    if isinstance(unsaved, str) and not isinstance(revisit, str):
+        # A key the store could not save: the same item again, first, with its message (the
+        # queue's order may have changed while the store was away).
+        if unsaved in todo:
+            todo.remove(unsaved)
+            todo.insert(0, unsaved)
+        else:
+            del st.session_state[UNSAVED]  # labelled meanwhile, or no longer this person's
     skipped_now = [tid for tid in skipped if tid in state.waiting]
     # Said under the form, not as a toast: a toast covered the pre-label box.
     take_msg = st.session_state.pop("annotate_take_msg", None)
@@ -275,6 +285,8 @@ def labelling_panel(me: User) -> None:
 
     def skip(skip_tid: str) -> None:
         st.session_state.pop(UNDONE_KEY, None)
+        if st.session_state.get(UNSAVED) == skip_tid:
+            del st.session_state[UNSAVED]  # put aside on purpose: it waits at the end
         skipped.append(skip_tid)
         st.session_state["annotate_skip_note"] = f"Skipped {skip_tid[:12]}: it waits at the end."
 

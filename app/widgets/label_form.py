@@ -44,6 +44,9 @@ PICKER_GENERATION = "lf_step_picker"
 MARK_BUTTON = "annotate_step_mark"
 #: Annotate's step cursor and the steps it has drawn in full on this item (see step_cursor).
 CURSOR, SEEN = "lf_cursor", "lf_seen_steps"
+#: The item whose last key the store could not save (down, full, locked): it is shown first
+#: again, with that message, whatever order the queue has when the store is back.
+UNSAVED = "lf_unsaved"
 FIELD_DEFAULTS: dict[str, object] = {STEP: None, ACCEPT_STEP: False, SECONDARY: None, NOTE: "",
                                      CURSOR: None, SEEN: ()}
 
@@ -297,10 +300,13 @@ def _save(store: Store, traj: Trajectory, taxonomy: Taxonomy, user: User,
     except StoreUnavailableError as err:
         state[f"lf_{tid}_error"] = (f"{err}: your last key was not saved. Press it again "
                                     "once the database is back (this page retries).")
+        state[UNSAVED] = tid
         return
     except StoreError as err:
         state[f"lf_{tid}_error"] = str(err)
         return
+    if state.get(UNSAVED) == tid:
+        del state[UNSAVED]
     # The hidden pre-label is read only now, after the commit that lets the store show it.
     revealed = prelabel_for(store, tid, viewer_of(user, hide_prelabel=True))[0] \
         if hide_prelabel else prelabel

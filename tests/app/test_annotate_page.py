@@ -13,7 +13,7 @@ from streamlit.testing.v1.element_tree import Selectbox
 
 from faillab.app.widgets.sandbox_run import sql_steps
 from faillab_core.settings import Settings
-from labeling.queue import create_assignments, failed_frame
+from labeling.queue import create_assignments, failed_frame, queue_for
 from labeling.store import Store, open_store
 from opinions.prelabel.base import LabelResult, PrelabelKey, PrelabelRecord
 from opinions.prelabel.heuristic import HeuristicLabeller
@@ -406,3 +406,54 @@ def test_without_an_ehr_the_page_says_so_once(env: tuple[Workspace, Store]) -> N
     notes = [c.value for c in at.caption if c.value.startswith("No EHR database configured")]
     assert len(notes) == 1, notes
     assert not [b for b in at.button if str(b.key).startswith("rerun_btn_")]
+
+
+def test_a_key_the_store_could_not_save_brings_its_item_back_first(
+        env: tuple[Workspace, Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The annotation file locked by another program (a real SQLite lock): the key is refused
+    with one line, the same item stays, and once the lock is gone the key saves it. An item
+    whose key failed comes back first whatever order the queue has by then."""
+    import sqlite3
+
+    from faillab.app.widgets.label_form import UNSAVED
+    from labeling.store import engine as engine_module
+
+    ws, store = env
+    monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_S", 0.3)
+    assert create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3) == 3
+    at = open_page("ana")
+    first = current_item(at)
+    other = sqlite3.connect(Settings.from_env().annotations_url().removeprefix("sqlite:///"),
+                            isolation_level=None)
+    try:
+        other.execute("BEGIN EXCLUSIVE")
+        at.button(key="lf_cat_sql_logic_error").click()
+        at.run()
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+    assert not at.exception
+    assert current_item(at) == first
+    assert any("your last key was not saved" in e.value for e in at.error)
+    assert at.session_state[UNSAVED] == first
+    assert store.labels.for_item(first, viewer=None, blind=False) == []
+    # Whatever the queue puts first by then, the item whose key failed is shown first: here
+    # the last item, as a failed save leaves the session; its key then saves and clears it.
+    settings = Settings.from_env()
+    waiting = queue_for(store, set(failed_frame(ws)["id"]), "ana",
+                        prelabel_threshold=settings.prelabel_threshold,
+                        spot_check_share=settings.spot_check_share)
+    assert waiting[0] == first and len(waiting) == 3
+    at.session_state[UNSAVED] = third = waiting[-1]
+    at.run()
+    assert current_item(at) == third
+    at.button(key="lf_cat_sql_logic_error").click()
+    at.run()
+    [label] = store.labels.for_item(third, viewer=None, blind=False)
+    assert label.category == "sql_logic_error"
+    assert UNSAVED not in at.session_state and current_item(at) == first
+    # Skipping the item puts it aside on purpose: it no longer comes back first.
+    at.session_state[UNSAVED] = first
+    at.button(key="lf_skip").click()
+    at.run()
+    assert UNSAVED not in at.session_state and current_item(at) != first
