@@ -100,7 +100,8 @@ def test_annotator_session_survives_reload_and_deep_link_until_sign_out(
         tab.goto(f"{server.url}/trajectory?id={traj_id}")
         wait_idle(tab)
         expect(tab.get_by_text("Signed in as ann (annotator)")).to_be_visible()
-        assert SECRET in tab.content()
+        # The sidebar draws before the trajectory's own fragment: wait for the question.
+        expect(tab.locator("[data-testid='stMain']")).to_contain_text(SECRET, timeout=30_000)
         tab.close()
 
         page.locator("[data-testid='stSidebar']").get_by_role("button", name="Sign out").click()

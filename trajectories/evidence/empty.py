@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from trajectories.evidence.commit import first_writing
+from trajectories.evidence.noref import has_answer
+from trajectories.evidence.parts import Divergence
 from trajectories.evidence.probes import Probe, Rows
+from trajectories.model import Trajectory
+from trajectories.signals import CODE_LOOKUP
 from trajectories.sql import parse_sql
 from trajectories.sql.tables import DIALECTS
 
@@ -106,6 +111,30 @@ def _replaced(tree: exp.Expr, path: list[int]) -> exp.Expr:
     return copy
 
 
+def emptied_by_a_value(trajectory: Trajectory, steps: list[tuple[int, str]],
+                       probe: Probe | None) -> tuple[int, Divergence, int] | None:
+    """(first step, divergence, answering step) when the task has an answer but the last query
+    that ran returns nothing because of a text value the database does not hold there; the
+    step is the first query that wrote that value into the same column (where the agent
+    committed to it), else the first that wrote it at all. The divergence is uncalibrated
+    (the finder gives its part's category and confidence)."""
+    if probe is None or not has_answer(trajectory):
+        return None
+    last = next(((i, sql) for i, sql in reversed(steps) if not trajectory.steps[i].error), None)
+    if last is None:
+        return None
+    found = emptying_value(last[1], probe)
+    if found is None:
+        return None
+    value = found.value.lower() if "%" in found.value else found.value
+    first = first_writing(steps, {(found.column, value)}, last[0] + 1)
+    if first is None:  # written where the parts keep no column (a dictionary look-up)
+        bare = found.value.strip("%").lower()
+        first = next((i for i, sql in steps if i <= last[0] and bare in sql.lower()), None)
+    divergence = Divergence("lookup", emptying_reason(last[0], found), CODE_LOOKUP, 0.0)
+    return (first if first is not None else last[0]), divergence, last[0]
+
+
 def emptying_reason(step: int, found: EmptyingValue) -> str:
     return (f"the query at step {step} returns nothing though the task has an answer; without "
             f"its condition {found.column} ~ {found.value!r} it returns {found.rows_without} "
@@ -113,4 +142,5 @@ def emptying_reason(step: int, found: EmptyingValue) -> str:
             f"{found.column} (the term was not grounded to the database's own values)")
 
 
-__all__ = ["EmptyingValue", "emptying_reason", "emptying_value", "returns_nothing"]
+__all__ = ["EmptyingValue", "emptied_by_a_value", "emptying_reason", "emptying_value",
+           "returns_nothing"]

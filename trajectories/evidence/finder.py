@@ -44,7 +44,7 @@ from trajectories.evidence.commit import (
     left_answer,
     reported_steps,
 )
-from trajectories.evidence.empty import emptying_reason, emptying_value
+from trajectories.evidence.empty import emptied_by_a_value
 from trajectories.evidence.grounding import (
     coded_value_missing,
     coded_value_reason,
@@ -58,7 +58,6 @@ from trajectories.evidence.noref import (
     absent_terms,
     answering_step,
     final_message,
-    has_answer,
     has_reference,
     unanswerable,
     unanswerable_reason,
@@ -269,9 +268,10 @@ def find_divergence(
     if not used_tools(trajectory):
         return _unqueried(trajectory, rows, executed)
     if ref is None:
-        emptied = _emptied(trajectory, steps, probe) if not ref_sql else None
+        emptied = emptied_by_a_value(trajectory, steps, probe) if not ref_sql else None
         if emptied is not None:
-            return _evidence(trajectory, emptied[0], [emptied[1]], rows, True, emptied[2])
+            return _evidence(trajectory, emptied[0], [_div(emptied[1].part, emptied[1].reason)],
+                             rows, True, emptied[2])
         reason = "no reference SQL" if not ref_sql else "reference SQL does not parse"
         return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
     # Parse lazily: the last query over the reference's tables is usually the last step, and
@@ -422,29 +422,6 @@ def _unanswerable(
         return Evidence(None, [div], rows, div.category, div.confidence,
                         f"final answer: {reason}", executed)
     return _evidence(trajectory, step, [div], rows, executed)
-
-
-def _emptied(trajectory: Trajectory, steps: list[tuple[int, str]], probe: Probe | None,
-             ) -> tuple[int, Divergence, int] | None:
-    """(first step, divergence, answering step) when the task has an answer but the last query
-    that ran returns nothing because of a text value the database does not hold there; the
-    step is the first query that wrote that value into the same column (where the agent
-    committed to it)."""
-    if probe is None or not has_answer(trajectory):
-        return None
-    last = next(((i, sql) for i, sql in reversed(steps) if not trajectory.steps[i].error), None)
-    if last is None:
-        return None
-    found = emptying_value(last[1], probe)
-    if found is None:
-        return None
-    value = found.value.lower() if "%" in found.value else found.value
-    first = first_writing(steps, {(found.column, value)}, last[0] + 1)
-    if first is None:  # written where the parts keep no column (a dictionary look-up)
-        bare = found.value.strip("%").lower()
-        first = next((i for i, sql in steps if i <= last[0] and bare in sql.lower()), None)
-    return (first if first is not None else last[0],
-            _div("lookup", emptying_reason(last[0], found)), last[0])
 
 
 def _unqueried(trajectory: Trajectory, rows: list[str], executed: bool) -> Evidence:
