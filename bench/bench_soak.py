@@ -43,7 +43,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,8 +72,8 @@ from bench_team import (
 )
 from synthetic import write_files
 
-PG_BIN = next((p.parent for p in sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))),
-              None)
+from tests.pg_cluster import Cluster
+
 #: The page is connected, idle and shows an item: what a person waits for before a key.
 READY = """() => {
   const app = document.querySelector("[data-testid='stApp']");
@@ -99,63 +98,6 @@ PAGE_STATE = """() => {
 }"""
 #: Seconds after a window still counted apart (the pages catching up) in the latency split.
 AFTER_S = 30.0
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    """`command` run as the postgres user when this is root (PostgreSQL refuses root)."""
-    if os.geteuid() != 0:
-        return command
-    return ["su", "postgres", "-c", " ".join(command)]
-
-
-@dataclass
-class Cluster:
-    """A PostgreSQL cluster of this run in its own folder, on its own loopback port."""
-
-    data: Path
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    @classmethod
-    def create(cls) -> Cluster:
-        if PG_BIN is None:
-            raise SystemExit("PostgreSQL's pg_ctl is not installed (/usr/lib/postgresql/*/bin)")
-        data = Path(tempfile.mkdtemp(prefix="faillab-soak-pg-"))
-        if os.geteuid() == 0:
-            shutil.chown(data, "postgres")
-        subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust",
-                                     "-U", "postgres"]), check=True, capture_output=True)
-        cluster = cls(data, free_port())
-        cluster.start()
-        return cluster
-
-    def _ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        assert PG_BIN is not None
-        return subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data),
-                                            *args]), capture_output=True, text=True)
-
-    def start(self) -> None:
-        done = self._ctl("-w", "-t", "120", "-l", str(self.data / "log"), "-o",
-                         f"'-p {self.port} -k /tmp -c listen_addresses=127.0.0.1'", "start")
-        if done.returncode != 0 and not self.running():
-            raise SystemExit(f"PostgreSQL did not start: {done.stdout}{done.stderr}")
-
-    def stop(self, mode: str = "fast") -> None:
-        self._ctl("-w", "-m", mode, "stop")
-
-    def running(self) -> bool:
-        return self._ctl("status").returncode == 0
-
-    def ensure_running(self) -> None:
-        if not self.running():
-            self.start()
-
-    def remove(self) -> None:
-        self.stop("immediate")
-        shutil.rmtree(self.data, ignore_errors=True)
 
 
 @dataclass
@@ -514,7 +456,7 @@ def main() -> None:
     # About 8 failures a task, two people an item: a queue that lasts the run.
     tasks = args.tasks or max(120, int(seconds / max(args.think, 0.5) * args.annotators / 8))
 
-    cluster = Cluster.create()
+    cluster = Cluster.create(prefix="faillab-soak-pg-")
     try:
         with team_workspace(args.annotators, tasks, True, 40,
                             admin_url=cluster.url) as team:

@@ -6,13 +6,9 @@ shared server)."""
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,61 +16,18 @@ from click.testing import CliRunner
 
 from faillab.cli import main
 from labeling.store import StoreUnavailableError, open_store
-
-BIN = next((Path(p).parent for p in sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))),
-           None)
-
-
-@dataclass
-class Cluster:
-    data: Path
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _ctl(self, *args: str) -> None:
-        assert BIN is not None
-        command = [str(BIN / "pg_ctl"), "-D", str(self.data), *args]
-        run_as = ["su", "postgres", "-c", " ".join(command)] if os.geteuid() == 0 else command
-        subprocess.run(run_as, check=True, capture_output=True, timeout=60)
-
-    def start(self) -> None:
-        self._ctl("-o", f"'-p {self.port} -k /tmp -c listen_addresses=127.0.0.1'",
-                  "-l", str(self.data / "log"), "-w", "start")
-
-    def stop(self) -> None:
-        self._ctl("-m", "fast", "-w", "stop")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.pg_cluster import PG_BIN, Cluster
 
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    if BIN is None:
+    if PG_BIN is None:
         pytest.fail("PostgreSQL's initdb is not installed (/usr/lib/postgresql/*/bin)")
-    data = Path(tempfile.mkdtemp(prefix="faillab-outage-"))
-    if os.geteuid() == 0:
-        shutil.chown(data, "postgres")
-        init = ["su", "postgres", "-c", f"{BIN / 'initdb'} -D {data} -A trust -U postgres"]
-    else:
-        init = [str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]
-    subprocess.run(init, check=True, capture_output=True, timeout=120)
-    server = Cluster(data, _free_port())
-    server.start()
+    server = Cluster.create(prefix="faillab-outage-")
     try:
         yield server
     finally:
-        subprocess.run(["su", "postgres", "-c", f"{BIN / 'pg_ctl'} -D {data} -m immediate stop"]
-                       if os.geteuid() == 0 else
-                       [str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
-        shutil.rmtree(data, ignore_errors=True)
+        server.remove()
 
 
 def test_an_outage_is_one_message_and_the_store_comes_back(cluster: Cluster,

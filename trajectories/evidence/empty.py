@@ -28,7 +28,7 @@ from trajectories.sql.tables import DIALECTS
 
 #: At most this many conditions are tried per query (each is one sandboxed execution).
 MAX_TRIED = 6
-_RE_NUMBER = frozenset("0123456789.-+ ")
+_NUMBER_CHARS = frozenset("0123456789.-+ ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ def _text_value(node: exp.Expr) -> tuple[str, str] | None:
         return None
     value = str(literals[0].this)
     bare = value.strip("%")
-    if not bare or set(bare) <= _RE_NUMBER or (bare[:4].isdigit() and "-" in bare[:8]):
+    if not bare or set(bare) <= _NUMBER_CHARS or (bare[:4].isdigit() and "-" in bare[:8]):
         return None  # a number, an id or a date written as text
     return column.name.lower(), value
 
@@ -76,17 +76,14 @@ def emptying_value(sql: str, probe: Probe) -> EmptyingValue | None:
     if tree is None:
         return None
     tried = 0
-    for node in tree.walk():
+    for position, node in enumerate(tree.walk()):
         found = _text_value(node)
         if found is None:
             continue
         tried += 1
         if tried > MAX_TRIED:
             break
-        path = _path_to(tree, node)
-        if path is None:
-            continue
-        without = _replaced(tree, path)
+        without = _without(tree, position)
         rows = next((r for d in DIALECTS
                      if (r := probe.run(without.sql(dialect=d))) is not None), None)
         if rows is not None and not returns_nothing(rows):
@@ -94,20 +91,11 @@ def emptying_value(sql: str, probe: Probe) -> EmptyingValue | None:
     return None
 
 
-def _path_to(tree: exp.Expr, node: exp.Expr) -> list[int] | None:
-    """Where ``node`` sits in ``tree`` as child positions of a walk (the tree is cached and
-    shared, so the condition is replaced in a copy, found again by its position)."""
-    order = list(tree.walk())
-    try:
-        return [order.index(node)]
-    except ValueError:
-        return None
-
-
-def _replaced(tree: exp.Expr, path: list[int]) -> exp.Expr:
+def _without(tree: exp.Expr, position: int) -> exp.Expr:
+    """A copy of ``tree`` (cached and shared: never changed in place) with the node at
+    ``position`` of its walk replaced by TRUE."""
     copy = tree.copy()
-    target = list(copy.walk())[path[0]]
-    target.replace(exp.true())
+    next(n for i, n in enumerate(copy.walk()) if i == position).replace(exp.true())
     return copy
 
 
