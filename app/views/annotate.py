@@ -30,6 +30,7 @@ from faillab.app.widgets.evidence import prefetch_evidence, render_evidence
 from faillab.app.widgets.key_help import key_help
 from faillab.app.widgets.keymap import ACCEPT_PRELABEL, AGENT_RIGHT, SKIP, UNDO, UNDO_TOO
 from faillab.app.widgets.label_form import (
+    ITEM_PARAM,
     NOTE,
     UNSAVED,
     Hooks,
@@ -65,6 +66,8 @@ from opinions.ranking import classifier_ranking
 from taxonomy import Taxonomy, default_taxonomy
 
 SKIPPED_KEY = "annotate_skipped"
+#: Whether this session has shown an item yet (a new session may be one that lost its key).
+ITEM_SHOWN = "annotate_item_shown"
 TAKE_N = 25
 #: Items ahead whose data and evidence are warmed while the current one is read.
 PREFETCH = 3
@@ -186,6 +189,16 @@ def labelling_panel(me: User) -> None:
             todo.insert(0, unsaved)
         else:
             del st.session_state[UNSAVED]  # labelled meanwhile, or no longer this person's
+    # The item on screen is kept in the address (?item=), so a new session (a replica that
+    # restarted under the page, a reload) opens where the person was instead of wherever the
+    # queue's order has moved: a key that died with the old session shows as not taken.
+    at_url = st.query_params.get(ITEM_PARAM)
+    pinned = (isinstance(at_url, str) and at_url in todo and not isinstance(undone, str)
+              and not isinstance(st.session_state.get(UNSAVED), str))
+    restored = pinned and ITEM_SHOWN not in st.session_state
+    if pinned and isinstance(at_url, str):
+        todo.remove(at_url)
+        todo.insert(0, at_url)
     skipped_now = [tid for tid in skipped if tid in state.waiting]
     # Said under the form, not as a toast: a toast covered the pre-label box.
     take_msg = st.session_state.pop("annotate_take_msg", None)
@@ -197,6 +210,12 @@ def labelling_panel(me: User) -> None:
         _take(me)
         st.rerun()
     tid = revisit if isinstance(revisit, str) else (todo[0] if todo else None)
+    if st.query_params.get(ITEM_PARAM) != tid and not isinstance(revisit, str):
+        if tid is None:
+            st.query_params.pop(ITEM_PARAM, None)
+        else:
+            st.query_params[ITEM_PARAM] = tid
+    st.session_state[ITEM_SHOWN] = tid
     if tid is None:
         render_last_saved(taxonomy)
         render_undo_note()
@@ -324,6 +343,9 @@ def labelling_panel(me: User) -> None:
         if note := st.session_state.pop("annotate_skip_note", None):
             st.info(note, icon=":material/skip_next:")
         render_undo_note()
+        if restored:
+            st.info("Back where you were: this item has no label of yours yet (a key pressed "
+                    "as the connection dropped was not saved).", icon=":material/history:")
         render_visible_labels(store, tid, me, blind=settings.blind, taxonomy=taxonomy)
 
 

@@ -47,6 +47,8 @@ CURSOR, SEEN = "lf_cursor", "lf_seen_steps"
 #: The item whose last key the store could not save (down, full, locked): it is shown first
 #: again, with that message, whatever order the queue has when the store is back.
 UNSAVED = "lf_unsaved"
+#: The address parameter (?item=) naming the item Annotate shows, so a new session opens on it.
+ITEM_PARAM = "item"
 FIELD_DEFAULTS: dict[str, object] = {STEP: None, ACCEPT_STEP: False, SECONDARY: None, NOTE: "",
                                      CURSOR: None, SEEN: ()}
 

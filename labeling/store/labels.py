@@ -40,6 +40,10 @@ _ROW_FIELDS = tuple(name for name in LABEL_COLUMNS if name != "annotator")
 #: Only labels that were not retracted count: queues, progress, agreement, statistics and
 #: exports all read through this condition (a retracted label stays in the table as history).
 LIVE: ColumnElement[bool] = LabelRow.retracted_at.is_(None)
+#: What makes two labels by one annotator on one item the same label; how long it took or
+#: whether a pre-label was on screen describes the act of saving, not the label.
+SAME_LABEL = ("source", "category", "secondary_category", "first_error_step", "note",
+              "confidence", "taxonomy_version")
 
 
 def _visible(scope: policy.Scope, row: LabelRow, include_llm: bool = True) -> bool:
@@ -115,7 +119,9 @@ class Labels(Part):
         created_at: datetime | None = None,
     ) -> Label:
         """Record a label. A second label by the same annotator on an item supersedes the first
-        (both are kept; history records the change).
+        (both are kept; history records the change). The same label again (every field of
+        `SAME_LABEL` equal to the annotator's label that counts on the item) records nothing
+        and returns the stored one, so a retried save never stores a label twice.
 
         Categories must be keys of `taxonomy_version` (see `policy.check_category`).
         `first_error_step` is what the labeller chose; `step_from_prelabel` says the human
@@ -177,6 +183,11 @@ class Labels(Part):
                 "seconds_on_item": seconds_on_item,
                 "created_at": created_at or utcnow(),
             }
+            if previous is not None and all(previous[k] == values[k] for k in SAME_LABEL):
+                # The same label again (a key retried after an outage, pressed twice, or whose
+                # commit went through although its answer was lost): nothing new to record.
+                return Label(annotator=annotator, **{k: previous[k] for k in (*values, "id")
+                                                     if k != "annotator_id"})
             values["id"] = conn.execute(
                 insert(LabelRow).values(**values).returning(LabelRow.id)
             ).scalar_one()

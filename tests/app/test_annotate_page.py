@@ -11,6 +11,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Selectbox
 
+from faillab.app.widgets.label_form import ITEM_PARAM
 from faillab.app.widgets.sandbox_run import sql_steps
 from faillab_core.settings import Settings
 from labeling.queue import create_assignments, failed_frame, queue_for
@@ -40,11 +41,14 @@ def env(demo_workspace: Path, tmp_path: Path,
     st.cache_resource.clear()
 
 
-def open_page(user: str, page: str = "views/annotate.py") -> AppTest:
+def open_page(user: str, page: str = "views/annotate.py", item: str | None = None) -> AppTest:
+    """The page as ``user`` sees it; ``item``: the address names that item (?item=)."""
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.session_state["identity_name"] = user
     at.run()
     at.switch_page(page)
+    if item is not None:
+        at.query_params[ITEM_PARAM] = item
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -457,3 +461,35 @@ def test_a_key_the_store_could_not_save_brings_its_item_back_first(
     at.button(key="lf_skip").click()
     at.run()
     assert UNSAVED not in at.session_state and current_item(at) != first
+
+
+def test_a_new_session_opens_on_the_item_in_the_address(env: tuple[Workspace, Store]) -> None:
+    """The item on screen is kept in the address: a new session (a replica restarted under
+    the page, a reload) opens on it, not on whatever the queue puts first by then, and says
+    that no label of the person's is on it yet. Once labelled, the address moves on."""
+    ws, store = env
+    assert create_assignments(store, ws, ["ana"], overlap=1, double_share=0.0, limit=3) == 3
+    at = open_page("ana")
+    first = current_item(at)
+    assert at.query_params[ITEM_PARAM] == first
+    settings = Settings.from_env()
+    waiting = queue_for(store, set(failed_frame(ws)["id"]), "ana",
+                        prelabel_threshold=settings.prelabel_threshold,
+                        spot_check_share=settings.spot_check_share)
+    last = waiting[-1]
+    assert last != first
+    # A new session whose address names the last item of the queue.
+    again = open_page("ana", item=last)
+    assert not again.exception, [e.value for e in again.exception]
+    assert current_item(again) == last
+    assert any("Back where you were" in i.value for i in again.info)
+    again.button(key="lf_cat_sql_logic_error").click()
+    again.run()
+    assert store.labels.for_item(last, viewer=None, blind=False)[0].annotator == "ana"
+    shown = current_item(again)
+    assert shown != last and again.query_params[ITEM_PARAM] == shown
+    assert not any("Back where you were" in i.value for i in again.info)
+    # An address naming an item that is not in the person's queue changes nothing.
+    third = open_page("ana", item=last)  # labelled now
+    assert current_item(third) == waiting[0] and not any(
+        "Back where you were" in i.value for i in third.info)

@@ -18,8 +18,9 @@ PER_WRITER = 200
 
 def _write_labels(store: Store, annotator: str, n: int) -> None:
     for i in range(n):
+        # Each write a distinct label (its step), so a re-label is never the same label again.
         store.labels.add(f"traj-{i % 50}", "wrong_table", annotator=annotator,
-                         taxonomy_version="v1")
+                         taxonomy_version="v1", first_error_step=i)
 
 
 def _process_worker(url: str, annotator: str, n: int) -> None:

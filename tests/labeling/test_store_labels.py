@@ -42,6 +42,35 @@ def test_add_label_and_relabel_history(team: Store) -> None:
     assert list(frame["category"]) == ["wrong_table", "bad_join"]
 
 
+def test_the_same_label_again_is_stored_once(team: Store) -> None:
+    """A retried key (an answer lost in an outage, a key pressed twice) stores nothing new; a
+    label that differs in any field of its content supersedes as before."""
+    first = team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1",
+                            first_error_step=2, note="n", seconds_on_item=3.0)
+    again = team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1",
+                            first_error_step=2, note="n", seconds_on_item=9.0,
+                            prelabel_shown=True)
+    assert again.id == first.id and again.seconds_on_item == 3.0
+    assert len(team.labels.frame()) == 1
+    assert [h.action for h in team.history.entries("label", "t1")] == ["create"]
+    # Another step, another note or another category is a new label; and the same label by
+    # someone else is theirs.
+    moved = team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1",
+                            first_error_step=3, note="n")
+    renoted = team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1",
+                              first_error_step=3, note=None)
+    other = team.labels.add("t1", "wrong_table", annotator="ben", taxonomy_version="v1",
+                            first_error_step=3)
+    assert len({first.id, moved.id, renoted.id, other.id}) == 4
+    # After an Undo the retracted label is no longer the one that counts: saving it again
+    # records it again.
+    team.labels.retract_latest("t1", annotator="ana")
+    back = team.labels.add("t1", "wrong_table", annotator="ana", taxonomy_version="v1",
+                           first_error_step=3, note=None)
+    assert back.id not in {first.id, moved.id, renoted.id, other.id}
+    assert len(team.labels.frame()) == 4  # the retracted one counts nowhere
+
+
 def test_label_validation(team: Store) -> None:
     with pytest.raises(NotFoundError):
         team.labels.add("t1", "c", annotator="ghost", taxonomy_version="v1")
