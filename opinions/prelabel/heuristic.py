@@ -249,9 +249,10 @@ class HeuristicLabeller:
         trajectory with neither (the text rules read it)."""
         if not has_reference(trajectory) and not (
             unanswerable(trajectory) and sg.has_final_answer(trajectory.final_answer)
-        ) and not (self.ehr_path is not None and trajectory.task.has_ground_truth):
-            # Without a reference, the finder has something to execute only when the task has
-            # a verified answer to hold each query's rows against.
+        ) and not trajectory.task.has_ground_truth:
+            # Without a reference, the finder has something to go on only when the task has a
+            # verified answer: each query's rows (executed, or as recorded) are held against
+            # it, and a term searched for in vain is read against it.
             return None
         return find_divergence(trajectory, probe=self._probe())
 

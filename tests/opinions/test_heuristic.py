@@ -104,7 +104,8 @@ def test_variable_scope_error() -> None:
     assert result.category == "variable_scope_error"
     assert result.first_error_step == 2
     assert result.confidence >= 0.85
-    assert result.rationale.startswith("step 2 (python)")
+    # The task has a verified answer, so the finder reads it too and names the same step.
+    assert "step 2" in result.rationale and "'cohort' is" in result.rationale
     assert result.labeller == "heuristic" and result.labeller_version == "1"
 
 

@@ -1,6 +1,6 @@
 """The heuristic on a task with a verified answer and no reference SQL: with the workspace's EHR
 database it executes the evidence (the look-up that emptied the agent's query decides); without
-one it has only its text rules."""
+one the evidence decides only what needs no database, and the text rules label the rest."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ def test_the_heuristic_executes_evidence_for_an_answerable_task_without_referenc
     result = executed.label(t, executed.taxonomy.version)
     assert result.category == CODE_LOOKUP and result.first_error_step == 1
     assert result.evidence is not None and result.evidence["part"] == "lookup"
-    # Without the database the heuristic has only its text rules and no evidence to show.
+    # Without the database nothing runs the query: the evidence decides nothing and the text
+    # rules label.
     structural = HeuristicLabeller()
-    assert structural.label(t, structural.taxonomy.version).evidence is None
+    found = structural.label(t, structural.taxonomy.version)
+    assert found.evidence is not None and found.evidence["category"] is None
+    assert not found.rationale.startswith("evidence:")

@@ -4,7 +4,9 @@ the query whose rows were the answer is what a later, answer-losing query is rea
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ from tests.trajectories.test_evidence import sql, traj
 from trajectories.evidence import find_divergence
 from trajectories.evidence.empty import emptying_value, returns_nothing
 from trajectories.evidence.probes import Probe
+from trajectories.model import Step, StepKind, Trajectory
 from trajectories.signals import CODE_LOOKUP
 
 
@@ -76,3 +79,73 @@ def test_an_answer_held_and_lost_is_read_against_the_query_that_held_it(ehr: Pat
     # The second query dropped the route the first one had: that part lost the answer.
     assert ev.step == 1
     assert ev.divergences[0].part != "answer" and "route" in ev.divergences[0].reason
+
+
+DIAGNOSED = [["2100-07-01 12:45:00"]]
+ASKED = "When was patient 7 first diagnosed with COPD in 2100?"
+
+
+def _search(table: str, value: str, obs: str, *, error: bool = False) -> Step:
+    """A search tool's call, as the tau-bench agents make them."""
+    return Step(kind=StepKind.TOOL_CALL, name="substring_search_tool",
+                arguments=json.dumps({"table": table, "column": "long_title", "value": value}),
+                observation=obs, error=error)
+
+
+def _asked(steps: list[Step], final: Any, question: str, gold: Any = DIAGNOSED) -> Trajectory:
+    t = traj(steps, final, ref=None, gold=gold)
+    return t.model_copy(update={"task": t.task.model_copy(update={"question": question})})
+
+
+def test_a_term_every_search_missed_is_a_lookup_error_at_the_first_search() -> None:
+    """The task has an answer, the agent searched for the question's term (first in a table
+    without that column, then in the dictionary), found nothing, and answered that there is
+    none: the term was not grounded, at its first search. No database is needed."""
+    steps = [
+        _search("diagnoses_icd", "COPD", "Error: no such column: long_title", error=True),
+        _search("d_icd_diagnoses", "COPD", "No values in d_icd_diagnoses.long_title contain "
+                                           "'COPD'."),
+    ]
+    ev = find_divergence(_asked(steps, "There are no COPD diagnoses for this patient.", ASKED))
+    assert (ev.part, ev.category, ev.step) == ("lookup", CODE_LOOKUP, 0)
+    assert "'copd'" in ev.reason and "steps 0, 1" in ev.reason
+    # An SQL search of a dictionary counts as a search too.
+    by_sql = [sql("SELECT icd_code FROM d_icd_diagnoses WHERE long_title LIKE '%COPD%'", "[]")]
+    ev = find_divergence(_asked(by_sql, "No such diagnosis was found.", ASKED))
+    assert (ev.part, ev.step) == ("lookup", 0)
+
+
+def test_a_term_found_later_or_an_answer_given_is_left_to_other_rules() -> None:
+    missed = _search("d_icd_diagnoses", "COPD", "[]")
+    found = _search("d_icd_diagnoses", "chronic obstructive",
+                    "Values containing 'chronic obstructive': ['chronic obstructive ...']")
+
+    def part(steps: list[Step], final: Any, question: str = ASKED, gold: Any = DIAGNOSED
+             ) -> str | None:
+        return find_divergence(_asked(steps, final, question, gold)).part
+
+    # The concept found under another spelling: what went wrong came after.
+    assert part([missed, found], "No diagnosis in 2100.") != "lookup"
+    # The agent answered with a value: not a conclusion from the empty search.
+    assert part([missed], "2100-03-04 10:00:00") != "lookup"
+    assert part([missed], [["2100-03-04"]]) != "lookup"
+    # A term the question does not use, or a task whose verified answer is that there is none.
+    assert part([missed], "No diagnosis found.", "When was patient 7 first diagnosed in "
+                                                  "2100 with a lung disease?") != "lookup"
+    assert part([missed], "No diagnosis found.", gold=None) != "lookup"
+
+
+def test_a_result_with_the_answers_rows_and_a_column_more_holds_the_answer(ehr: Path) -> None:
+    """Without a reference, a query whose executed result has the verified answer's number of
+    rows and every one of its values (the drug beside the time) held the answer; one that lists
+    more rows only mentions it."""
+    held = sql("SELECT starttime, drug FROM prescriptions WHERE subject_id = 1 AND route = 'ih'",
+               "[('2100-01-02', 'albuterol')]")
+    ev = find_divergence(traj([held], "albuterol, on the 2nd", ref=None, gold=LAST_INHALED), ehr)
+    # Held at step 0, left at the final message (step 1), where the answer went wrong.
+    assert ev.part == "answer" and ev.step == 1
+    assert "step 0 (its result holds the verified answer's rows)" in ev.reason
+    listing = sql("SELECT starttime, drug FROM prescriptions WHERE subject_id = 1",
+                  "[('2100-01-02', 'albuterol'), ('2100-01-03', 'heparin')]")
+    ev = find_divergence(traj([listing], "heparin", ref=None, gold=LAST_INHALED), ehr)
+    assert ev.part != "answer"

@@ -31,7 +31,9 @@ def answer_step(
     shape_only = pred is not None and gold is not None and sorted(pred) == sorted(gold)
     last = steps[-1][0] if steps else len(trajectory.steps) - 1
     final = trajectory.final_answer
-    if gold is None and isinstance(final, str) and final.strip().lower() in NULL_TEXTS:
+    # An empty answer says nothing: it is not "none" written as text.
+    if gold is None and isinstance(final, str) and final.strip() \
+            and final.strip().lower() in NULL_TEXTS:
         no_rows = reference is not None and not reference.rows
         if no_rows or reference is None:
             return last, _answer(f"no rows is the right answer, final answer "
@@ -56,15 +58,26 @@ def answer_step(
                                      "output), final answer reformatted or changed")
         # The recorded output holds every expected value; executing the step confirms it
         # returns exactly the reference's rows, not just a superset that mentions them.
-        if i not in by_index or not _could_match(by_index[i], reference, gold):
+        if i not in by_index:
             continue
-        got = probe.run(by_index[i])
-        if got is not None and got.rows and (
-            (reference is not None and same_rows(got, reference))
-            or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
-        ):
-            return i, _answer(f"answer correct in step {i} (its result equals the "
-                                     "reference's), final answer reformatted or changed")
+        if _could_match(by_index[i], reference, gold):
+            got = probe.run(by_index[i])
+            if got is not None and got.rows and (
+                (reference is not None and same_rows(got, reference))
+                or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
+            ):
+                return i, _answer(f"answer correct in step {i} (its result equals the "
+                                  "reference's), final answer reformatted or changed")
+        if gold and reference is None:
+            # No reference to compare with: the verified answer's rows, one result row for
+            # each, every value among them (a column more, such as the date beside a value,
+            # still holds the answer; a longer listing does not).
+            got = probe.run(by_index[i])
+            cells = {str(v).lower() for row in (got.rows if got else ()) for v in row}
+            if got is not None and len(got.rows) == len(gold) \
+                    and all(v.lower() in cells for v in wanted):
+                return i, _answer(f"answer correct in step {i} (its result holds the verified "
+                                  "answer's rows), final answer reformatted or changed")
     if shape_only:
         return last, _answer("final answer has the reference's values in another shape")
     return None

@@ -72,6 +72,7 @@ from trajectories.evidence.parts import (
     row_id_reason,
 )
 from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
+from trajectories.evidence.unfound import unfound_term
 from trajectories.model import StepKind, Trajectory
 from trajectories.signals import has_final_answer
 
@@ -272,6 +273,10 @@ def find_divergence(
         if emptied is not None:
             return _evidence(trajectory, emptied[0], [_div(emptied[1].part, emptied[1].reason)],
                              rows, True, emptied[2])
+        unfound = unfound_term(trajectory) if not ref_sql else None
+        if unfound is not None:
+            return _evidence(trajectory, unfound[0], [_div(unfound[1].part, unfound[1].reason)],
+                             rows, executed)
         reason = "no reference SQL" if not ref_sql else "reference SQL does not parse"
         return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
     # Parse lazily: the last query over the reference's tables is usually the last step, and

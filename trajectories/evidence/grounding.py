@@ -58,15 +58,20 @@ def _abbreviates(word: str, text: Any) -> bool:
     return word in initials
 
 
+def is_dictionary_sql(sql: str) -> bool:
+    """Whether a query could search for a text: only one that names a dictionary table or a
+    text column can."""
+    low = sql.lower()
+    return bool(_RE_DICT_NAME.search(low)) or any(c in low for c in TEXT_CODE_COLS)
+
+
 def searched(steps: list[tuple[int, str]], last: int) -> set[str]:
     """The texts the agent searched dictionaries for in SQL, up to step ``last``."""
     out: set[str] = set()
     for i, sql in steps:
         if i > last:
             break
-        # Only a query that names a dictionary table or a text column can search for a text.
-        low = sql.lower()
-        if not _RE_DICT_NAME.search(low) and not any(c in low for c in TEXT_CODE_COLS):
+        if not is_dictionary_sql(sql):
             continue
         parts = decompose(sql)
         if parts is None:

@@ -56,7 +56,7 @@ PYTHON_ARG_KEYS = ("code", "script", "python", "source")
 
 _RE_EMPTY = re.compile(
     r"^\s*(?:\[\s*\]|\(\s*\)|\{\s*\}|none|null|nan|empty(?: dataframe| result| set)?\b.*"
-    r"|0 rows?\b.*|no (?:rows|results?|records?)\b.*|)\s*$",
+    r"|0 rows?\b.*|no (?:rows|results?|records?|values?|match(?:es|ing)?|entries)\b.*|)\s*$",
     re.I | re.S,
 )
 _RE_STRING_LIT = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"")

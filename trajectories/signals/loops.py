@@ -56,6 +56,10 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+#: An identical action that returns rows is a loop only from this many runs on: run three
+#: times it is often a user asking again; the same rows fetched five times add nothing.
+_RERUNS_WITHOUT_PROGRESS = 5
+
 _NO_ARGUMENTS = frozenset({"", "null", "{}", "[]", "none"})
 
 
@@ -126,8 +130,9 @@ def detect_loop(views: list[ActionView], trajectory: Trajectory) -> list[Signal]
             conf, desc = 0.85, f"the same action repeated {exact} times"
             if mostly_unproductive:
                 desc += f", {unproductive} of {len(members)} with empty or error results"
-        elif exact >= 3:
-            # Re-running a query that worked (e.g. when a user asks again) is not unproductive.
+        elif exact >= _RERUNS_WITHOUT_PROGRESS:
+            # Re-running a query that worked (e.g. when a user asks again) is not unproductive
+            # the first few times; the same rows fetched again and again are.
             conf, desc = 0.5, f"the same action repeated {exact} times, with results"
         elif close >= 3 and mostly_unproductive:
             conf, desc = 0.75, f"{close} near-identical actions, {unproductive} of "
@@ -135,7 +140,9 @@ def detect_loop(views: list[ActionView], trajectory: Trajectory) -> list[Signal]
         elif len(members) >= 4 and mostly_unproductive:
             conf, desc = 0.6, f"{len(members)} variants of one query differing only in literals, "
             desc += f"{unproductive} with empty or error results"
-        elif close >= 3:
+        elif close >= 3 and stalled:
+            # Variants that return rows each change something: a revision, not a loop (the
+            # taxonomy's loop is unproductive), unless the agent never gets to an answer.
             conf, desc = 0.45, f"{close} near-identical actions"
         else:
             continue
