@@ -825,6 +825,27 @@ def test_count_over_join_is_fine_when_the_reference_counts_joined_rows_too() -> 
                    for s in HeuristicLabeller().signals(t))
 
 
+def test_count_over_join_is_sql_logic_only_when_the_question_counts_units() -> None:
+    """A question that ranks events ("the specimen types most often collected from patients
+    who ...") does not count patients: a COUNT(*) over a join is no sign of a wrong unit there.
+    The same query under "how many patients" is."""
+    query = ("SELECT m.spec_type_desc, COUNT(*) AS n FROM microbiologyevents m JOIN "
+             "procedures_icd p ON p.hadm_id = m.hadm_id GROUP BY m.spec_type_desc "
+             "ORDER BY n DESC LIMIT 3")
+
+    def count_signal(question: str) -> bool:
+        t = traj([user(question), sql(query, "[('blood', 9), ('urine', 7), ('sputum', 5)]")],
+                 question=question, ground_truth=[["urine"], ["blood"], ["sputum"]],
+                 final_answer=[["blood"], ["urine"], ["sputum"]])
+        return any("COUNT without DISTINCT" in s.rationale
+                   for s in HeuristicLabeller().signals(t))
+
+    assert not count_signal("Which 3 specimen types were most often collected from patients "
+                            "who had a CVC placement?")
+    assert count_signal("For each specimen type, how many patients who had a CVC placement "
+                        "had one collected?")
+
+
 def test_grouping_or_time_ordering_unlike_the_reference_is_sql_logic() -> None:
     ref = ("SELECT ROUND(AVG(c.valuenum), 2) FROM chartevents c JOIN icustays i "
            "ON i.stay_id = c.stay_id WHERE c.itemid = 226104")

@@ -38,8 +38,13 @@ from trajectories.signals._reference import (
 
 _RE_COUNT_NONDISTINCT = re.compile(r"\bcount\s*\(\s*(?!distinct\b)", re.I)
 _RE_JOIN = re.compile(r"\bjoin\b", re.I)
-_RE_UNIT_WORDS = re.compile(
-    r"\b(?:patients?|admissions?|distinct|unique|stays?|individuals?|people)\b", re.I
+# The question counts patients, admissions or stays ("how many patients", "the number of
+# unique admissions", "count the individuals"): a unit word after a counting phrase. A unit word
+# elsewhere ("the tests most often done on patients who ...") ranks events, not units.
+_RE_COUNTS_UNITS = re.compile(
+    r"\b(?:how many|number of|count(?:s|ing)?|total of|tally)\s+(?:\w+\s+){0,3}?"
+    r"(?:patients?|admissions?|stays?|individuals?|people|persons?|visits?|"
+    r"distinct|unique|different)\b", re.I
 )
 _RE_TEMPORAL_WORDS = re.compile(
     r"\b(?:first|last|initial|second|third|previous|next|subsequent|following|prior|before|"
@@ -254,7 +259,7 @@ def detect_sql_logic(
         and counts_rows(ref)
         and not counts_distinct(ref)
     )
-    if count_sqls and _RE_UNIT_WORDS.search(question) and not ref_counts_joined_rows:
+    if count_sqls and _RE_COUNTS_UNITS.search(question) and not ref_counts_joined_rows:
         last_count = count_sqls[-1]
         if _RE_JOIN.search(last_count.sql or "") and _RE_COUNT_NONDISTINCT.search(
             last_count.sql or ""
