@@ -7,10 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page
 
+from faillab.app.auth import IDENTITY_COOKIE
 from tests.support import REPO, wait_for_health
 
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
@@ -111,4 +113,12 @@ def local_sign_in(browser: Browser, server: StreamlitServer, name: str, path: st
     field.fill(name)
     field.press("Enter")
     wait_idle(page)
+    # The name is remembered by a cookie a small script on the page writes after the run; a
+    # test that goes to another page before the script has run would be asked for the name
+    # again (on a loaded machine the script can come seconds after the page looks idle).
+    deadline = time.monotonic() + 60
+    while not any(c["name"] == IDENTITY_COOKIE for c in page.context.cookies()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"signed in as {name!r}, but no identity cookie after 60 s")
+        page.wait_for_timeout(200)
     return page
