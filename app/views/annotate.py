@@ -108,6 +108,12 @@ def _left_to_machine() -> frozenset[str]:
                            spot_check_share=settings.spot_check_share).left_to_machine
 
 
+def _to_front(todo: list[str], tid: str) -> None:
+    """Move ``tid`` (in ``todo``) to the front of the queue shown."""
+    todo.remove(tid)
+    todo.insert(0, tid)
+
+
 def _take(me: User) -> None:
     """Button callback (one script run shows the first item, not a run plus a rerun)."""
     n = on_reader(lambda: take_unassigned(store, ws, me.name, TAKE_N,
@@ -176,8 +182,7 @@ def labelling_panel(me: User) -> None:
     undone = st.session_state.get(UNDONE_KEY)
     if isinstance(undone, str) and not isinstance(revisit, str):
         if undone in todo:
-            todo.remove(undone)
-            todo.insert(0, undone)
+            _to_front(todo, undone)
         else:  # an earlier label of theirs counts again: show it, to change if they wish
             revisit = undone
     unsaved = st.session_state.get(UNSAVED)
@@ -185,20 +190,18 @@ def labelling_panel(me: User) -> None:
         # A key the store could not save: the same item again, first, with its message (the
         # queue's order may have changed while the store was away).
         if unsaved in todo:
-            todo.remove(unsaved)
-            todo.insert(0, unsaved)
+            _to_front(todo, unsaved)
         else:
             del st.session_state[UNSAVED]  # labelled meanwhile, or no longer this person's
     # The item on screen is kept in the address (?item=), so a new session (a replica that
     # restarted under the page, a reload) opens where the person was instead of wherever the
     # queue's order has moved: a key that died with the old session shows as not taken.
     at_url = st.query_params.get(ITEM_PARAM)
-    pinned = (isinstance(at_url, str) and at_url in todo and not isinstance(undone, str)
-              and not isinstance(st.session_state.get(UNSAVED), str))
-    restored = pinned and ITEM_SHOWN not in st.session_state
-    if pinned and isinstance(at_url, str):
-        todo.remove(at_url)
-        todo.insert(0, at_url)
+    restored = False
+    if isinstance(at_url, str) and at_url in todo and not isinstance(undone, str) \
+            and not isinstance(st.session_state.get(UNSAVED), str):
+        _to_front(todo, at_url)
+        restored = ITEM_SHOWN not in st.session_state
     skipped_now = [tid for tid in skipped if tid in state.waiting]
     # Said under the form, not as a toast: a toast covered the pre-label box.
     take_msg = st.session_state.pop("annotate_take_msg", None)

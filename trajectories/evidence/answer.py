@@ -60,24 +60,27 @@ def answer_step(
         # returns exactly the reference's rows, not just a superset that mentions them.
         if i not in by_index:
             continue
-        if _could_match(by_index[i], reference, gold):
-            got = probe.run(by_index[i])
-            if got is not None and got.rows and (
-                (reference is not None and same_rows(got, reference))
-                or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
-            ):
-                return i, _answer(f"answer correct in step {i} (its result equals the "
-                                  "reference's), final answer reformatted or changed")
-        if gold and reference is None:
-            # No reference to compare with: the verified answer's rows, one result row for
-            # each, every value among them (a column more, such as the date beside a value,
-            # still holds the answer; a longer listing does not).
-            got = probe.run(by_index[i])
-            cells = {str(v).lower() for row in (got.rows if got else ()) for v in row}
-            if got is not None and len(got.rows) == len(gold) \
-                    and all(v.lower() in cells for v in wanted):
-                return i, _answer(f"answer correct in step {i} (its result holds the verified "
-                                  "answer's rows), final answer reformatted or changed")
+        exact_possible = _could_match(by_index[i], reference, gold)
+        # Without a reference, a result with the verified answer's rows, one result row for
+        # each and every value among them, holds it too (a column more, such as the date
+        # beside a value, still holds the answer; a longer listing does not).
+        by_rows = bool(gold) and reference is None
+        if not (exact_possible or by_rows):
+            continue
+        got = probe.run(by_index[i])
+        if got is None or not got.rows:
+            continue
+        if exact_possible and (
+            (reference is not None and same_rows(got, reference))
+            or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
+        ):
+            return i, _answer(f"answer correct in step {i} (its result equals the "
+                              "reference's), final answer reformatted or changed")
+        cells = {str(v).lower() for row in got.rows for v in row}
+        if by_rows and len(got.rows) == len(gold or ()) and all(v.lower() in cells
+                                                               for v in wanted):
+            return i, _answer(f"answer correct in step {i} (its result holds the verified "
+                              "answer's rows), final answer reformatted or changed")
     if shape_only:
         return last, _answer("final answer has the reference's values in another shape")
     return None

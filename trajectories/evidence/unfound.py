@@ -1,13 +1,15 @@
-"""An answer exists, but every search the agent made for a term of the question found nothing.
+"""An answer exists, but every search the agent made for a term of the question found nothing,
+and the agent concluded there is none.
 
 Without a reference SQL there is no grounded name to compare with, but the trajectory itself
 shows the look-up failing: the agent searched the database for a term the question uses
-("COPD"), every search for it came back empty or failed, it never found the concept another way
-(no later search of that table returned anything), and it never reached the answer the task
-verifies. The term was not grounded to the database's own spelling of it ("chronic
+("COPD"), every search for it came back empty or failed, no search after the first one for it
+found anything (the agent never found the concept another way), and its final answer is that
+nothing exists. The term was not grounded to the database's own spelling of it ("chronic
 obstructive pulmonary disease"), which the taxonomy calls a Medical-Code Lookup Error; the
 first faulty step is the first action that searched for it (a search that failed on a wrong
-column has committed to the term all the same).
+column has committed to the term all the same). An agent that went on to answer from other
+rows misread something after its searches; that is left to the other rules.
 
 A search is a search tool's call (a table argument and a text to find) or SQL that matches a
 dictionary's text column (``d_icd_diagnoses.long_title LIKE '%copd%'``).
