@@ -87,6 +87,27 @@ def test_other_time_window_is_sql_logic_and_first_step_is_earliest() -> None:
     assert "time window 2100-12 vs reference 2100-11" in ev.reason
 
 
+def test_a_bound_on_a_count_is_not_a_value_of_the_counted_column() -> None:
+    parts = decompose("SELECT MIN(starttime) FROM prescriptions WHERE drug IN ('a', 'b') "
+                      "GROUP BY hadm_id HAVING COUNT(DISTINCT drug) = 2")
+    assert parts is not None
+    assert parts.codes == {("drug", "a"), ("drug", "b")}
+    assert not any(v == "2" for _, v in parts.codes | parts.filters)
+
+
+def test_the_step_is_where_the_primary_part_first_diverges() -> None:
+    """The final query's strongest divergence is a wrong code; an earlier exploring query that
+    shares only a weaker divergence (no LIMIT, like the final one) has not yet written it."""
+    ref = ("SELECT starttime FROM prescriptions WHERE subject_id = 7 "
+           "AND drug = 'quetiapine fumarate' ORDER BY starttime LIMIT 1")
+    exploring = sql("SELECT starttime FROM prescriptions WHERE subject_id = 7", "[('x',)]")
+    wrong = sql("SELECT starttime FROM prescriptions WHERE subject_id = 7 "
+                "AND drug = 'quetiapine'", "[]")
+    ev = find_divergence(traj([exploring, wrong], "none", ref=ref, gold=[["2100-01-01"]]))
+    assert ev.divergences[0].part == "codes" and "order_limit" in ev.to_dict()["parts"]
+    assert ev.step == 1
+
+
 def test_answer_seen_then_changed_is_answer_format() -> None:
     t = traj([sql(REF, obs="[(4,)]")], "four patients: 4.0 maybe 5", gold=[[4]])
     t2 = t.model_copy(update={"final_answer": "around five"})

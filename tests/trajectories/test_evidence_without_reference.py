@@ -97,22 +97,28 @@ def _asked(steps: list[Step], final: Any, question: str, gold: Any = DIAGNOSED) 
     return t.model_copy(update={"task": t.task.model_copy(update={"question": question})})
 
 
-def test_a_term_every_search_missed_is_a_lookup_error_at_the_first_search() -> None:
+def test_a_term_every_search_missed_is_a_lookup_error_where_the_agent_concluded() -> None:
     """The task has an answer, the agent searched for the question's term (first in a table
     without that column, then in the dictionary), found nothing, and answered that there is
-    none: the term was not grounded, at its first search. No database is needed."""
+    none: the term was not grounded, at the agent's message after its first search (a search
+    that finds nothing is a question asked, not yet an error). No database is needed."""
     steps = [
         _search("diagnoses_icd", "COPD", "Error: no such column: long_title", error=True),
         _search("d_icd_diagnoses", "COPD", "No values in d_icd_diagnoses.long_title contain "
                                            "'COPD'."),
     ]
     ev = find_divergence(_asked(steps, "There are no COPD diagnoses for this patient.", ASKED))
-    assert (ev.part, ev.category, ev.step) == ("lookup", CODE_LOOKUP, 0)
+    assert (ev.part, ev.category, ev.step) == ("lookup", CODE_LOOKUP, 2)
     assert "'copd'" in ev.reason and "steps 0, 1" in ev.reason
+    # A message between the searches is where the agent acted on the first one.
+    spoke = [steps[0], Step(kind=StepKind.MESSAGE, content="Let me try the dictionary."),
+             steps[1]]
+    ev = find_divergence(_asked(spoke, "There are no COPD diagnoses.", ASKED))
+    assert (ev.part, ev.step) == ("lookup", 1)
     # An SQL search of a dictionary counts as a search too.
     by_sql = [sql("SELECT icd_code FROM d_icd_diagnoses WHERE long_title LIKE '%COPD%'", "[]")]
     ev = find_divergence(_asked(by_sql, "No such diagnosis was found.", ASKED))
-    assert (ev.part, ev.step) == ("lookup", 0)
+    assert (ev.part, ev.step) == ("lookup", 1)
 
 
 def test_a_term_found_later_or_an_answer_given_is_left_to_other_rules() -> None:

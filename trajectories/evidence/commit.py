@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from trajectories import signals as sg
+from trajectories.evidence.grounding import is_agent_message
 from trajectories.evidence.parts import RefParts, decompose
-from trajectories.model import StepKind, Trajectory
+from trajectories.model import Trajectory
 
 # The dictionary an events table's codes are named in: searching it is reaching for the table.
 _DICTIONARY_OF = {"labevents": "d_labitems", "chartevents": "d_items", "inputevents": "d_items",
@@ -62,17 +63,12 @@ def first_writing(steps: Iterable[tuple[int, str]], values: set[tuple[str, str]]
     return None
 
 
-def _is_agent_message(trajectory: Trajectory, index: int) -> bool:
-    step = trajectory.steps[index]
-    return step.kind == StepKind.MESSAGE and (step.role or "assistant") == "assistant"
-
-
 def reported_steps(trajectory: Trajectory, steps: Iterable[tuple[int, str]]) -> list[int]:
     """SQL steps whose result the agent reports: the step right after is its own message (to
     the user or as its answer), so that message is read from this query's result."""
     n = len(trajectory.steps)
     return [i for i, _ in steps
-            if i + 1 < n and not trajectory.steps[i].error and _is_agent_message(trajectory, i + 1)]
+            if i + 1 < n and not trajectory.steps[i].error and is_agent_message(trajectory, i + 1)]
 
 
 def left_answer(trajectory: Trajectory, steps: list[tuple[int, str]], seen: int) -> int:
@@ -89,7 +85,7 @@ def left_answer(trajectory: Trajectory, steps: list[tuple[int, str]], seen: int)
         if step.error or (got and got != held):
             return i
     last_message = next((i for i in range(len(trajectory.steps) - 1, seen, -1)
-                         if _is_agent_message(trajectory, i)), None)
+                         if is_agent_message(trajectory, i)), None)
     return last_message if last_message is not None else seen
 
 

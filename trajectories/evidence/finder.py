@@ -357,7 +357,11 @@ def find_divergence(
     # merely missing does not: exploring queries lack filters without being an answer. So a
     # missing part is placed at the query that answers (the first step's guideline: the first
     # action that leaves the answer's path).
+    # The primary divergence (strongest first) is the one whose first appearance counts: an
+    # exploring query that also lacks the LIMIT has not yet written the wrong code.
     kinds = {d.part for d in final_div if not _absent(d)}
+    if not _absent(final_div[0]):
+        kinds = {final_div[0].part}
     first = last_i
     sql_at = dict(steps)
     for i, sql in steps:

@@ -103,11 +103,7 @@ def ungrounded_search(trajectory: Trajectory, ref: RefParts) -> tuple[int, Diver
         return None
     steps = ", ".join(str(v.index) for v in searches[:4])
     name = sorted(names)[0]
-    # A search that finds nothing is not yet wrong; concluding from it is: the agent's first
-    # message after its searches (giving up, or answering without the term), else the first
-    # search when it never spoke after them.
-    concluded = next((i for i in range(searches[0].index + 1, len(trajectory.steps))
-                      if _agent_message(trajectory, i)), searches[0].index)
+    concluded = concluded_from(trajectory, searches[0].index)
     return concluded, Divergence(
         "lookup", f"the reference grounds {name!r}; the agent's searches (steps {steps}) never "
                   "found it and no query used it", sg.CODE_LOOKUP, 0.0)
@@ -205,6 +201,15 @@ def coded_value_reason(col: str, value: str, word: str) -> str:
             "no query of the agent wrote it: the term is not grounded")
 
 
-def _agent_message(trajectory: Trajectory, index: int) -> bool:
+def concluded_from(trajectory: Trajectory, search: int) -> int:
+    """Where the agent acted on a look-up that found nothing: a search that finds nothing is a
+    question asked, not yet an error; concluding from it is. The agent's first message after
+    the search (giving up, or answering without the term), else the search itself when the
+    agent never spoke after it."""
+    return next((i for i in range(search + 1, len(trajectory.steps))
+                 if is_agent_message(trajectory, i)), search)
+
+
+def is_agent_message(trajectory: Trajectory, index: int) -> bool:
     step = trajectory.steps[index]
     return step.kind == StepKind.MESSAGE and (step.role or "assistant") == "assistant"

@@ -107,6 +107,9 @@ def _literal_pairs(nodes: list[exp.Expr]) -> list[tuple[str, str]]:
         if any(isinstance(side, (exp.Subquery, exp.Select))
                for side in (node.args.get("this"), node.args.get("expression"))):
             continue  # x = (SELECT ...): likewise; the inner literal is not a value of x
+        if any(isinstance(side, exp.Expr) and side.find(exp.AggFunc) is not None
+               for side in (node.args.get("this"), node.args.get("expression"))):
+            continue  # HAVING COUNT(DISTINCT drug) = 2 bounds a count, not a value of drug
         col = node.find(exp.Column)
         name = col.name.lower() if col is not None else ""
         # `=`, IN and the bounds compare values exactly (`gender = 'F'` finds nothing where the

@@ -6,9 +6,10 @@ shows the look-up failing: the agent searched the database for a term the questi
 ("COPD"), every search for it came back empty or failed, no search after the first one for it
 found anything (the agent never found the concept another way), and its final answer is that
 nothing exists. The term was not grounded to the database's own spelling of it ("chronic
-obstructive pulmonary disease"), which the taxonomy calls a Medical-Code Lookup Error; the
-first faulty step is the first action that searched for it (a search that failed on a wrong
-column has committed to the term all the same). An agent that went on to answer from other
+obstructive pulmonary disease"), which the taxonomy calls a Medical-Code Lookup Error. The
+first faulty step is where the agent concluded from its first search for it (its next message),
+as with a reference SQL (:func:`trajectories.evidence.grounding.concluded_from`): a search that
+finds nothing is a question asked, not yet an error. An agent that went on to answer from other
 rows misread something after its searches; that is left to the other rules.
 
 A search is a search tool's call (a table argument and a text to find) or SQL that matches a
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 
 from trajectories import signals as sg
-from trajectories.evidence.grounding import TEXT_CODE_COLS, is_dictionary_sql
+from trajectories.evidence.grounding import TEXT_CODE_COLS, concluded_from, is_dictionary_sql
 from trajectories.evidence.noref import has_answer
 from trajectories.evidence.parts import Divergence, decompose
 from trajectories.model import Trajectory
@@ -71,10 +72,10 @@ def _says_there_is_none(trajectory: Trajectory) -> bool:
 
 
 def unfound_term(trajectory: Trajectory) -> tuple[int, Divergence] | None:
-    """(first search for the term, divergence) when the task has an answer, the agent answered
-    that there is none, every search for a term of the question found nothing and no search
-    after the first one for it found anything; None otherwise. Uncalibrated (the finder gives the
-    part's category and confidence)."""
+    """(where the agent concluded from its first search for the term, divergence) when the
+    task has an answer, the agent answered that there is none, every search for a term of the
+    question found nothing and no search after the first one for it found anything; None
+    otherwise. Uncalibrated (the finder gives the part's category and confidence)."""
     if not has_answer(trajectory) or not _says_there_is_none(trajectory):
         return None
     question = str(trajectory.task.question or "").lower()
@@ -95,7 +96,7 @@ def unfound_term(trajectory: Trajectory) -> tuple[int, Divergence] | None:
                    for v, _ in searches):
                 continue  # a later search found something: the agent went on from there
             where = ", ".join(str(v.index) for v in for_it[:4])
-            return view.index, Divergence(
+            return concluded_from(trajectory, view.index), Divergence(
                 "lookup", f"the task has an answer, but every search for {term!r} (a term of "
                           f"the question; steps {where}) found nothing and the agent never "
                           "found it another way: the term was not grounded to the database's "
