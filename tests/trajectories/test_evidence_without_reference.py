@@ -155,3 +155,16 @@ def test_a_result_with_the_answers_rows_and_a_column_more_holds_the_answer(ehr: 
                   "[('2100-01-02', 'albuterol'), ('2100-01-03', 'heparin')]")
     ev = find_divergence(traj([listing], "heparin", ref=None, gold=LAST_INHALED), ehr)
     assert ev.part != "answer"
+
+
+def test_an_executed_number_holds_the_answer_as_the_answer_is_read(ehr: Path) -> None:
+    """The verified answer is read to two decimals (3.38); a result that computes 3.3826 beside
+    the two times it came from holds it, and the later rounding to 3 left it."""
+    span = "julianday('2100-01-03 10:00') - julianday('2100-01-03 01:49')"
+    held = sql(f"SELECT starttime, drug, {span} FROM prescriptions WHERE subject_id = 2",
+               "[('2100-02-01', 'albuterol', 0.340972)]")
+    rounded = sql(f"SELECT CAST({span} AS INTEGER) FROM prescriptions WHERE subject_id = 2",
+                  "[(0,)]")
+    ev = find_divergence(traj([held, rounded], [[0]], ref=None, gold=[[0.3409722222]]), ehr)
+    assert ev.part == "answer" and ev.step == 1
+    assert "step 0 (its result holds the verified answer's rows)" in ev.reason

@@ -76,7 +76,8 @@ def answer_step(
         ):
             return i, _answer(f"answer correct in step {i} (its result equals the "
                               "reference's), final answer reformatted or changed")
-        cells = {str(v).lower() for row in got.rows for v in row}
+        # Read as the verified answer is (numbers to two decimals): 3.382638 holds 3.38.
+        cells = {v.lower() for row in as_table(list(got.rows)) or [] for v in row}
         if by_rows and len(got.rows) == len(gold or ()) and all(v.lower() in cells
                                                                for v in wanted):
             return i, _answer(f"answer correct in step {i} (its result holds the verified "
