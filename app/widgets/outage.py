@@ -21,15 +21,24 @@ from trajectories.parts import WorkspaceError
 
 #: The back-off of the retries while the annotation database is down (its last delay, s).
 STORE_RETRY_KEY = "store_retry_delay_s"
+#: The longest wait between two retries. A person sees the page back at most this long after
+#: what was down answers again (with 15 s, keys in the half minute after an outage were the
+#: soak's slowest); a retry is one connection attempt per open page, cheap at any team size.
+RETRY_CAP_S = 4.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def next_retry_delay(previous: float | None) -> float:
+    """1, 2, 4, 4 ... s: doubling from one second up to :data:`RETRY_CAP_S`."""
+    return min(RETRY_CAP_S, float(previous or 0.5) * 2)
+
+
 def retry_later(message: str) -> None:
     """One message on every page, whatever it was reading; the page runs again with back-off
-    (1, 2, 4 ... 15 s) until what is down answers, and then says it is back."""
-    delay = min(15.0, float(st.session_state.get(STORE_RETRY_KEY) or 0.5) * 2)
+    (:func:`next_retry_delay`) until what is down answers, and then says it is back."""
+    delay = next_retry_delay(st.session_state.get(STORE_RETRY_KEY))
     st.session_state[STORE_RETRY_KEY] = delay
     st.error(f"{message}; retrying in {delay:.0f} s…", icon=":material/cloud_off:")
     time.sleep(delay)

@@ -36,6 +36,18 @@ def test_an_outage_in_a_fragment_retries_the_page_instead_of_an_error_box() -> N
     assert "retry delay 1.0" in shown  # the page's back-off, not Streamlit's error box
 
 
+def test_the_back_off_doubles_up_to_a_few_seconds() -> None:
+    from faillab.app.widgets.outage import RETRY_CAP_S, next_retry_delay
+
+    delays, last = [], None
+    for _ in range(6):
+        last = next_retry_delay(last)
+        delays.append(last)
+    # Back within seconds of the store answering, not a quarter of a minute later.
+    assert delays == [1.0, 2.0, RETRY_CAP_S, RETRY_CAP_S, RETRY_CAP_S, RETRY_CAP_S] == \
+        [1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
+
+
 class _Users:
     def __init__(self, err: StoreError) -> None:
         self.err = err
