@@ -303,8 +303,10 @@ def test_late_steps_are_drawn_and_open(viewer_server: tuple[StreamlitServer, Wor
     expect(page.get_by_role("button", name=re.compile(r"^Re-run step \d+"))).to_have_count(31)
     page.get_by_role("button", name="Re-run step 30", exact=True).click()
     wait_idle(page)
-    # No table t30 in the EHR: the re-run's error, named as the re-run's and the step's.
-    expect(page.get_by_text(re.compile(r"^Re-run error \(step 30\):"))).to_be_visible()
+    # No table t30 in the EHR: the re-run's error, named as the re-run's and the step's. The
+    # re-run starts a sandbox worker first, which on a loaded machine can take seconds.
+    expect(page.get_by_text(re.compile(r"^Re-run error \(step 30\):"))).to_be_visible(
+        timeout=20_000)
     # The long result of the last step is collapsed; opening it shows its rows.
     opener = pane.get_by_text(re.compile(r"^Observation \([\d,]+ characters\)$"))
     opener.scroll_into_view_if_needed()
