@@ -4,22 +4,49 @@ Playwright waits and clicks. Test modules import them from here; conftest.py hol
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page
 
 from faillab.app.auth import IDENTITY_COOKIE
+from faillab_core.settings import Settings
+from labeling.queue import failed_frame
+from labeling.store import Store, open_store
 from tests.support import REPO, wait_for_health
+from trajectories.workspace import Workspace
 
 CHROMIUM = os.environ.get("FAILLAB_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts" / "screenshots"
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run",
                "--disable-dev-shm-usage"]
+
+
+#: A server in local mode on the workspace's own SQLite store: a typed name signs in.
+LOCAL_MODE = {"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""}
+
+
+def demo_with_people(demo_workspace: Path, folder: Path, people: Mapping[str, str]
+                     ) -> tuple[Path, Store]:
+    """A copy of the demo workspace in ``folder`` and its store, with ``people`` (name -> role)
+    added: what a test changes stays in its copy."""
+    root = folder / "ws"
+    shutil.copytree(demo_workspace, root)
+    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
+    for name, role in people.items():
+        store.users.add(name, role)
+    return root, store
+
+
+def failed_ids(root: Path, n: int) -> list[str]:
+    """The first ``n`` failures of the workspace, in the queue's order."""
+    return [str(t) for t in failed_frame(Workspace(root))["id"].iloc[:n]]
 
 
 def free_port() -> int:

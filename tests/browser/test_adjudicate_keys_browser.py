@@ -5,19 +5,22 @@ reason box and Enter saves the decision."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from faillab_core.settings import Settings
-from labeling.queue import failed_frame
-from labeling.store import Store, open_store
+from labeling.store import Store
 from taxonomy import default_taxonomy
-from tests.browser.support import StreamlitServer, local_sign_in, screenshot
-from trajectories.workspace import Workspace
+from tests.browser.support import (
+    LOCAL_MODE,
+    StreamlitServer,
+    demo_with_people,
+    failed_ids,
+    local_sign_in,
+    screenshot,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -27,18 +30,15 @@ VIEWPORT = {"width": 1280, "height": 800}
 @pytest.fixture(scope="module")
 def disputed(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
              ) -> Iterator[tuple[StreamlitServer, Store, str]]:
-    root = tmp_path_factory.mktemp("adjkeys") / "ws"
-    shutil.copytree(demo_workspace, root)
-    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
-    for name, role in (("ana", "annotator"), ("ben", "annotator"), ("lee", "lead")):
-        store.users.add(name, role)
-    tid = str(failed_frame(Workspace(root))["id"].iloc[0])
+    root, store = demo_with_people(demo_workspace, tmp_path_factory.mktemp("adjkeys"),
+                                   {"ana": "annotator", "ben": "annotator", "lee": "lead"})
+    tid = failed_ids(root, 1)[0]
     version = default_taxonomy().version
     store.labels.add(tid, "sql_logic_error", annotator="ana", taxonomy_version=version,
                      note="ANA: the join is wrong")
     store.labels.add(tid, "semantic_misunderstanding", annotator="ben", taxonomy_version=version,
                      first_error_step=1, note="BEN: misread the question")
-    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    server = StreamlitServer(root, env=LOCAL_MODE)
     try:
         yield server, store, tid
     finally:

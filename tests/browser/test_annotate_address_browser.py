@@ -5,7 +5,6 @@ puts first by then."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +12,15 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from faillab.app.widgets.label_form import ITEM_PARAM
-from faillab_core.settings import Settings
-from labeling.queue import failed_frame
-from labeling.store import Store, open_store
-from tests.browser.support import StreamlitServer, local_sign_in, wait_idle
-from trajectories.workspace import Workspace
+from labeling.store import Store
+from tests.browser.support import (
+    LOCAL_MODE,
+    StreamlitServer,
+    demo_with_people,
+    failed_ids,
+    local_sign_in,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -25,13 +28,11 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def setup(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
           ) -> Iterator[tuple[StreamlitServer, Store, list[str]]]:
-    root = tmp_path_factory.mktemp("address") / "ws"
-    shutil.copytree(demo_workspace, root)
-    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
-    store.users.add("ana", "annotator")
-    ids = [str(t) for t in failed_frame(Workspace(root))["id"].iloc[:3]]
+    root, store = demo_with_people(demo_workspace, tmp_path_factory.mktemp("address"),
+                                   {"ana": "annotator"})
+    ids = failed_ids(root, 3)
     store.queues.assign(ids, ["ana"], overlap=1, double_share=0.0)
-    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    server = StreamlitServer(root, env=LOCAL_MODE)
     try:
         yield server, store, ids
     finally:

@@ -5,18 +5,22 @@ under the cursor, and the Agreement page then reports step agreement as a number
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from faillab_core.settings import Settings
-from labeling.queue import failed_frame
-from labeling.store import Store, open_store
-from tests.browser.support import StreamlitServer, local_sign_in, screenshot, wait_idle
-from trajectories.workspace import Workspace
+from labeling.store import Store
+from tests.browser.support import (
+    LOCAL_MODE,
+    StreamlitServer,
+    demo_with_people,
+    failed_ids,
+    local_sign_in,
+    screenshot,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -27,15 +31,11 @@ VIEWPORT = {"width": 1280, "height": 800}
 @pytest.fixture(scope="module")
 def shared_items(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
                  ) -> Iterator[tuple[StreamlitServer, Store, list[str]]]:
-    root = tmp_path_factory.mktemp("stepkeys") / "ws"
-    shutil.copytree(demo_workspace, root)
-    store = open_store(Settings.from_env({}, workspace=root).annotations_url())
-    for name in ("ada", "bob"):
-        store.users.add(name, "annotator")
-    store.users.add("lee", "lead")
-    items = [str(t) for t in failed_frame(Workspace(root))["id"][:ITEMS]]
+    root, store = demo_with_people(demo_workspace, tmp_path_factory.mktemp("stepkeys"),
+                                   {"ada": "annotator", "bob": "annotator", "lee": "lead"})
+    items = failed_ids(root, ITEMS)
     store.queues.assign(items, ["ada", "bob"], overlap=2, double_share=1.0)
-    server = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    server = StreamlitServer(root, env=LOCAL_MODE)
     try:
         yield server, store, items
     finally:

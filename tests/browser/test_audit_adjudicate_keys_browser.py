@@ -5,7 +5,6 @@ no reason asked (one key a decision, where four clicks were needed)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,14 @@ from playwright.sync_api import Browser, expect
 from faillab_core.settings import Settings
 from labeling.audit import candidate_pool, create_audit, plan_audit
 from labeling.store import open_store
-from tests.browser.support import StreamlitServer, cut_controls, local_sign_in, wait_idle
+from tests.browser.support import (
+    LOCAL_MODE,
+    StreamlitServer,
+    cut_controls,
+    demo_with_people,
+    local_sign_in,
+    wait_idle,
+)
 from trajectories.workspace import Workspace
 
 pytestmark = pytest.mark.browser
@@ -24,13 +30,9 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
            ) -> Iterator[tuple[StreamlitServer, str, list[str]]]:
-    root = tmp_path_factory.mktemp("audit_adj_keys") / "ws"
-    shutil.copytree(demo_workspace, root)
-    url = Settings.from_env({"FAILLAB_WORKSPACE": str(root)}).annotations_url()
-    store = open_store(url)
-    store.users.add("ana")
-    store.users.add("ben")
-    store.users.add("lea", "lead")
+    root, store = demo_with_people(demo_workspace, tmp_path_factory.mktemp("audit_adj_keys"),
+                                   {"ana": "annotator", "ben": "annotator", "lea": "lead"})
+    url = Settings.from_env({}, workspace=root).annotations_url()
     plan = plan_audit(candidate_pool(Workspace(root), ["sim-small/t0.0"]), n=4, seed=0)
     create_audit(store, plan, name="keys-audit", annotators=["ana", "ben"])
     tids = [c.task_id for c in plan.items]
@@ -38,7 +40,7 @@ def server(demo_workspace: Path, tmp_path_factory: pytest.TempPathFactory,
         store.audits.record_judgment("keys-audit", tid, "ana", True)
         store.audits.record_judgment("keys-audit", tid, "ben", False, reason=reason)
     store.close()
-    running = StreamlitServer(root, env={"FAILLAB_AUTH": "none", "FAILLAB_DATABASE_URL": ""})
+    running = StreamlitServer(root, env=LOCAL_MODE)
     try:
         yield running, url, tids
     finally:
