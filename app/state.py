@@ -299,6 +299,13 @@ def trajectory_frame(source: str, ws: Workspace | None = None) -> pd.DataFrame:
     return _frame_cached(root, signature, source)
 
 
+def contextless_here() -> None:
+    """Mark the calling server thread as one that reads caches outside any script run (the
+    first screen's reads, ``app/first_screen.py``): its "missing ScriptRunContext" warning is
+    filtered as the warm-up threads' is."""
+    _CONTEXTLESS.add(threading.current_thread().name)
+
+
 def _quietly(work: Callable[[], object]) -> Callable[[], None]:
     """``work`` for a warm-up thread: a failure only means the page computes it itself."""
 

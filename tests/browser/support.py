@@ -63,7 +63,8 @@ class StreamlitServer:
         log = workspace.parent / f"streamlit-{self.port}.log"
         self._log = open(log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(REPO / "app" / "main.py"),
+            # Started as ``faillab serve`` starts it (metrics closed, the first screen added).
+            [sys.executable, "-m", "faillab.app.serve", "run", str(REPO / "app" / "main.py"),
              "--server.port", str(self.port), "--server.headless", "true",
              "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
             cwd=REPO, env={**os.environ, "FAILLAB_WORKSPACE": str(workspace), **(env or {})},
