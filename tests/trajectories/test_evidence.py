@@ -14,7 +14,7 @@ from tests.labeling.support import sqlite_ehr
 from trajectories.evidence import CALIBRATION, Probe, decompose, find_divergence
 from trajectories.evidence.finder import MEASURED_PARTS
 from trajectories.model import Outcome, Run, Step, StepKind, Task, Trajectory
-from trajectories.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC
+from trajectories.signals import ANSWER_FORMAT, CODE_LOOKUP, SEMANTIC, SQL_LOGIC, STUCK_IN_LOOP
 
 REF = (
     "SELECT COUNT(DISTINCT l.subject_id) FROM labevents l WHERE l.itemid = 50820 "
@@ -115,6 +115,62 @@ def test_answer_seen_then_changed_is_answer_format() -> None:
     assert ev.category == ANSWER_FORMAT
     assert ev.step == 1  # step 0 held the answer; the message that gave another one left it
     assert "answer correct in step 0" in ev.reason
+
+
+def test_an_answer_reached_again_was_lost_after_the_last_time() -> None:
+    """The answer held at step 0, a follow-up query in between, the same result again at step
+    2: the detour came back, so the step that lost the answer is the query after step 2."""
+    detour = sql("SELECT COUNT(*) FROM admissions", "[(17,)]")
+    again = sql(REF + " ", obs="[(4,)]")
+    final = sql("SELECT subject_id FROM labevents WHERE itemid = 50820", "[(10001,)]")
+    t = traj([sql(REF, obs="[(4,)]"), detour, again, final], "10001", gold=[[4]])
+    ev = find_divergence(t)
+    assert ev.step == 3
+    assert "answer correct in step 0" in " ".join(d.reason for d in ev.divergences)
+    # Never reached again: the first query that left it is the step, as before.
+    once = traj([sql(REF, obs="[(4,)]"), detour, final], "10001", gold=[[4]])
+    assert find_divergence(once).step == 1
+
+
+def test_a_result_right_by_chance_does_not_clear_its_query() -> None:
+    """Step 0 writes the wrong drug name (the database has 'quetiapine fumarate') yet returns
+    the answer, by chance; the follow-up query with the same wrong name loses it. The error was
+    written at step 0. A pattern that takes in the reference's value chose the right rows on
+    purpose: there the step is where the answer was left, as before."""
+    ref = "SELECT starttime FROM prescriptions WHERE drug = 'quetiapine fumarate'"
+    gold = [["2100-01-23 10:00:00"]]
+    obs = "[('2100-01-23 10:00:00',)]"
+    chance = sql("SELECT starttime FROM prescriptions WHERE drug = 'quetiapine'", obs)
+    later = sql("SELECT starttime FROM prescriptions WHERE drug = 'quetiapine' "
+                "AND hadm_id = 7", "[]")
+    ev = find_divergence(traj([chance, later], "none", ref=ref, gold=gold))
+    assert ev.step == 0 and ev.category == CODE_LOOKUP
+    pattern = sql("SELECT starttime FROM prescriptions WHERE drug LIKE '%Quetiapine%'", obs)
+    wider = sql("SELECT starttime FROM prescriptions WHERE drug LIKE '%Quetiapine%' "
+                "AND hadm_id = 7", "[]")
+    assert find_divergence(traj([pattern, wider], "none", ref=ref, gold=gold)).step == 1
+
+
+def _conversation(replies: list[str], *, tail: list[Step] | None = None) -> Trajectory:
+    """The answer held at step 0, then the user pressing and the agent replying."""
+    steps: list[Step] = [sql(REF, obs="[(4,)]")]
+    for reply in replies:
+        steps.append(Step(kind=StepKind.MESSAGE, role="user", content="Can you confirm?"))
+        steps.append(Step(kind=StepKind.MESSAGE, role="assistant", content=reply))
+    t = traj([*steps, *(tail or [])], "4", gold=[[4]])
+    return t.model_copy(update={"steps": t.steps[:-1]})  # the last reply is the final one
+
+
+def test_the_same_reply_until_the_end_is_a_loop_from_its_first() -> None:
+    same = "I have already provided the answer."
+    ev = find_divergence(_conversation(["It is 4.", same, same.upper(), f"  {same} "]))
+    assert ev.category == STUCK_IN_LOOP
+    assert ev.step == 4  # the first of the three repeated replies
+    assert "the same reply given 3 times from step 4" in ev.reason
+    # Twice is not a loop; a new action after the replies means they were not the end.
+    assert find_divergence(_conversation(["It is 4.", same, same])).category != STUCK_IN_LOOP
+    acted = _conversation([same, same, same], tail=[sql("SELECT 1 FROM patients", "[(1,)]")])
+    assert find_divergence(acted).category != STUCK_IN_LOOP
 
 
 def test_other_tables_are_semantic() -> None:

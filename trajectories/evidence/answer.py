@@ -9,6 +9,8 @@ they return (their divergences carry no category of their own).
 
 from __future__ import annotations
 
+import re
+
 from trajectories import signals as sg
 from trajectories.evidence.parts import Divergence, RefParts, compare, decompose
 from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
@@ -123,6 +125,34 @@ def lost_by(steps: list[tuple[int, str]], seen: int, ref_sql: str | None) -> Div
         return Divergence("aggregations", "DISTINCT dropped: the last query repeats rows the "
                                           "reference removes", sg.SQL_LOGIC, 0.0)
     return None
+
+
+def right_by_chance(steps: list[tuple[int, str]], seen: int, ref_sql: str | None,
+                    lost: Divergence) -> bool:
+    """Whether the query at step ``seen``, whose result held the answer, already carries what
+    later lost it (the same divergence from the reference): its result was right by chance,
+    so the error was written there, not where the answer was left."""
+    ref = decompose(ref_sql)
+    held = decompose(dict(steps).get(seen))
+    if ref is None or held is None:
+        return False
+    if not any(d.part == lost.part and d.reason == lost.reason for d in compare(ref, held)):
+        return False
+    # A pattern that takes in the reference's value (LIKE '%x%' for x) chose the right rows
+    # on purpose: only a value the reference's is not was right by chance.
+    return any(not any(col == c and _covers(v, value) for c, v in held.codes)
+               for col, value in ref.codes - held.codes)
+
+
+def _covers(pattern: str, value: str) -> bool:
+    """Whether SQL ``LIKE pattern`` (ASCII case ignored, as SQLite and DuckDB's ILIKE do)
+    takes in ``value``."""
+    if pattern == value:
+        return True
+    if "%" not in pattern and "_" not in pattern:
+        return False
+    regex = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.fullmatch(regex, value, flags=re.IGNORECASE | re.DOTALL) is not None
 
 
 def first_in_another_shape(

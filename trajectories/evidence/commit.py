@@ -72,21 +72,27 @@ def reported_steps(trajectory: Trajectory, steps: Iterable[tuple[int, str]]) -> 
 
 
 def left_answer(trajectory: Trajectory, steps: list[tuple[int, str]], seen: int) -> int:
-    """The first action after step ``seen`` (whose result held the answer) that leaves it: a
+    """The first action after step ``seen`` (whose result held the answer), or after the last
+    later query that returned the same result again, that leaves it: a
     later query with another result, or one that fails (an errored query is already a step off
     the answer's path, whatever the agent does next), else the agent's last message (the
     answer it gave)."""
     held = " ".join((trajectory.steps[seen].observation or "").split())
+    # An answer reached again (a later query returned the same result) was not lost in
+    # between: what went astray there came back. It was lost after the last time it was held.
+    again = max((i for i, _sql in steps if held and i > seen and not trajectory.steps[i].error
+                 and " ".join((trajectory.steps[i].observation or "").split()) == held),
+                default=seen)
     for i, _sql in steps:
-        if i <= seen:
+        if i <= again:
             continue
         step = trajectory.steps[i]
         got = " ".join((step.observation or "").split())
         if step.error or (got and got != held):
             return i
-    last_message = next((i for i in range(len(trajectory.steps) - 1, seen, -1)
+    last_message = next((i for i in range(len(trajectory.steps) - 1, again, -1)
                          if is_agent_message(trajectory, i)), None)
-    return last_message if last_message is not None else seen
+    return last_message if last_message is not None else again
 
 
 def first_reaching(trajectory: Trajectory, tables: set[str], before: int) -> int | None:

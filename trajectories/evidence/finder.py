@@ -28,14 +28,18 @@ in which that part went with that category (see docs/evidence.md for how it was 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trajectories import signals as sg
-from trajectories.evidence.answer import answer_step, first_in_another_shape, lost_by
+from trajectories.evidence.answer import (
+    answer_step,
+    first_in_another_shape,
+    lost_by,
+    right_by_chance,
+)
 from trajectories.evidence.codes import earlier_wrong_code, with_lookups
 from trajectories.evidence.commit import (
     diverging_values,
@@ -54,6 +58,7 @@ from trajectories.evidence.grounding import (
     unknown_value,
     value_reason,
 )
+from trajectories.evidence.loops import repeated_query, repeated_reply
 from trajectories.evidence.noref import (
     absent_terms,
     answering_step,
@@ -117,7 +122,6 @@ UNMEASURED_PARTS = frozenset({_P.GROUP_BY, _P.ORDER_LIMIT, _P.UNQUERIED})
 MEASURED_PARTS = frozenset(CALIBRATION) - UNMEASURED_PARTS
 # Which part decides when several differ: the enum's order, the most specific evidence first.
 _ORDER: tuple[str, ...] = tuple(EvidencePart)
-_LOOP_MIN_RUNS = 3
 _RE_SCOPE = re.compile(r"NameError|is not defined|UnboundLocalError", re.I)
 _ROW_TEXT = 160
 
@@ -189,21 +193,6 @@ def _sql_steps(trajectory: Trajectory) -> list[tuple[int, str]]:
     return [(v.index, v.sql) for v in sg.action_views(trajectory) if v.sql]
 
 
-def _norm_sql(sql: str) -> str:
-    return " ".join(sql.replace(";", " ").split()).lower()
-
-
-def _loop(trajectory: Trajectory, steps: list[tuple[int, str]]) -> Divergence | None:
-    counts = Counter(_norm_sql(sql) for _, sql in steps)
-    if not counts:
-        return None
-    query, n = counts.most_common(1)[0]
-    if n < _LOOP_MIN_RUNS or has_final_answer(trajectory.final_answer):
-        return None
-    first = next(i for i, sql in steps if _norm_sql(sql) == query)
-    return _div("loop", f"same query run {n} times from step {first} without a new result")
-
-
 def _scope(trajectory: Trajectory) -> tuple[int, Divergence] | None:
     for i, step in enumerate(trajectory.steps):
         if step.kind != StepKind.PYTHON or not step.observation:
@@ -238,10 +227,9 @@ def find_divergence(
     if reference is not None:
         rows.append("reference result: " + reference.text(_ROW_TEXT))
 
-    looped = _loop(trajectory, steps)
+    looped = repeated_query(trajectory, steps)
     if looped is not None:
-        first = int(looped.reason.split("from step ")[1].split()[0])
-        return _evidence(trajectory, first, [looped], rows, executed)
+        return _evidence(trajectory, looped[0], [_div("loop", looped[1].reason)], rows, executed)
     scoped = _scope(trajectory)
     if scoped is not None:
         return _evidence(trajectory, scoped[0], [scoped[1]], rows, executed)
@@ -252,6 +240,10 @@ def find_divergence(
         held = _div(seen[1].part, seen[1].reason)
         if not held.reason.startswith("answer correct in step"):
             return _evidence(trajectory, seen[0], [held], rows, executed)
+        replied = repeated_reply(trajectory, seen[0])
+        if replied is not None:  # right, then the same reply until the turns ran out
+            return _evidence(trajectory, replied[0], [_div("loop", replied[1].reason), held],
+                             rows, executed, seen[0])
         # The step that held the answer did nothing wrong: the fault is where it was left.
         left = left_answer(trajectory, steps, seen[0])
         # Without a reference SQL, the query whose rows were the answer is the reference the
@@ -259,9 +251,11 @@ def find_divergence(
         lost = lost_by(steps, seen[0], ref_sql or dict(steps).get(seen[0]))
         if lost is not None:
             # A later query chose other rows: the values went wrong, not their rendering
-            # (the taxonomy: label the step that made them wrong).
-            return _evidence(trajectory, left, [_div(lost.part, lost.reason), held], rows,
-                             executed, seen[0])
+            # (the taxonomy: label the step that made them wrong), unless the query that held
+            # the answer already had that fault and matched by chance.
+            chance = bool(ref_sql) and right_by_chance(steps, seen[0], ref_sql, lost)
+            return _evidence(trajectory, seen[0] if chance else left,
+                             [_div(lost.part, lost.reason), held], rows, executed, seen[0])
         return _evidence(trajectory, left, [held], rows, executed,
                          seen[0] if left != seen[0] else None)
 
