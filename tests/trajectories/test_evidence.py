@@ -173,6 +173,22 @@ def test_the_same_reply_until_the_end_is_a_loop_from_its_first() -> None:
     assert find_divergence(acted).category != STUCK_IN_LOOP
 
 
+def test_a_loop_starts_at_the_first_attempt_that_got_the_same_error() -> None:
+    """Step 1 differs from the repeated query by one condition and got the same error (the
+    driver quotes each query after the error, so the texts differ only there): it is the
+    loop's first attempt. Step 0 got another error: it is before the loop."""
+    def failing(code: str, column: str) -> Step:
+        return sql(code, f"Error: no such column: {column} [SQL: {code}]", error=True)
+
+    repeated = "SELECT charttime FROM procedures_icd p JOIN d_icd_procedures d ON p.x = d.y"
+    steps = [failing(repeated + " WHERE p.q = 1", "p.q"),
+             failing(repeated + " AND 1 = 1", "d.y"),
+             *[failing(repeated, "d.y") for _ in range(3)]]
+    ev = find_divergence(traj(steps, None))
+    assert ev.category == STUCK_IN_LOOP
+    assert ev.step == 1
+
+
 def test_other_tables_are_semantic() -> None:
     t = traj([sql("SELECT COUNT(*) FROM chartevents WHERE itemid = 50820")], 9)
     ev = find_divergence(t)

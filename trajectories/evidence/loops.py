@@ -1,7 +1,9 @@
 """Loops: the same plan repeated without revision (the taxonomy's Stuck-in-Loop).
 
 - **The same query run again and again**: one query (its text, case and spacing aside) run at
-  least ``LOOP_MIN_RUNS`` times, and no final answer; the loop starts at its first run.
+  least ``LOOP_MIN_RUNS`` times, and no final answer; the loop starts at its first run, or at
+  the first of the attempts right before it that got the very same result (a near-identical
+  query: only a literal or a condition changed, the same error came back).
 - **The same reply again and again**: after the agent held the answer, it gave the same reply
   at least ``LOOP_MIN_RUNS`` times in a row, with only the user's turns between them and no
   action of its own, until the conversation ended. The answer was right; repeating itself
@@ -12,6 +14,7 @@ Both return uncalibrated divergences: the finder gives the part its category and
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from trajectories.evidence.grounding import is_agent_message
@@ -19,12 +22,20 @@ from trajectories.evidence.parts import Divergence
 from trajectories.model import StepKind, Trajectory
 from trajectories.signals import STUCK_IN_LOOP, has_final_answer
 
+_RE_QUOTED_SQL = re.compile(r"\[SQL:.*", re.DOTALL)
 #: Repeats that make a loop (the taxonomy: "three or more near-identical actions").
 LOOP_MIN_RUNS = 3
 
 
 def _norm(text: str) -> str:
     return " ".join(text.replace(";", " ").split()).lower()
+
+
+def _result(trajectory: Trajectory, index: int) -> str:
+    """A step's result for comparing attempts: an error without the query text that drivers
+    quote after it (``[SQL: ...]``), so two queries with the same error read the same."""
+    text = trajectory.steps[index].observation or ""
+    return _norm(_RE_QUOTED_SQL.sub("", text))
 
 
 def repeated_query(trajectory: Trajectory, steps: list[tuple[int, str]]
@@ -37,7 +48,13 @@ def repeated_query(trajectory: Trajectory, steps: list[tuple[int, str]]
     query, n = counts.most_common(1)[0]
     if n < LOOP_MIN_RUNS or has_final_answer(trajectory.final_answer):
         return None
-    first = next(i for i, sql in steps if _norm(sql) == query)
+    at = next(k for k, (_, sql) in enumerate(steps) if _norm(sql) == query)
+    # Near-identical attempts just before it that got the very same result (the same error,
+    # the same rows) are the loop's start: only a literal or a condition changed.
+    result = _result(trajectory, steps[at][0])
+    while at > 0 and result and _result(trajectory, steps[at - 1][0]) == result:
+        at -= 1
+    first = steps[at][0]
     return first, Divergence("loop", f"same query run {n} times from step {first} without a "
                                      "new result", STUCK_IN_LOOP, 0.0)
 
