@@ -189,6 +189,19 @@ def test_a_loop_starts_at_the_first_attempt_that_got_the_same_error() -> None:
     assert ev.step == 1
 
 
+def test_a_last_query_that_fails_after_the_answer_was_held_is_sql_logic() -> None:
+    """The taxonomy: a final query that fails to execute is a SQL Logic Error. The answer was
+    held at step 0; the last query (what was scored) fails at step 1."""
+    broken = sql("SELECT route FROM prescriptions UNION SELECT route FROM inputevents",
+                 "Error: no such column: route", error=True)
+    ev = find_divergence(traj([sql(REF, obs="[(4,)]"), broken], "4", gold=[[4]]))
+    assert ev.category == SQL_LOGIC and ev.step == 1
+    assert "the last query, fails to execute" in ev.reason
+    # Not the last query: the failure was recovered from, and it is not this rule.
+    recovered = traj([sql(REF, obs="[(4,)]"), broken, sql(REF, obs="[(5,)]")], "5", gold=[[4]])
+    assert "fails to execute" not in find_divergence(recovered).reason
+
+
 def test_other_tables_are_semantic() -> None:
     t = traj([sql("SELECT COUNT(*) FROM chartevents WHERE itemid = 50820")], 9)
     ev = find_divergence(t)

@@ -168,3 +168,22 @@ def test_an_executed_number_holds_the_answer_as_the_answer_is_read(ehr: Path) ->
     ev = find_divergence(traj([held, rounded], [[0]], ref=None, gold=[[0.3409722222]]), ehr)
     assert ev.part == "answer" and ev.step == 1
     assert "step 0 (its result holds the verified answer's rows)" in ev.reason
+
+
+def test_an_emptied_query_the_agent_never_grounded_is_a_lookup_error_there(ehr: Path) -> None:
+    """Step 0 comes back empty because routes are written 'ih', not 'inhalation'; the agent
+    then drops the route and answers from other rows. It never compared route with a value
+    the column holds: the look-up error is step 0, though the last query returned rows."""
+    emptied = sql("SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1 "
+                  "AND route = 'inhalation'", "[(None,)]")
+    dropped = sql("SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1",
+                  "[('2100-01-03',)]")
+    ev = find_divergence(traj([emptied, dropped], "2100-01-03", ref=None, gold=LAST_INHALED),
+                         ehr)
+    assert ev.part == "lookup" and ev.category == CODE_LOOKUP and ev.step == 0
+    assert "route ~ 'inhalation'" in ev.reason
+    # Grounded later (route = 'ih' returned rows): the empty guess was a question asked.
+    grounded = sql("SELECT MAX(starttime) FROM prescriptions WHERE subject_id = 1 "
+                   "AND route = 'ih' AND drug = 'heparin'", "[('x',)]")
+    later = find_divergence(traj([emptied, grounded], "x", ref=None, gold=LAST_INHALED), ehr)
+    assert not (later.part == "lookup" and later.step == 0)

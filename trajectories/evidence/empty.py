@@ -13,10 +13,12 @@ query logic, left to the other rules).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
 
+from trajectories import signals as sg
 from trajectories.evidence.commit import first_writing
 from trajectories.evidence.noref import has_answer
 from trajectories.evidence.parts import Divergence
@@ -114,13 +116,65 @@ def emptied_by_a_value(trajectory: Trajectory, steps: list[tuple[int, str]],
     found = emptying_value(last[1], probe)
     if found is None:
         return None
+    divergence = Divergence("lookup", emptying_reason(last[0], found), CODE_LOOKUP, 0.0)
+    return _committed_at(steps, found, last[0]), divergence, last[0]
+
+
+def _committed_at(steps: list[tuple[int, str]], found: EmptyingValue, emptied: int) -> int:
+    """The first query up to step ``emptied`` that wrote ``found``'s value into its column
+    (where the agent committed to it), else the first that wrote it at all, else ``emptied``."""
     value = found.value.lower() if "%" in found.value else found.value
-    first = first_writing(steps, {(found.column, value)}, last[0] + 1)
+    first = first_writing(steps, {(found.column, value)}, emptied + 1)
     if first is None:  # written where the parts keep no column (a dictionary look-up)
         bare = found.value.strip("%").lower()
-        first = next((i for i, sql in steps if i <= last[0] and bare in sql.lower()), None)
-    divergence = Divergence("lookup", emptying_reason(last[0], found), CODE_LOOKUP, 0.0)
-    return (first if first is not None else last[0]), divergence, last[0]
+        first = next((i for i, sql in steps if i <= emptied and bare in sql.lower()), None)
+    return first if first is not None else emptied
+
+
+#: Queries tried per trajectory by ``first_emptied`` (each costs a few sandboxed executions).
+MAX_EMPTY_QUERIES = 3
+
+
+def first_emptied(trajectory: Trajectory, steps: list[tuple[int, str]], probe: Probe | None
+                  ) -> tuple[int, Divergence] | None:
+    """(step, divergence) for the first query that came back empty because of a text value
+    its column does not hold, when the task has an answer and no later query that returned
+    rows compared that column with another value (the agent never grounded the term: it
+    dropped the condition or gave up); None otherwise. The step is where the agent first
+    wrote that value, as above. Uncalibrated, as above."""
+    if probe is None or not has_answer(trajectory):
+        return None
+    views = [v for v in sg.action_views(trajectory) if v.sql]
+    empty = [v for v in views if _recorded_empty(v)][:MAX_EMPTY_QUERIES]
+    for view in empty:
+        found = emptying_value(str(view.sql), probe)
+        if found is None:
+            continue
+        if any(_compares_otherwise(str(later.sql), found) for later in views
+               if later.index > view.index and not _recorded_empty(later) and not later.error):
+            continue  # grounded later: the agent went on with a value the column holds
+        return _committed_at(steps, found, view.index), Divergence(
+            "lookup", emptying_reason(view.index, found), CODE_LOOKUP, 0.0)
+    return None
+
+
+#: A recorded result of one row of NULLs (``MAX(x)`` over nothing), as drivers print it.
+_RE_NULL_ROW = re.compile(r"\[\((?:\s*None\s*,?)+\)\]")
+
+
+def _recorded_empty(view: sg.ActionView) -> bool:
+    """Whether the step's recorded result was empty: no rows, or one row of NULLs."""
+    if view.error:
+        return False
+    return view.empty or bool(_RE_NULL_ROW.fullmatch((view.observation or "").strip()))
+
+
+def _compares_otherwise(sql: str, found: EmptyingValue) -> bool:
+    """Whether ``sql`` compares ``found``'s column with another text value."""
+    tree = parse_sql(sql)
+    return tree is not None and any(
+        (hit := _text_value(node)) is not None and hit[0] == found.column
+        and hit[1].lower() != found.value.lower() for node in tree.walk())
 
 
 def emptying_reason(step: int, found: EmptyingValue) -> str:
@@ -131,4 +185,4 @@ def emptying_reason(step: int, found: EmptyingValue) -> str:
 
 
 __all__ = ["EmptyingValue", "emptied_by_a_value", "emptying_reason", "emptying_value",
-           "returns_nothing"]
+           "first_emptied", "returns_nothing"]

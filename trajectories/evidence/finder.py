@@ -48,7 +48,7 @@ from trajectories.evidence.commit import (
     left_answer,
     reported_steps,
 )
-from trajectories.evidence.empty import emptied_by_a_value
+from trajectories.evidence.empty import emptied_by_a_value, first_emptied
 from trajectories.evidence.grounding import (
     coded_value_missing,
     coded_value_reason,
@@ -246,6 +246,11 @@ def find_divergence(
                              rows, executed, seen[0])
         # The step that held the answer did nothing wrong: the fault is where it was left.
         left = left_answer(trajectory, steps, seen[0])
+        if steps and left == steps[-1][0] and trajectory.steps[left].error:
+            # The taxonomy: a final query that fails to execute is a SQL Logic Error.
+            failed = _div("result", f"step {left}, the last query, fails to execute: the "
+                                    f"answer its step {seen[0]} held is not what was scored")
+            return _evidence(trajectory, left, [failed, held], rows, executed, seen[0])
         # Without a reference SQL, the query whose rows were the answer is the reference the
         # later one is read against: what it changed is what lost the answer.
         lost = lost_by(steps, seen[0], ref_sql or dict(steps).get(seen[0]))
@@ -268,6 +273,8 @@ def find_divergence(
             return _evidence(trajectory, emptied[0], [_div(emptied[1].part, emptied[1].reason)],
                              rows, True, emptied[2])
         unfound = unfound_term(trajectory) if not ref_sql else None
+        if unfound is None and not ref_sql:
+            unfound = first_emptied(trajectory, steps, probe)
         if unfound is not None:
             return _evidence(trajectory, unfound[0], [_div(unfound[1].part, unfound[1].reason)],
                              rows, executed)
