@@ -16,7 +16,7 @@ from trajectories.evidence import find_divergence
 from trajectories.evidence.empty import emptying_value, returns_nothing
 from trajectories.evidence.probes import Probe
 from trajectories.model import Step, StepKind, Trajectory
-from trajectories.signals import CODE_LOOKUP
+from trajectories.signals import CODE_LOOKUP, SEMANTIC
 
 
 @pytest.fixture()
@@ -187,3 +187,41 @@ def test_an_emptied_query_the_agent_never_grounded_is_a_lookup_error_there(ehr: 
                    "AND route = 'ih' AND drug = 'heparin'", "[('x',)]")
     later = find_divergence(traj([emptied, grounded], "x", ref=None, gold=LAST_INHALED), ehr)
     assert not (later.part == "lookup" and later.step == 0)
+
+
+def _micro_ehr(tmp_path: Path, with_micro: bool = True) -> Path:
+    micro = ("CREATE TABLE microbiologyevents (subject_id INTEGER, spec_type_desc TEXT);"
+             "INSERT INTO microbiologyevents VALUES (1, 'blood culture');") if with_micro else ""
+    path = tmp_path / f"micro{int(with_micro)}.sqlite"
+    if path.exists():
+        return path
+    return sqlite_ehr(path, (
+        "CREATE TABLE labevents (subject_id INTEGER, itemid INTEGER);"
+        "CREATE TABLE d_labitems (itemid INTEGER, label TEXT);"
+        "CREATE TABLE procedures_icd (subject_id INTEGER, icd_code TEXT);" + micro))
+
+
+def _micro_traj(steps: list[Step]) -> Trajectory:
+    t = traj(steps, "none", ref=None, gold=[["blood culture"]])
+    task = t.task.model_copy(update={
+        "question": "Which microbiology test was done most often after the patient's "
+                    "drainage procedure?"})
+    return t.model_copy(update={"task": task})
+
+
+def test_the_event_the_question_names_looked_for_in_another_table_is_semantic(
+        tmp_path: Path) -> None:
+    """The question is about microbiology; the agent reads the procedure (which the question
+    names too), then looks for the tests among the laboratory items and never reads
+    microbiologyevents: the concept was misread, at its first step on the lab tables."""
+    steps = [sql("SELECT icd_code FROM procedures_icd WHERE subject_id = 1", "[('x',)]"),
+             sql("SELECT itemid FROM d_labitems WHERE label LIKE '%culture%'", "[]"),
+             sql("SELECT COUNT(*) FROM labevents WHERE subject_id = 1", "[(0,)]")]
+    ev = find_divergence(_micro_traj(steps), _micro_ehr(tmp_path))
+    assert ev.part == "tables" and ev.category == SEMANTIC and ev.step == 1
+    assert "microbiologyevents" in ev.reason and "labevents" in ev.reason
+    # The table read after all, or a database without it: not this rule.
+    read = [*steps, sql("SELECT spec_type_desc FROM microbiologyevents", "[('blood culture',)]")]
+    assert find_divergence(_micro_traj(read), _micro_ehr(tmp_path)).part != "tables"
+    assert find_divergence(_micro_traj(steps), _micro_ehr(tmp_path, with_micro=False)
+                           ).part != "tables"

@@ -78,6 +78,7 @@ from trajectories.evidence.parts import (
 )
 from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
 from trajectories.evidence.unfound import unfound_term
+from trajectories.evidence.wrong_table import wrong_event_table
 from trajectories.model import StepKind, Trajectory
 from trajectories.signals import has_final_answer
 
@@ -268,6 +269,10 @@ def find_divergence(
     if not used_tools(trajectory):
         return _unqueried(trajectory, rows, executed)
     if ref is None:
+        misread = wrong_event_table(trajectory, probe) if not ref_sql else None
+        if misread is not None:
+            return _evidence(trajectory, misread[0], [_div("tables", misread[1].reason)], rows,
+                             executed)
         emptied = emptied_by_a_value(trajectory, steps, probe) if not ref_sql else None
         if emptied is not None:
             return _evidence(trajectory, emptied[0], [_div(emptied[1].part, emptied[1].reason)],
