@@ -45,8 +45,6 @@ PAGE_READY_SELECTOR = (".st-key-steps_pane .faillab-step, "
 #: However the page ends up, the first screen never stays longer than this.
 FIRST_SCREEN_MAX_MS = 30_000
 
-_SESSION_COOKIE = "faillab_session"
-
 _CSS = f"""<style>
 #{FIRST_SCREEN_ID} {{ position: fixed; inset: 0; z-index: 1000000; overflow: auto;
   background: #fff; color: rgb(49, 51, 63); padding: 1.5rem 3rem;
@@ -91,7 +89,9 @@ def caller_may_view(settings: Settings, session_user: object | None = None) -> b
 
 def session_token(cookies: Mapping[str, str]) -> str:
     """The password-mode session token the browser sends (written percent-encoded)."""
-    return unquote(str(cookies.get(_SESSION_COOKIE) or ""))
+    from faillab.app.auth import SESSION_COOKIE
+
+    return unquote(str(cookies.get(SESSION_COOKIE) or ""))
 
 
 def _folded_step_html(index: int, step: Step) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http.cookies import SimpleCookie
 from typing import Any
@@ -55,6 +56,8 @@ def close_metrics() -> None:
         starlette_app.create_metrics_routes = closed
 
 
+#: Draws a first screen: (trajectory id, the request's cookies) -> HTML, or None for none.
+Drawer = Callable[[str, Mapping[str, str]], "str | None"]
 #: Reads for first screens, off the event loop; two at a time is what two cores can draw.
 _FIRST_SCREEN_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="faillab-first-screen")
 
@@ -74,15 +77,14 @@ class FirstScreenMiddleware:
     module's docstring). A failure to draw it leaves the ordinary page: never worse than
     without it."""
 
-    def __init__(self, app: Any, base_url: str = "",
-                 draw: Any = None) -> None:
+    def __init__(self, app: Any, base_url: str = "", draw: Drawer | None = None) -> None:
         self.app = app
         self.path = "/" + "/".join(p for p in (base_url.strip("/"), "trajectory") if p)
         if draw is None:
             from faillab.app.first_screen import first_screen_for
 
             draw = first_screen_for
-        self.draw = draw
+        self.draw: Drawer = draw
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if (scope.get("type") != "http" or scope.get("method") != "GET"
