@@ -15,6 +15,7 @@ from pathlib import Path
 from playwright.sync_api import Browser, Page
 
 from faillab.app.auth import IDENTITY_COOKIE
+from faillab.app.first_screen import FIRST_SCREEN_ID
 from faillab_core.settings import Settings
 from labeling.queue import failed_frame
 from labeling.store import Store, open_store
@@ -82,8 +83,12 @@ class StreamlitServer:
 
 
 def wait_idle(page: Page, timeout_ms: int = 30_000) -> None:
-    """Wait until the app is connected and its script run has finished."""
+    """Wait until the app is connected, its script run has finished and the server-drawn first
+    screen of a trajectory link is gone. The first screen repeats the page's text until the page
+    has drawn its own steps, so a test reading the page before then would find every line twice;
+    and on a loaded machine the front end can report "not running" before the first run starts."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    page.wait_for_selector(f"#{FIRST_SCREEN_ID}", state="detached", timeout=timeout_ms)
     page.wait_for_timeout(150)  # let a rerun triggered by the last action begin
     page.wait_for_function(
         """() => {
