@@ -151,6 +151,34 @@ def test_a_result_right_by_chance_does_not_clear_its_query() -> None:
     assert find_divergence(traj([pattern, wider], "none", ref=ref, gold=gold)).step == 1
 
 
+def test_what_the_final_answer_did_to_held_rows_names_the_fault() -> None:
+    """Step 0 held the verified answer; the answer then given is judged by what it did to the
+    verified rows: more rows holding them answers a wider question (a condition dropped:
+    Semantic), the same rows repeated drops a DISTINCT and fewer of them cuts answer rows (both
+    SQL Logic). The same rows in another shape stay an Answer Format Error."""
+    gold = [["sputum"], ["blood culture"], ["urine"]]
+    held = sql("SELECT spec FROM micro GROUP BY spec ORDER BY COUNT(*) DESC LIMIT 3",
+               "[('sputum',), ('blood culture',), ('urine',)]")
+    later = sql("SELECT spec, COUNT(*) FROM micro GROUP BY spec", "[('x', 1)]")
+
+    def judged(final: Any) -> Any:
+        return find_divergence(traj([held, later], final, ref=None, gold=gold))
+
+    wider = judged([["sputum"], ["blood culture"], ["urine"], ["stool"], ["swab"]])
+    assert wider.category == SEMANTIC and wider.step == 1
+    assert "3 row(s) among 5" in wider.reason
+    repeated = judged([["sputum"], ["sputum"], ["blood culture"], ["urine"]])
+    assert repeated.category == SQL_LOGIC and "repeats" in repeated.reason
+    narrower = judged([["blood culture", 74]])
+    assert narrower.category == SQL_LOGIC and narrower.step == 1
+    assert "keeps 1 of the verified answer's 3 rows" in narrower.reason
+    # Each verified row with its count beside it: the rows are all there, reshaped.
+    reshaped = judged([["sputum", 67], ["blood culture", 74], ["urine", 38]])
+    assert reshaped.category == ANSWER_FORMAT
+    # Nothing of the verified rows in the answer says nothing about which condition moved.
+    assert judged([["stool"], ["swab"]]).category == ANSWER_FORMAT
+
+
 def _conversation(replies: list[str], *, tail: list[Step] | None = None) -> Trajectory:
     """The answer held at step 0, then the user pressing and the agent replying."""
     steps: list[Step] = [sql(REF, obs="[(4,)]")]

@@ -76,8 +76,9 @@ def answer_step(
             (reference is not None and same_rows(got, reference))
             or (gold and sorted(as_table(list(got.rows)) or []) == sorted(gold))
         ):
-            return i, _answer(f"answer correct in step {i} (its result equals the "
-                              "reference's), final answer reformatted or changed")
+            equals = "the reference's" if reference is not None else "the verified answer"
+            return i, _answer(f"answer correct in step {i} (its result equals {equals}), "
+                              "final answer reformatted or changed")
         # Read as the verified answer is (numbers to two decimals): 3.382638 holds 3.38.
         cells = {v.lower() for row in as_table(list(got.rows)) or [] for v in row}
         if by_rows and len(got.rows) == len(gold or ()) and all(v.lower() in cells
@@ -87,6 +88,36 @@ def answer_step(
     if shape_only:
         return last, _answer("final answer has the reference's values in another shape")
     return None
+
+
+def other_rows(trajectory: Trajectory) -> Divergence | None:
+    """What the final answer did to the verified answer's rows, for an answer a step once held:
+    every verified row and others besides is a wider question (a condition of the question
+    dropped: the filters part), the same rows repeated is a dropped DISTINCT, and only some
+    of them is a narrower one (a filter or a limit that cuts answer rows: the result part).
+    None for the same rows in another shape, which is the answer's formatting."""
+    gold = [row for row in as_table(trajectory.task.ground_truth) or [] if _values(row)]
+    pred = as_table(trajectory.final_answer) or []
+    if not gold or not pred:
+        return None
+    in_gold = [any(_values(g) <= _values(p) for g in gold) for p in pred]
+    if len(pred) > len(gold) and all(any(_values(g) <= _values(p) for p in pred)
+                                     for g in gold):
+        if all(in_gold):
+            return Divergence("aggregations", f"final answer repeats the verified answer's "
+                              f"rows ({len(pred)} rows for {len(gold)})", sg.SQL_LOGIC, 0.0)
+        return Divergence("filters", f"final answer holds the verified answer's {len(gold)} "
+                          f"row(s) among {len(pred)}: a condition of the question dropped",
+                          sg.SEMANTIC, 0.0)
+    if len(pred) < len(gold) and all(in_gold):
+        return Divergence("result", f"final answer keeps {len(pred)} of the verified answer's "
+                          f"{len(gold)} rows: a filter or limit cut answer rows", sg.SQL_LOGIC,
+                          0.0)
+    return None
+
+
+def _values(row: tuple[str, ...]) -> set[str]:
+    return {v for v in row if v not in {"none", "null", ""}}
 
 
 def _could_match(sql: str, reference: Rows | None, gold: list[tuple[str, ...]] | None) -> bool:

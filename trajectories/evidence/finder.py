@@ -38,6 +38,7 @@ from trajectories.evidence.answer import (
     answer_step,
     first_in_another_shape,
     lost_by,
+    other_rows,
     right_by_chance,
 )
 from trajectories.evidence.codes import earlier_wrong_code, with_lookups
@@ -262,7 +263,8 @@ def find_divergence(
             chance = bool(ref_sql) and right_by_chance(steps, seen[0], ref_sql, lost)
             return _evidence(trajectory, seen[0] if chance else left,
                              [_div(lost.part, lost.reason), held], rows, executed, seen[0])
-        return _evidence(trajectory, left, [held], rows, executed,
+        moved = [_div(d.part, d.reason) for d in [other_rows(trajectory)] if d is not None]
+        return _evidence(trajectory, left, [*moved, held], rows, executed,
                          seen[0] if left != seen[0] else None)
 
     ref = decompose(ref_sql)
@@ -286,9 +288,8 @@ def find_divergence(
         reason = "no reference SQL" if not ref_sql else "reference SQL does not parse"
         return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
     # Parse lazily: the last query over the reference's tables is usually the last step, and
-    # the first diverging one comes early; parsing every step is the finder's main cost.
-    # A query can only read a table whose name its text contains: steps that name none of the
-    # reference's tables are not parsed to find out (same verdict, fewer parses).
+    # parsing every step is the finder's main cost. A query can only read a table its text
+    # names: steps that name none of the reference's tables are not parsed (same verdict).
     last_step: tuple[int, RefParts] | None = None
     for i, sql in reversed(steps):
         p = decompose(sql) if _mentions(sql, ref.tables) else None
