@@ -121,6 +121,29 @@ def test_a_term_every_search_missed_is_a_lookup_error_where_the_agent_concluded(
     assert (ev.part, ev.step) == ("lookup", 1)
 
 
+def test_with_rows_scored_the_agents_conclusion_is_its_last_message() -> None:
+    """A harness that scores the last query's result: the agent listed the patient's codes and
+    told the user there is no COPD. Its conclusion is that message, so the unfound term is
+    the error; rows that hold the verified answer are an answer given, whatever it says."""
+    missed = _search("d_icd_diagnoses", "COPD", "No values in d_icd_diagnoses.long_title "
+                                                "contain 'COPD'.")
+    listed = sql("SELECT icd_code FROM diagnoses_icd WHERE subject_id = 7",
+                 "[('icd10|i10',), ('icd10|j449',)]")
+
+    def judged(rows: Any, said: str) -> Any:
+        t = _asked([missed, listed], rows, ASKED)
+        steps = [*t.steps[:-1], Step(kind=StepKind.MESSAGE, role="assistant", content=said)]
+        return find_divergence(t.model_copy(update={"steps": steps}))
+
+    none = "There are no records of a COPD diagnosis for this patient in 2100."
+    ev = judged([["icd10|i10"], ["icd10|j449"]], none)
+    # No message between the search and the listing: the conclusion is the final message.
+    assert (ev.part, ev.category, ev.step) == ("lookup", CODE_LOOKUP, 2)
+    assert judged([["2100-07-01 12:45:00"]], none).part != "lookup"
+    assert judged([["icd10|i10"], ["icd10|j449"]], "The patient has two diagnoses.").part \
+        != "lookup"
+
+
 def test_a_term_found_later_or_an_answer_given_is_left_to_other_rules() -> None:
     missed = _search("d_icd_diagnoses", "COPD", "[]")
     found = _search("d_icd_diagnoses", "chronic obstructive",

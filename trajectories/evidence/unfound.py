@@ -21,7 +21,12 @@ from __future__ import annotations
 import re
 
 from trajectories import signals as sg
-from trajectories.evidence.grounding import TEXT_CODE_COLS, concluded_from, is_dictionary_sql
+from trajectories.evidence.grounding import (
+    TEXT_CODE_COLS,
+    concluded_from,
+    is_agent_message,
+    is_dictionary_sql,
+)
 from trajectories.evidence.noref import has_answer
 from trajectories.evidence.parts import Divergence, decompose
 from trajectories.model import Trajectory
@@ -62,9 +67,15 @@ def _says_there_is_none(trajectory: Trajectory) -> bool:
     final = trajectory.final_answer
     if not sg.has_final_answer(final):
         return True
-    if not isinstance(final, str):
-        return False  # rows were given: the agent answered something
     gold = as_table(trajectory.task.ground_truth) or []
+    if not isinstance(final, str):
+        # Rows were scored (a harness that takes the last query's result as the answer); what
+        # the agent concluded is its last message to the user, when the rows hold none of the
+        # verified values.
+        if any(v and v in row for g in gold for v in g for row in as_table(final) or []):
+            return False
+        final = next((str(s.content or "") for i, s in reversed(list(enumerate(
+            trajectory.steps))) if is_agent_message(trajectory, i) and s.content), "")
     low = final.lower()
     if any(v and v.lower() in low for row in gold for v in row):
         return False
