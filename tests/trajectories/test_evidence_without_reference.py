@@ -248,3 +248,41 @@ def test_the_event_the_question_names_looked_for_in_another_table_is_semantic(
     assert find_divergence(_micro_traj(read), _micro_ehr(tmp_path)).part != "tables"
     assert find_divergence(_micro_traj(steps), _micro_ehr(tmp_path, with_micro=False)
                            ).part != "tables"
+
+
+def _icd_ehr(tmp_path: Path) -> Path:
+    return sqlite_ehr(tmp_path / "icd.sqlite", (
+        "CREATE TABLE d_icd_procedures (icd_code TEXT, long_title TEXT);"
+        "INSERT INTO d_icd_procedures VALUES ('icd9|5491', 'percutaneous abdominal drainage'),"
+        " ('icd9|3614', '(aorto)coronary bypass of four or more coronary arteries');"
+        "CREATE TABLE procedures_icd (subject_id INTEGER, icd_code TEXT, charttime TEXT);"
+        "INSERT INTO procedures_icd VALUES (1, 'icd9|5491', '2100-01-02');"
+        "CREATE TABLE microbiologyevents (subject_id INTEGER, test_name TEXT);"
+        "INSERT INTO microbiologyevents VALUES (1, 'blood culture');"
+        "CREATE TABLE labevents (subject_id INTEGER, itemid INTEGER);"))
+
+
+def test_a_typed_code_that_names_another_concept_is_a_lookup_error_where_written(
+        tmp_path: Path) -> None:
+    """The agent searched for the drainage, found its title, then filtered procedures on a
+    code the dictionary calls a coronary bypass: the concept was understood and mapped to the
+    wrong identifier (Medical-Code Lookup Error) at that query, before anything later went
+    wrong. The found code, a query run again and again (the loop dominates), an earlier read
+    of another event table (the earlier error decides) and no database are not this rule."""
+    db = _icd_ehr(tmp_path)
+    found = _search("d_icd_procedures", "percutaneous abdominal drainage",
+                    "Values containing it: ['percutaneous abdominal drainage']")
+
+    def typed(code: str) -> Step:
+        return sql(f"SELECT COUNT(*) FROM procedures_icd WHERE icd_code = '{code}'", "[(0,)]")
+
+    later = sql("SELECT COUNT(*) FROM labevents WHERE subject_id = 1", "[(0,)]")
+    ev = find_divergence(_micro_traj([found, typed("icd9|3614"), later]), db)
+    assert (ev.part, ev.category, ev.step) == ("codes", CODE_LOOKUP, 1)
+    assert "coronary bypass" in ev.reason and "percutaneous abdominal drainage" in ev.reason
+    assert find_divergence(_micro_traj([found, typed("icd9|5491"), later]), db).part != "codes"
+    looped = [found, *[typed("icd9|3614") for _ in range(3)], later]
+    assert find_divergence(_micro_traj(looped), db).part != "codes"
+    first_lab = find_divergence(_micro_traj([found, later, typed("icd9|3614")]), db)
+    assert (first_lab.part, first_lab.step) == ("tables", 1)
+    assert find_divergence(_micro_traj([found, typed("icd9|3614"), later])).part != "codes"

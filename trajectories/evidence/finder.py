@@ -78,8 +78,8 @@ from trajectories.evidence.parts import (
     row_id_reason,
 )
 from trajectories.evidence.probes import Probe, Rows, in_another_shape, same_rows
+from trajectories.evidence.typed_code import earliest_wrong_choice
 from trajectories.evidence.unfound import unfound_term
-from trajectories.evidence.wrong_table import wrong_event_table
 from trajectories.model import StepKind, Trajectory
 from trajectories.signals import has_final_answer
 
@@ -271,10 +271,10 @@ def find_divergence(
     if not used_tools(trajectory):
         return _unqueried(trajectory, rows, executed)
     if ref is None:
-        misread = wrong_event_table(trajectory, probe) if not ref_sql else None
+        misread = None if ref_sql else earliest_wrong_choice(trajectory, steps, probe)
         if misread is not None:
-            return _evidence(trajectory, misread[0], [_div("tables", misread[1].reason)], rows,
-                             executed)
+            return _evidence(trajectory, misread[0], [_div(misread[1].part, misread[1].reason)],
+                             rows, executed)
         emptied = emptied_by_a_value(trajectory, steps, probe) if not ref_sql else None
         if emptied is not None:
             return _evidence(trajectory, emptied[0], [_div(emptied[1].part, emptied[1].reason)],

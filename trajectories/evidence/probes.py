@@ -159,7 +159,8 @@ class Probe:
             self._dicts = found
         return self._dicts
 
-    def codes(self, codes: list[str], column: str | None = None) -> dict[str, CodeInfo]:
+    def codes(self, codes: list[str], column: str | None = None,
+              dictionary: str | None = None) -> dict[str, CodeInfo]:
         """What each code is, from the dictionary tables the database has. Each code is looked
         up once per probe, and only in tables whose codes have its shape: ICD codes contain a
         digit, itemids are all digits (a label or drug name can be neither, so it is not
@@ -169,12 +170,13 @@ class Probe:
         a literal compared with ``itemid`` is an item, never an ICD code, so the two ICD
         dictionaries (about 190,000 rows, a full scan each: 70 ms of a deep link's 120 ms of
         evidence on EHRSQL's SQLite) are not read for it, and it is never described as a
-        diagnosis whose code happens to share its digits."""
+        diagnosis whose code happens to share its digits. ``dictionary`` narrows them to one
+        table (a code a query compares on ``procedures_icd`` is a procedure's)."""
         safe = [c for c in codes if _RE_CODE.match(c)][:20]
         wanted = _TABLE_CODE_OF.get(column or "")
         out: dict[str, CodeInfo] = {}
         for table, code, version, label in self._dictionaries():
-            if wanted is not None and code != wanted:
+            if (wanted is not None and code != wanted) or dictionary not in (None, table):
                 continue
             fits = [c for c in safe if _fits(code, c)]
             todo = [c for c in fits if (table, c.lower()) not in self._codes]

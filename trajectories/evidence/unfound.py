@@ -55,6 +55,12 @@ def _terms(view: sg.ActionView, args: object) -> set[str]:
     return {t.strip("%").strip().lower() for t in found if t.strip("%").strip()}
 
 
+def searched_terms(trajectory: Trajectory, before: int) -> set[str]:
+    """Everything the agent searched the database for before step ``before``."""
+    return {term for view in sg.action_views(trajectory) if view.index < before
+            for term in _terms(view, parse_arguments(trajectory.steps[view.index].arguments))}
+
+
 def _in_question(term: str, question: str) -> bool:
     """Whether the term is one the question uses (each of its words, to five letters)."""
     words = _RE_WORD.findall(term)
@@ -115,4 +121,4 @@ def unfound_term(trajectory: Trajectory) -> tuple[int, Divergence] | None:
     return None
 
 
-__all__ = ["unfound_term"]
+__all__ = ["searched_terms", "unfound_term"]

@@ -1,0 +1,72 @@
+"""A diagnosis or procedure code the agent wrote that, in the database's own dictionary, names
+something the agent never looked for.
+
+The taxonomy's Medical-Code Lookup Error is "the concept understood but mapped to the wrong
+database identifier". An agent that searched for "percutaneous abdominal drainage" and then
+filtered ``procedures_icd`` on ``icd9|3614`` (a coronary bypass) typed a code instead of using
+the one its search found. Without a reference SQL the dictionary still says what the code is:
+when its title shares no word with anything the agent searched for (or, if it searched for
+nothing, with the question), the code names another concept, and the first query that wrote
+it is the first faulty step. Codes whose title is related (the found code, a broader one) are
+left alone, as are codes the dictionary does not hold (other rules read an empty result), and
+a query the agent then ran again and again: the taxonomy lets the repetition dominate
+(Stuck-in-Loop), whatever the code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from trajectories import signals as sg
+from trajectories.evidence.grounding import related, words
+from trajectories.evidence.loops import LOOP_MIN_RUNS
+from trajectories.evidence.parts import Divergence, decompose
+from trajectories.evidence.probes import Probe
+from trajectories.evidence.unfound import searched_terms
+from trajectories.evidence.wrong_table import wrong_event_table
+from trajectories.model import Trajectory
+
+#: Events tables whose ``icd_code`` one dictionary names.
+_DICTIONARY_OF = {"procedures_icd": "d_icd_procedures", "diagnoses_icd": "d_icd_diagnoses"}
+
+
+def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]],
+                            probe: Probe | None) -> tuple[int, Divergence] | None:
+    """(first query writing such a code, divergence), or None."""
+    if probe is None:
+        return None
+    question = trajectory.task.question if isinstance(trajectory.task.question, str) else ""
+    runs = Counter(" ".join(sql.split()).lower() for _, sql in steps)
+    for i, sql in steps:
+        low = sql.lower()
+        if "icd_code" not in low or not any(t in low for t in _DICTIONARY_OF):
+            continue  # no code of a diagnosis or procedure compared: not parsed to find out
+        if runs[" ".join(low.split())] >= LOOP_MIN_RUNS:
+            return None  # run again and again: the loop dominates
+        parts = decompose(sql)
+        tables = parts.tables & set(_DICTIONARY_OF) if parts is not None else set()
+        if parts is None or len(tables) != 1:
+            continue  # both kinds read: which dictionary names the code is not known
+        dictionary = _DICTIONARY_OF[next(iter(tables))]
+        codes = sorted(v for c, v in parts.codes if c == "icd_code")
+        sought = searched_terms(trajectory, before=i) or {question}
+        for code, info in sorted(probe.codes(codes, "icd_code", dictionary).items()):
+            if not related(words([info.label]), words(sought), [info.label]):
+                return i, Divergence(
+                    "codes", f"step {i} filters on {code}, which {dictionary} names "
+                             f"{info.label!r}: nothing the agent looked for "
+                             f"({', '.join(sorted(sought)[:3])!s:.80})", sg.CODE_LOOKUP, 0.0)
+    return None
+
+
+def earliest_wrong_choice(trajectory: Trajectory, steps: list[tuple[int, str]],
+                          probe: Probe | None) -> tuple[int, Divergence] | None:
+    """Without a reference SQL: the earlier of another event table read instead of the one the
+    question names (:func:`wrong_event_table`, Semantic) and a code of another concept (this
+    module, a look-up error), since the first faulty step decides; on a tie, the table."""
+    found = [f for f in (wrong_event_table(trajectory, probe),
+                         code_of_another_concept(trajectory, steps, probe)) if f is not None]
+    return min(found, key=lambda f: f[0]) if found else None
+
+
+__all__ = ["code_of_another_concept", "earliest_wrong_choice"]
