@@ -281,6 +281,10 @@ def test_a_typed_code_that_names_another_concept_is_a_lookup_error_where_written
     assert (ev.part, ev.category, ev.step) == ("codes", CODE_LOOKUP, 1)
     assert "coronary bypass" in ev.reason and "percutaneous abdominal drainage" in ev.reason
     assert find_divergence(_micro_traj([found, typed("icd9|5491"), later]), db).part != "codes"
+    # Nothing searched: the code is read against the question's words.
+    unsearched = find_divergence(_micro_traj([typed("icd9|3614"), later]), db)
+    assert (unsearched.part, unsearched.step) == ("codes", 0)
+    assert "nothing the question names" in unsearched.reason
     looped = [found, *[typed("icd9|3614") for _ in range(3)], later]
     assert find_divergence(_micro_traj(looped), db).part != "codes"
     first_lab = find_divergence(_micro_traj([found, later, typed("icd9|3614")]), db)

@@ -49,13 +49,15 @@ def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]]
             continue  # both kinds read: which dictionary names the code is not known
         dictionary = _DICTIONARY_OF[next(iter(tables))]
         codes = sorted(v for c, v in parts.codes if c == "icd_code")
-        sought = searched_terms(trajectory, before=i) or {question}
+        searched = searched_terms(trajectory, before=i)
+        sought = searched or {question}
+        against = (f"nothing the agent searched for ({', '.join(sorted(searched)[:3])[:80]})"
+                   if searched else "nothing the question names")
         for code, info in sorted(probe.codes(codes, "icd_code", dictionary).items()):
             if not related(words([info.label]), words(sought), [info.label]):
                 return i, Divergence(
                     "codes", f"step {i} filters on {code}, which {dictionary} names "
-                             f"{info.label!r}: nothing the agent looked for "
-                             f"({', '.join(sorted(sought)[:3])!s:.80})", sg.CODE_LOOKUP, 0.0)
+                             f"{info.label!r}: {against}", sg.CODE_LOOKUP, 0.0)
     return None
 
 
