@@ -259,7 +259,11 @@ def _icd_ehr(tmp_path: Path) -> Path:
         "INSERT INTO procedures_icd VALUES (1, 'icd9|5491', '2100-01-02');"
         "CREATE TABLE microbiologyevents (subject_id INTEGER, test_name TEXT);"
         "INSERT INTO microbiologyevents VALUES (1, 'blood culture');"
-        "CREATE TABLE labevents (subject_id INTEGER, itemid INTEGER);"))
+        "CREATE TABLE labevents (subject_id INTEGER, itemid INTEGER);"
+        "CREATE TABLE d_icd_diagnoses (icd_code TEXT, long_title TEXT);"
+        "INSERT INTO d_icd_diagnoses VALUES ('icd9|2768', 'hypopotassemia'),"
+        " ('icd10|e876', 'hypokalemia');"
+        "CREATE TABLE diagnoses_icd (subject_id INTEGER, icd_code TEXT);"))
 
 
 def test_a_typed_code_that_names_another_concept_is_a_lookup_error_where_written(
@@ -290,3 +294,24 @@ def test_a_typed_code_that_names_another_concept_is_a_lookup_error_where_written
     first_lab = find_divergence(_micro_traj([found, later, typed("icd9|3614")]), db)
     assert (first_lab.part, first_lab.step) == ("tables", 1)
     assert find_divergence(_micro_traj([found, typed("icd9|3614"), later])).part != "codes"
+
+
+def test_a_code_beside_its_other_version_or_inside_a_search_is_not_typed(tmp_path: Path) -> None:
+    """The same concept under its older ICD-9 name (hypopotassemia) written beside the ICD-10
+    code whose title the question names, and a code whose title holds a partial search
+    ('kal'), are the concept mapped, not another one; the older name alone, with nothing
+    beside it, is read as typed."""
+    db = _icd_ehr(tmp_path)
+    partial = _search("d_icd_diagnoses", "kal", "Values containing 'kal': ['hypokalemia']")
+
+    def diagnosed(codes: str) -> Trajectory:
+        t = traj([partial, sql(f"SELECT COUNT(*) FROM diagnoses_icd WHERE icd_code IN ({codes})",
+                               "[(3,)]")], "3", ref=None, gold=[[5]])
+        return t.model_copy(update={"task": t.task.model_copy(update={
+            "question": "How many patients had hypokalemia coded?"})})
+
+    assert find_divergence(diagnosed("'icd9|2768', 'icd10|e876'"), db).part != "codes"
+    assert find_divergence(diagnosed("'icd10|e876'"), db).part != "codes"
+    alone = find_divergence(diagnosed("'icd9|2768'"), db)
+    assert (alone.part, alone.step) == ("codes", 1) and "hypopotassemia" in alone.reason
+

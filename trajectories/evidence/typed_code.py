@@ -5,12 +5,13 @@ The taxonomy's Medical-Code Lookup Error is "the concept understood but mapped t
 database identifier". An agent that searched for "percutaneous abdominal drainage" and then
 filtered ``procedures_icd`` on ``icd9|3614`` (a coronary bypass) typed a code instead of using
 the one its search found. Without a reference SQL the dictionary still says what the code is:
-when its title shares no word with anything the agent searched for (or, if it searched for
-nothing, with the question), the code names another concept, and the first query that wrote
-it is the first faulty step. Codes whose title is related (the found code, a broader one) are
-left alone, as are codes the dictionary does not hold (other rules read an empty result), and
-a query the agent then ran again and again: the taxonomy lets the repetition dominate
-(Stuck-in-Loop), whatever the code.
+when its title holds no text the agent searched for and shares no word with its searches or
+the question, the code names another concept, and the first query that wrote it is the first
+faulty step. Left alone: codes whose title is related (the found code, a broader one); a code
+written beside a related one (the same concept in the other ICD version under its older name,
+``Hypopotassemia`` beside ``Hypokalemia``); codes the dictionary does not hold (other rules
+read an empty result); and a query the agent then ran again and again, since the taxonomy
+lets the repetition dominate (Stuck-in-Loop), whatever the code.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from trajectories.evidence.unfound import searched_terms
 from trajectories.evidence.wrong_table import wrong_event_table
 from trajectories.model import Trajectory
 
+#: Words of counting and comparing that titles share with questions by chance ("bypass of four
+#: or more coronary arteries", "if there is more than one result").
+_COUNTING = frozenset({"one", "two", "three", "four", "five", "six", "more", "less", "than",
+                       "most", "least", "same", "first", "last", "single", "multiple", "all",
+                       "any", "each", "only", "both"})
 #: Events tables whose ``icd_code`` one dictionary names.
 _DICTIONARY_OF = {"procedures_icd": "d_icd_procedures", "diagnoses_icd": "d_icd_diagnoses"}
 
@@ -50,15 +56,27 @@ def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]]
         dictionary = _DICTIONARY_OF[next(iter(tables))]
         codes = sorted(v for c, v in parts.codes if c == "icd_code")
         searched = searched_terms(trajectory, before=i)
-        sought = searched or {question}
-        against = (f"nothing the agent searched for ({', '.join(sorted(searched)[:3])[:80]})"
-                   if searched else "nothing the question names")
-        for code, info in sorted(probe.codes(codes, "icd_code", dictionary).items()):
-            if not related(words([info.label]), words(sought), [info.label]):
-                return i, Divergence(
-                    "codes", f"step {i} filters on {code}, which {dictionary} names "
-                             f"{info.label!r}: {against}", sg.CODE_LOOKUP, 0.0)
+        named = probe.codes(codes, "icd_code", dictionary)
+        foreign = {code: info for code, info in named.items()
+                   if not _names_it(info.label, searched, question)}
+        if foreign and len(foreign) == len(named):  # beside a related code: both versions
+            code, info = min(foreign.items())
+            against = "nothing the question names" + (
+                f" or the agent searched for ({', '.join(sorted(searched)[:3])[:80]})"
+                if searched else "")
+            return i, Divergence("codes", f"step {i} filters on {code}, which {dictionary} "
+                                          f"names {info.label!r}: {against}", sg.CODE_LOOKUP, 0.0)
     return None
+
+
+def _names_it(title: str, searched: set[str], question: str) -> bool:
+    """Whether a code's title is what the agent looked for: a searched text inside it (as the
+    search's LIKE would find it), or a word shared with the searches or the question."""
+    low = title.lower()
+    if any(term and term in low for term in searched):
+        return True
+    return related(words([title]) - _COUNTING, words(searched | {question}) - _COUNTING,
+                   [title])
 
 
 def earliest_wrong_choice(trajectory: Trajectory, steps: list[tuple[int, str]],
