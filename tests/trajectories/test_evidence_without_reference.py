@@ -139,6 +139,10 @@ def test_with_rows_scored_the_agents_conclusion_is_its_last_message() -> None:
     ev = judged([["icd10|i10"], ["icd10|j449"]], none)
     # No message between the search and the listing: the conclusion is the final message.
     assert (ev.part, ev.category, ev.step) == ("lookup", CODE_LOOKUP, 2)
+    # The evidence shows the message by its words (a message has no call and no result).
+    assert ev.rows[0] == f"step 2 (assistant): {none}"
+    # The evidence shows the message by its words (a message has no call and no result).
+    assert ev.rows[0] == f"step 2 (assistant): {none}"
     assert judged([["2100-07-01 12:45:00"]], none).part != "lookup"
     assert judged([["icd10|i10"], ["icd10|j449"]], "The patient has two diagnoses.").part \
         != "lookup"

@@ -38,6 +38,7 @@ from trajectories.evidence.answer import (
     answer_step,
     first_in_another_shape,
     lost_by,
+    mentions,
     other_rows,
     right_by_chance,
 )
@@ -292,7 +293,7 @@ def find_divergence(
     # names: steps that name none of the reference's tables are not parsed (same verdict).
     last_step: tuple[int, RefParts] | None = None
     for i, sql in reversed(steps):
-        p = decompose(sql) if _mentions(sql, ref.tables) else None
+        p = decompose(sql) if mentions(sql, ref.tables) else None
         if p is not None and p.tables & ref.tables:
             last_step = (i, p)
             break
@@ -374,7 +375,7 @@ def find_divergence(
     for i, sql in steps:
         if i >= last_i or not kinds:
             break
-        if not _mentions(sql, ref.tables):
+        if not mentions(sql, ref.tables):
             continue
         parts = decompose(sql)
         if parts is not None and parts.tables & ref.tables and _reads_events(parts) and (
@@ -387,7 +388,7 @@ def find_divergence(
         # from, when that query already lacked it.
         missing = {final_div[0].part}
         first = next((i for i in reported_steps(trajectory, steps) if i < last_i
-                      and _mentions(sql_at[i], ref.tables)
+                      and mentions(sql_at[i], ref.tables)
                       and (p := decompose(sql_at[i])) is not None and _reads_events(p)
                       and any(d.part in missing and _absent(d) for d in compare(ref, p))),
                      last_i)
@@ -463,13 +464,6 @@ def _reads_events(parts: RefParts) -> bool:
     return any(not t.startswith("d_") for t in parts.tables)
 
 
-def _mentions(sql: str, tables: frozenset[str]) -> bool:
-    """Whether the text names any of ``tables`` (lower-case base names): a cheap test that
-    spares parsing a query that cannot read them."""
-    low = sql.lower()
-    return any(t in low for t in tables)
-
-
 def _absent(d: Divergence) -> bool:
     return d.part in ("filters", "times") and d.reason.endswith("missing")
 
@@ -495,6 +489,9 @@ def _evidence(
 
 def _head(trajectory: Trajectory, index: int) -> str:
     step = trajectory.steps[index]
+    if step.kind == StepKind.MESSAGE:  # a message is its words, not a call and its result
+        words = " ".join((step.content or "").split())[:_ROW_TEXT]
+        return f"step {index} ({step.role or 'assistant'}): {words}"
     code = " ".join((step.code or step.arguments or "").split())[:_ROW_TEXT]
     obs = " ".join((step.observation or "").split())[:_ROW_TEXT]
     return f"step {index}: {code} -> {obs}"

@@ -64,8 +64,8 @@ def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]]
             against = "nothing the question names" + (
                 f" or the agent searched for ({', '.join(sorted(searched)[:3])[:80]})"
                 if searched else "")
-            return i, Divergence("codes", f"step {i} filters on {code}, which {dictionary} "
-                                          f"names {info.label!r}: {against}", sg.CODE_LOOKUP, 0.0)
+            return i, Divergence("codes", f"filters on {code}, which {dictionary} names "
+                                          f"{info.label!r}: {against}", sg.CODE_LOOKUP, 0.0)
     return None
 
 
