@@ -71,9 +71,10 @@ def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]]
 
 def _names_it(title: str, searched: set[str], question: str) -> bool:
     """Whether a code's title is what the agent looked for: a searched text inside it (as the
-    search's LIKE would find it), or a word shared with the searches or the question."""
+    search's LIKE would find it; three letters at least), or a word shared with the searches or
+    the question."""
     low = title.lower()
-    if any(term and term in low for term in searched):
+    if any(len(term) >= 3 and term in low for term in searched):
         return True
     return related(words([title]) - _COUNTING, words(searched | {question}) - _COUNTING,
                    [title])
