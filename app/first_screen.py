@@ -36,9 +36,11 @@ from trajectories.model import Step, StepKind, Trajectory
 FIRST_SCREEN_ID = "faillab-first-screen"
 #: Steps drawn in the first screen; the rest come with the interactive page a moment later.
 FIRST_SCREEN_STEPS = 40
-#: What the removal script waits for: the page's own steps, or anything the page says instead
-#: of a trajectory (an error, a sign-in form) in the main area.
-PAGE_READY_SELECTOR = (".st-key-steps_pane .faillab-step, "
+#: What the removal script waits for: the page's own steps; its verdict box, which the page draws
+#: right after the steps pane (a trajectory with no steps, such as a results table's answer, has
+#: nothing else to wait for); or anything the page says instead of a trajectory (an error, a
+#: sign-in form) in the main area.
+PAGE_READY_SELECTOR = (".st-key-steps_pane .faillab-step, .st-key-trajectory_verdict, "
                        '[data-testid="stMain"] [data-testid="stAlert"], '
                        '[data-testid="stMain"] [data-testid="stException"], '
                        '[data-testid="stMain"] [data-testid="stForm"]')

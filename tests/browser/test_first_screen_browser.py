@@ -21,6 +21,7 @@ from trajectories.workspace import Workspace
 pytestmark = pytest.mark.browser
 
 QUESTION = "Which drug did patient 4711 receive first <b>after</b> surgery?"
+NO_STEPS_QUESTION = "How many patients had a culture drawn on day one?"
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -30,8 +31,16 @@ def _workspace(root: Path) -> str:
     traj = make_trajectory(task=Task(id="fs-1", question=QUESTION, ground_truth=[["aspirin"]],
                                      reference_sql="SELECT 1"),
                            steps=steps, final_answer=[["heparin"]]).with_id()
-    Workspace(root).add([(traj, None)])
+    # A results table's answer: no steps at all, only the final answer.
+    answer_only = make_trajectory(task=Task(id="fs-2", question=NO_STEPS_QUESTION,
+                                            ground_truth=[["3"]]),
+                                  steps=[], final_answer="Four patients.").with_id()
+    Workspace(root).add([(traj, None), (answer_only, None)])
     return str(traj.id)
+
+
+def _answer_only_id(root: Path) -> str:
+    return next(str(r["id"]) for r in Workspace(root).list() if r["task_id"] == "fs-2")
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +87,27 @@ def test_the_interactive_page_takes_over(browser: Browser,
         # Nothing covers the page any more: a click reaches Streamlit's own toggle.
         page.get_by_text("Expand all").click()
         expect(page.get_by_role("switch", name="Expand all")).to_be_checked()
+    finally:
+        context.close()
+
+
+def test_a_trajectory_without_steps_gives_way_too(browser: Browser,
+                                                 local_server: tuple[StreamlitServer, str]
+                                                 ) -> None:
+    """A results table's answer has no steps for the page to draw: the first screen gives way
+    as soon as the page has drawn its verdict box, not after the 30 s that bound it."""
+    server, _ = local_server
+    answer_only = _answer_only_id(server.workspace)
+    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+    try:
+        page = context.new_page()
+        response = page.goto(f"{server.url}/trajectory?id={answer_only}")
+        assert response is not None and FIRST_SCREEN_ID in response.text()
+        expect(page.locator(".st-key-trajectory_verdict")).to_be_attached(timeout=60_000)
+        # The removal script looks every 40 ms; 5 s is far inside the 30 s it would wait.
+        expect(page.locator(f"#{FIRST_SCREEN_ID}")).to_have_count(0, timeout=5_000)
+        expect(page.locator("[data-testid='stMain']").get_by_text(NO_STEPS_QUESTION)
+               ).to_be_visible()
     finally:
         context.close()
 
