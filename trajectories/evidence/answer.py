@@ -41,7 +41,7 @@ def answer_step(
             return last, _answer(f"no rows is the right answer, final answer "
                                         f"{trajectory.final_answer[:20]!r} is text instead of null")
     expected = gold if gold else (as_table(list(reference.rows)) if reference else None)
-    wanted = {v for row in expected or [] for v in row if v and v not in {"none", "null", ""}}
+    wanted = {v for row in expected or [] for v in _values(row)}
     by_index = dict(steps)
     for i, step in enumerate(trajectory.steps):
         if step.kind == StepKind.MESSAGE or step.error or not step.observation or not wanted:

@@ -26,9 +26,9 @@ from trajectories.evidence.parts import RefParts, decompose
 from trajectories.model import Trajectory
 
 # The dictionary an events table's codes are named in: searching it is reaching for the table.
-_DICTIONARY_OF = {"labevents": "d_labitems", "chartevents": "d_items", "inputevents": "d_items",
-                  "outputevents": "d_items", "procedureevents": "d_items",
-                  "diagnoses_icd": "d_icd_diagnoses", "procedures_icd": "d_icd_procedures"}
+DICTIONARY_OF = {"labevents": "d_labitems", "chartevents": "d_items", "inputevents": "d_items",
+                 "outputevents": "d_items", "procedureevents": "d_items",
+                 "diagnoses_icd": "d_icd_diagnoses", "procedures_icd": "d_icd_procedures"}
 
 
 def diverging_values(ref: RefParts, got: RefParts) -> set[tuple[str, str]]:
@@ -98,7 +98,7 @@ def left_answer(trajectory: Trajectory, steps: list[tuple[int, str]], seen: int)
 def first_reaching(trajectory: Trajectory, tables: set[str], before: int) -> int | None:
     """The first action before ``before`` that reads one of ``tables`` or searches it or its
     dictionary (a search tool's table argument, or SQL on it)."""
-    wanted = set(tables) | {_DICTIONARY_OF[t] for t in tables if t in _DICTIONARY_OF}
+    wanted = set(tables) | {DICTIONARY_OF[t] for t in tables if t in DICTIONARY_OF}
     for view in sg.action_views(trajectory):
         if view.index >= before:
             return None

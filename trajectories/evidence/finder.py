@@ -271,23 +271,24 @@ def find_divergence(
     ref = decompose(ref_sql)
     if not used_tools(trajectory):
         return _unqueried(trajectory, rows, executed)
-    if ref is None:
-        misread = None if ref_sql else earliest_wrong_choice(trajectory, steps, probe)
+    if ref is None and ref_sql:
+        return Evidence(None, rows=rows, reason="reference SQL does not parse: no evidence",
+                        executed=executed)
+    if ref is None:  # no reference SQL: what the trajectory and the database show alone
+        misread = earliest_wrong_choice(trajectory, steps, probe)
         if misread is not None:
             return _evidence(trajectory, misread[0], [_div(misread[1].part, misread[1].reason)],
                              rows, executed)
-        emptied = emptied_by_a_value(trajectory, steps, probe) if not ref_sql else None
+        emptied = emptied_by_a_value(trajectory, steps, probe)
         if emptied is not None:
             return _evidence(trajectory, emptied[0], [_div(emptied[1].part, emptied[1].reason)],
                              rows, True, emptied[2])
-        unfound = unfound_term(trajectory) if not ref_sql else None
-        if unfound is None and not ref_sql:
-            unfound = first_emptied(trajectory, steps, probe)
+        unfound = unfound_term(trajectory) or first_emptied(trajectory, steps, probe)
         if unfound is not None:
             return _evidence(trajectory, unfound[0], [_div(unfound[1].part, unfound[1].reason)],
                              rows, executed)
-        reason = "no reference SQL" if not ref_sql else "reference SQL does not parse"
-        return Evidence(None, rows=rows, reason=f"{reason}: no evidence", executed=executed)
+        return Evidence(None, rows=rows, reason="no reference SQL: no evidence",
+                        executed=executed)
     # Parse lazily: the last query over the reference's tables is usually the last step, and
     # parsing every step is the finder's main cost. A query can only read a table its text
     # names: steps that name none of the reference's tables are not parsed (same verdict).

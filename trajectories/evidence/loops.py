@@ -31,6 +31,17 @@ def _norm(text: str) -> str:
     return " ".join(text.replace(";", " ").split()).lower()
 
 
+def query_runs(steps: list[tuple[int, str]]) -> Counter[str]:
+    """How often each query was run, its case, spacing and semicolons aside (keyed by
+    :func:`same_query`)."""
+    return Counter(_norm(sql) for _, sql in steps)
+
+
+def same_query(sql: str) -> str:
+    """The key :func:`query_runs` counts ``sql`` under."""
+    return _norm(sql)
+
+
 def _result(trajectory: Trajectory, index: int) -> str:
     """A step's result for comparing attempts: an error without the query text that drivers
     quote after it (``[SQL: ...]``), so two queries with the same error read the same."""
@@ -42,7 +53,7 @@ def repeated_query(trajectory: Trajectory, steps: list[tuple[int, str]]
                    ) -> tuple[int, Divergence] | None:
     """(the loop's first step, divergence) for a query run ``LOOP_MIN_RUNS`` times or more by
     an agent that gave no final answer; None otherwise."""
-    counts = Counter(_norm(sql) for _, sql in steps)
+    counts = query_runs(steps)
     if not counts:
         return None
     query, n = counts.most_common(1)[0]
@@ -82,4 +93,4 @@ def repeated_reply(trajectory: Trajectory, after: int) -> tuple[int, Divergence]
         STUCK_IN_LOOP, 0.0)
 
 
-__all__ = ["LOOP_MIN_RUNS", "repeated_query", "repeated_reply"]
+__all__ = ["LOOP_MIN_RUNS", "query_runs", "repeated_query", "repeated_reply", "same_query"]

@@ -16,11 +16,10 @@ lets the repetition dominate (Stuck-in-Loop), whatever the code.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from trajectories import signals as sg
+from trajectories.evidence.commit import DICTIONARY_OF
 from trajectories.evidence.grounding import related, words
-from trajectories.evidence.loops import LOOP_MIN_RUNS
+from trajectories.evidence.loops import LOOP_MIN_RUNS, query_runs, same_query
 from trajectories.evidence.parts import Divergence, decompose
 from trajectories.evidence.probes import Probe
 from trajectories.evidence.unfound import searched_terms
@@ -33,7 +32,7 @@ _COUNTING = frozenset({"one", "two", "three", "four", "five", "six", "more", "le
                        "most", "least", "same", "first", "last", "single", "multiple", "all",
                        "any", "each", "only", "both"})
 #: Events tables whose ``icd_code`` one dictionary names.
-_DICTIONARY_OF = {"procedures_icd": "d_icd_procedures", "diagnoses_icd": "d_icd_diagnoses"}
+_ICD_DICTIONARY_OF = {t: d for t, d in DICTIONARY_OF.items() if d.startswith("d_icd_")}
 
 
 def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]],
@@ -42,18 +41,18 @@ def code_of_another_concept(trajectory: Trajectory, steps: list[tuple[int, str]]
     if probe is None:
         return None
     question = trajectory.task.question if isinstance(trajectory.task.question, str) else ""
-    runs = Counter(" ".join(sql.split()).lower() for _, sql in steps)
+    runs = query_runs(steps)
     for i, sql in steps:
         low = sql.lower()
-        if "icd_code" not in low or not any(t in low for t in _DICTIONARY_OF):
+        if "icd_code" not in low or not any(t in low for t in _ICD_DICTIONARY_OF):
             continue  # no code of a diagnosis or procedure compared: not parsed to find out
-        if runs[" ".join(low.split())] >= LOOP_MIN_RUNS:
+        if runs[same_query(sql)] >= LOOP_MIN_RUNS:
             return None  # run again and again: the loop dominates
         parts = decompose(sql)
-        tables = parts.tables & set(_DICTIONARY_OF) if parts is not None else set()
+        tables = parts.tables & set(_ICD_DICTIONARY_OF) if parts is not None else set()
         if parts is None or len(tables) != 1:
             continue  # both kinds read: which dictionary names the code is not known
-        dictionary = _DICTIONARY_OF[next(iter(tables))]
+        dictionary = _ICD_DICTIONARY_OF[next(iter(tables))]
         codes = sorted(v for c, v in parts.codes if c == "icd_code")
         searched = searched_terms(trajectory, before=i)
         named = probe.codes(codes, "icd_code", dictionary)

@@ -21,13 +21,8 @@ from __future__ import annotations
 import re
 
 from trajectories import signals as sg
-from trajectories.evidence.grounding import (
-    TEXT_CODE_COLS,
-    concluded_from,
-    is_agent_message,
-    is_dictionary_sql,
-)
-from trajectories.evidence.noref import has_answer
+from trajectories.evidence.grounding import TEXT_CODE_COLS, concluded_from, is_dictionary_sql
+from trajectories.evidence.noref import final_message, has_answer
 from trajectories.evidence.parts import Divergence, decompose
 from trajectories.model import Trajectory
 from trajectories.reading import parse_arguments
@@ -80,8 +75,8 @@ def _says_there_is_none(trajectory: Trajectory) -> bool:
         # verified values.
         if any(v and v in row for g in gold for v in g for row in as_table(final) or []):
             return False
-        final = next((str(s.content or "") for i, s in reversed(list(enumerate(
-            trajectory.steps))) if is_agent_message(trajectory, i) and s.content), "")
+        at = final_message(trajectory)
+        final = str(trajectory.steps[at].content or "") if at is not None else ""
     low = final.lower()
     if any(v and v.lower() in low for row in gold for v in row):
         return False
